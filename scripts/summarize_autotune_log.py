@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Summarize autotune logs: per kernel, configs ranked by time, winner, spread, GB/s, regs/spills.
+
+Reads any mix of: the capture log autotune.log (autotune_event/1 JSON Lines), Triton's
+TRITON_PRINT_AUTOTUNING=1 output, Inductor's kernel_autotune metric table CSV, and
+TORCH_LOGS="+inductor" debug lines. Lines that cannot be read whole are listed in the JSON
+`skipped` list and counted on stderr; an empty or unrecognisable file is an error (exit 2).
+
+    python summarize_autotune_log.py autotune_kernels/autotune.log log_profile.txt \
+        --json-out autotune_summary.json --markdown-out autotune_summary.md
+"""
+
+from __future__ import annotations
+
+import sys
+
+from tko import atomic
+from tko.artifact import write_artifact
+from tko.autotune_log import DEFAULT_SPREAD_THRESHOLD, parse_files, render_markdown, summarize
+from tko.errors import ArgumentParser, InputError, run_main
+
+SCHEMA = "autotune_summary/1"
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="summarize_autotune_log.py",
+                       description=__doc__.split("\n\n")[0],
+                       epilog="Output contract: references/json_contracts.md, autotune_summary/1.")
+    p.add_argument("logs", nargs="+", metavar="LOG",
+                   help="autotune.log, log_profile.txt, metric_table_kernel_autotune.csv, ...")
+    p.add_argument("--json-out", metavar="PATH", help="write the autotune_summary/1 JSON here")
+    p.add_argument("--markdown-out", metavar="PATH", help="write a Markdown report here")
+    p.add_argument("--spread-threshold", type=float, default=DEFAULT_SPREAD_THRESHOLD,
+                   metavar="RATIO",
+                   help="flag a kernel 'flat_spread' when slowest/fastest config time is below "
+                        f"RATIO: tuning it is pointless (default {DEFAULT_SPREAD_THRESHOLD})")
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.spread_threshold >= 1.0:
+        raise InputError(f"--spread-threshold must be >= 1.0, got {args.spread_threshold}")
+    summary = summarize(parse_files(args.logs), args.spread_threshold)
+    if args.json_out:
+        write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
+    markdown = render_markdown(summary)
+    if args.markdown_out:
+        atomic.write_text(args.markdown_out, markdown)
+    if not args.json_out and not args.markdown_out:
+        sys.stdout.write(markdown)
+    skipped = len(summary["skipped"])
+    print(f"summarize_autotune_log.py: {len(summary['kernels'])} kernels"
+          + (f", {skipped} unreadable lines skipped (listed in the JSON 'skipped')" if skipped else ""),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog="summarize_autotune_log.py"))

@@ -1,0 +1,930 @@
+"""THE parser of autotune logs, in every format this bundle meets.
+
+Formats, detected per line (one file may mix them, e.g. a ``log_profile.txt``):
+
+* ``autotune_event/1`` JSON Lines written by ``autotune_capture_patch.py``
+  (contract: ``references/json_contracts.md``);
+* Triton's ``TRITON_PRINT_AUTOTUNING=1`` messages: the 3.0-3.3 one-line form
+  ``Triton autotuning for function F finished after Ts; best config selected: C;``,
+  the 3.4+ four-line form (``..., with key as K,`` / ``finished after Ts,`` /
+  ``best config selected: C;``) and 3.3+ ``Autotuning kernel F with config C``;
+* Inductor's ``kernel_autotune`` metric table CSV (torch 2.11+,
+  ``TORCHINDUCTOR_ENABLED_METRIC_TABLES=kernel_autotune``);
+* ``TORCH_LOGS="+inductor"`` debug lines of ``triton_heuristics`` and
+  ``coordinate_descent_tuner`` (with or without the torch log prefix).
+
+A line that carries one of these formats but cannot be read whole (a truncated
+JSON line, a config cut in half) is recorded in ``skipped`` and ignored; any
+other text is ordinary log noise.  Nothing here imports torch or triton.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+FMT_EVENTS = "autotune_event"
+FMT_TRITON = "triton_print_autotuning"
+FMT_CSV = "kernel_autotune_csv"
+FMT_DEBUG = "inductor_debug_log"
+
+# Fields of triton.Config.__str__ that are not kernel meta-parameters (3.0 to 3.9).
+_CONFIG_LEVEL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override",
+                 "num_buffers_warp_spec", "num_consumer_groups", "reg_dec_producer",
+                 "reg_inc_consumer", "minRegAutoWS", "maxRegAutoWS", "pingpongAutoWS")
+# AMD compile options Inductor passes as Config kwargs; the capture log keeps them in extras.
+_AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+# Values equal to Triton's defaults say nothing about a config; leave them out of its identity.
+_DEFAULTS = {"num_ctas": 1, "maxnreg": None, "ir_override": None, "num_buffers_warp_spec": 0,
+             "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0}
+
+# torch logging prefix: "[rank0]:V1130 03:12:45.123000 4242 torch/_inductor/x.py:12] [0/0] msg"
+_TORCH_PREFIX = re.compile(
+    r"^(?:\[rank\d+\]:)?[VDIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<pid>\d+) "
+    r"(?P<site>[^\s\]]+:\d+)\] (?:\[[^\]]*\] )?(?P<msg>.*)$")
+_NUM = r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan))"
+_TIMING_TAIL = re.compile(
+    rf"^(?P<cfg>.*): (?P<ms>{_NUM}), nreg (?P<nreg>-?\d+|None), nspill (?P<nspill>-?\d+|None), "
+    r"#shared-mem (?P<shared>-?\d+|None)\s*$")
+_GETS = re.compile(r"^CachingAutotuner gets (?P<n>\d+) configs for (?P<name>\S+)\s*$")
+_BENCH_ALL = re.compile(r"^Benchmark all input configs for (?P<name>\S+), get:\s*$")
+_BEST = re.compile(rf"^Best config for (?P<name>\S+?): (?P<rest>.*)$")
+_COORDESC = re.compile(r"^COORDESC: (?P<rest>.*)$")
+_CD_START = re.compile(r"^= Do coordinate descent tuning for (?P<name>\S+) =\s*$")
+_CD_BASE = re.compile(rf"^(?P<name>\S+): Baseline Config (?P<cfg>.*), baseline timing (?P<ms>{_NUM})\s*$")
+_CD_IMPROVE = re.compile(
+    rf"^(?P<name>\S+): Improve from (?P<a>.*) (?P<ta>{_NUM}) -> (?P<b>.*) (?P<tb>{_NUM}), "
+    rf"(?P<ratio>{_NUM})x\s*$")
+_TRITON_ONE = re.compile(
+    r"Triton autotuning for function (?P<name>\S+) finished after (?P<t>[\d.]+)s; "
+    r"best config selected: (?P<cfg>.*);\s*$")
+_TRITON_HEAD = re.compile(r"Triton autotuning for function (?P<name>\S+),\s*$")
+_TRITON_KEY = re.compile(r"^with key as (?P<key>.*),\s*$")
+_TRITON_TIME = re.compile(r"^finished after (?P<t>[\d.]+)s,\s*$")
+_TRITON_BEST = re.compile(r"^best config selected: (?P<cfg>.*);\s*$")
+_TRITON_TRY = re.compile(r"Autotuning kernel (?P<name>\S+) with config (?P<cfg>.*?)\s*$")
+_TRITON_FAIL = re.compile(r"^Autotuning failed with (?P<err>.*)$")
+_CSV_COLUMNS = ["kernel_path", "kernel_name", "triton_config", "latency_ms"]
+# Text that only these formats print: a line holding one but matching no rule is garbled.
+_ANCHORS = ("Benchmark all input configs", "nspill", "#shared-mem", "COORDESC",
+            "Triton autotuning for function", "CachingAutotuner gets", "Best config for")
+_TUNER_SITES = ("triton_heuristics.py", "coordinate_descent_tuner.py")
+_CFG_FIELD = re.compile(r"(?:^|, )([A-Za-z_][A-Za-z0-9_]*): ")
+
+
+# ---------------------------------------------------------------------------
+# configs
+
+def _scalar(text: str) -> Any:
+    text = text.strip()
+    if text in ("None", "null"):
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_config_str(text: str) -> dict | None:
+    """``str(triton.Config)`` -> ``{"kwargs", "num_warps", "num_stages", "extras"}``.
+
+    None when the text is not a whole config (it must name num_warps and
+    num_stages, which every Triton release prints).
+    """
+    text = text.strip().rstrip(";").strip()
+    marks = list(_CFG_FIELD.finditer(text))
+    if not marks or marks[0].start() != 0:
+        return None
+    fields: dict[str, Any] = {}
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        fields[m.group(1)] = _scalar(text[m.end():end])
+    if not isinstance(fields.get("num_warps"), int) or not isinstance(fields.get("num_stages"), int):
+        return None
+    return make_config(fields)
+
+
+def make_config(flat: dict) -> dict:
+    """Split flat ``{name: value}`` into the ``autotune_event/1`` config shape."""
+    kwargs, extras = {}, {}
+    for key, value in flat.items():
+        if key in ("num_warps", "num_stages"):
+            continue
+        if key in _CONFIG_LEVEL or key in _AMD_OPTIONS:
+            extras[key] = value
+        else:
+            kwargs[key] = value
+    return {"kwargs": kwargs, "num_warps": flat.get("num_warps"),
+            "num_stages": flat.get("num_stages"), "extras": extras}
+
+
+def normalize_config(cfg: Any) -> dict | None:
+    """Accept an ``autotune_event/1`` config dict (or a flat dict) and return the shape above."""
+    if not isinstance(cfg, dict):
+        return None
+    if "kwargs" in cfg:
+        kwargs = dict(cfg.get("kwargs") or {})
+        extras = dict(cfg.get("extras") or {})
+        for key in list(kwargs):
+            if key in _AMD_OPTIONS:
+                extras[key] = kwargs.pop(key)
+        return {"kwargs": kwargs, "num_warps": cfg.get("num_warps"),
+                "num_stages": cfg.get("num_stages"), "extras": extras}
+    return make_config(cfg)
+
+
+def _significant_extras(cfg: dict) -> dict:
+    return {k: v for k, v in sorted((cfg.get("extras") or {}).items())
+            if v is not None and _DEFAULTS.get(k, object()) != v}
+
+
+def config_key(cfg: dict) -> tuple:
+    """Identity of a config across formats (defaults and key order do not matter)."""
+    return (tuple(sorted((k, repr(v)) for k, v in (cfg.get("kwargs") or {}).items())),
+            cfg.get("num_warps"), cfg.get("num_stages"),
+            tuple((k, repr(v)) for k, v in _significant_extras(cfg).items()))
+
+
+def config_label(cfg: dict) -> str:
+    parts = [f"{k}={v}" for k, v in (cfg.get("kwargs") or {}).items()]
+    parts.append(f"num_warps={cfg.get('num_warps')}")
+    parts.append(f"num_stages={cfg.get('num_stages')}")
+    parts += [f"{k}={v}" for k, v in _significant_extras(cfg).items()]
+    return ", ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# parsed records
+
+@dataclass
+class Timing:
+    config: dict
+    ms: float | None            # None: the config failed or was skipped (Inductor's inf)
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared: int | None = None
+    gb_per_s: float | None = None
+
+
+@dataclass
+class Tuning:
+    """One benchmarking of a kernel's configs (an autotune or a coordinate descent)."""
+
+    kernel: str
+    origin: str                 # "file:line" of its first line
+    fmt: str
+    phase: str = "autotune"     # or "coordesc"
+    timings: list[Timing] = field(default_factory=list)
+    winner: dict | None = None
+    winner_ms: float | None = None
+    statistic: str = "unknown"
+    statistic_basis: str = ""
+    duration_s: float | None = None
+    pid: int | None = None
+    origins: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if not self.origins:
+            self.origins = [self.origin]
+
+
+@dataclass
+class KernelFacts:
+    """What the logs say about a kernel besides timings."""
+
+    declared_configs: int | None = None
+    configs: list[dict] = field(default_factory=list)
+    from_cache: bool = False
+    source_files: list[str] = field(default_factory=list)
+    kind: str | None = None
+    num_bytes: int | None = None
+    bytes_source: str | None = None
+    standalone_file: str | None = None
+    device: dict | None = None
+    saved_inputs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add_source(self, path: Any) -> None:
+        if isinstance(path, str) and path and path not in self.source_files:
+            self.source_files.append(path)
+
+
+@dataclass
+class ParsedLogs:
+    tunings: list[Tuning] = field(default_factory=list)
+    facts: dict[str, KernelFacts] = field(default_factory=dict)
+    skipped: list[dict] = field(default_factory=list)
+    inputs: list[dict] = field(default_factory=list)
+
+    def fact(self, kernel: str) -> KernelFacts:
+        return self.facts.setdefault(kernel, KernelFacts())
+
+
+def _ms(text_or_value: Any) -> float | None:
+    try:
+        value = float(text_or_value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# the line parser
+
+class _FileParser:
+    def __init__(self, path: Path, out: ParsedLogs):
+        self.path = path
+        self.out = out
+        self.formats: dict[str, int] = {}
+        self.records = 0
+        # per-pid text context (several processes may write one log)
+        self.open_bench: dict[Any, Tuning] = {}
+        self.declaring: dict[Any, tuple[str, int]] = {}
+        self.coordesc: dict[Any, Tuning] = {}
+        self.last_kernel: dict[Any, str] = {}
+        self.triton_tries: dict[str, Tuning] = {}
+        self.last_try: Tuning | None = None
+        self.triton_block: dict | None = None
+        self.csv_header: list[str] | None = None
+        self.csv_group: Tuning | None = None
+        self.csv_group_key: tuple | None = None
+
+    # -- bookkeeping
+    def where(self, lineno: int) -> str:
+        return f"{self.path}:{lineno}"
+
+    def skip(self, lineno: int, reason: str) -> None:
+        self.out.skipped.append({"where": self.where(lineno), "reason": reason})
+
+    def seen(self, fmt: str) -> None:
+        self.formats[fmt] = self.formats.get(fmt, 0) + 1
+        self.records += 1
+
+    def add_tuning(self, tuning: Tuning) -> Tuning:
+        self.out.tunings.append(tuning)
+        return tuning
+
+    # -- driver
+    def parse(self, text: str) -> None:
+        lines = text.splitlines()
+        for lineno, raw in enumerate(lines, 1):
+            line = raw.rstrip("\r")
+            if self.triton_block is not None and self._triton_block_line(lineno, line):
+                continue
+            if self.csv_header is not None:
+                if self._csv_line(lineno, line):
+                    continue
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("{"):
+                self._json_line(lineno, stripped)
+                continue
+            if self._csv_header_line(stripped):
+                continue
+            self._text_line(lineno, line)
+        if self.triton_block is not None:
+            self.skip(self.triton_block["lineno"],
+                      "multi-line Triton autotuning message cut off at end of file")
+            self.triton_block = None
+        self.csv_group = None
+
+    # -- autotune_event/1 JSON Lines
+    def _json_line(self, lineno: int, text: str) -> None:
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError as exc:
+            self.skip(lineno, f"truncated or invalid JSON line ({exc.msg})")
+            return
+        if not isinstance(event, dict):
+            self.skip(lineno, "JSON line is not an object")
+            return
+        schema = str(event.get("schema", ""))
+        if not schema.startswith("autotune_event/"):
+            self.skip(lineno, f"JSON line with schema {schema or 'missing'!r}, expected autotune_event/1")
+            return
+        if schema != "autotune_event/1":
+            self.skip(lineno, f"unsupported {schema} (this reader knows autotune_event/1)")
+            return
+        kernel, kind = event.get("kernel"), event.get("event")
+        if not isinstance(kernel, str) or not kernel or not isinstance(kind, str):
+            self.skip(lineno, "autotune_event line without 'event' or 'kernel'")
+            return
+        self.seen(FMT_EVENTS)
+        fact = self.out.fact(kernel)
+        fact.add_source(event.get("source_file"))
+        if isinstance(event.get("standalone_file"), str):
+            fact.standalone_file = event["standalone_file"]
+        if isinstance(event.get("device"), dict):
+            fact.device = event["device"]
+        if isinstance(event.get("kind"), str):
+            fact.kind = event["kind"]
+        if event.get("from_cache") is True or kind == "cache_hit":
+            fact.from_cache = True
+        if isinstance(event.get("configs"), list):
+            fact.configs = [c for c in map(normalize_config, event["configs"]) if c]
+            fact.declared_configs = len(event["configs"])
+        if isinstance(event.get("num_bytes"), (int, float)) and fact.num_bytes is None:
+            fact.num_bytes = int(event["num_bytes"])
+            fact.bytes_source = event.get("bytes_source")
+        meta = event.get("inductor_meta")
+        if isinstance(meta, dict) and isinstance(meta.get("kernel_num_gb"), (int, float)) \
+                and fact.num_bytes is None:
+            fact.num_bytes = int(meta["kernel_num_gb"] * 1e9)
+            fact.bytes_source = "kernel_num_gb"
+        for arg in event.get("args") or []:
+            saved = arg.get("saved") if isinstance(arg, dict) else None
+            if isinstance(saved, str) and saved not in fact.saved_inputs:
+                fact.saved_inputs.append(saved)
+        if kind == "note" and isinstance(event.get("message"), str):
+            fact.notes.append(event["message"])
+        if kind in ("autotune", "coordesc"):
+            timings = event.get("timings")
+            if not isinstance(timings, list):
+                self.skip(lineno, f"{kind} event without a 'timings' list")
+                return
+            tuning = Tuning(kernel=kernel, origin=self.where(lineno), fmt=FMT_EVENTS, phase=kind,
+                            pid=_int(event.get("pid")),
+                            statistic=str(event.get("statistic") or "unknown"),
+                            statistic_basis="recorded by the capture patch"
+                            if event.get("statistic") else "not recorded")
+            for item in timings:
+                cfg = normalize_config(item.get("config")) if isinstance(item, dict) else None
+                if cfg is None:
+                    self.skip(lineno, f"{kind} event: a timing without a readable config")
+                    continue
+                tuning.timings.append(Timing(cfg, _ms(item.get("ms")), _int(item.get("n_regs")),
+                                             _int(item.get("n_spills")), _int(item.get("shared")),
+                                             _ms(item.get("gb_per_s"))))
+            winner = normalize_config(event.get("winner"))
+            if winner:
+                tuning.winner = winner
+                tuning.winner_ms = next((t.ms for t in tuning.timings
+                                         if config_key(t.config) == config_key(winner)), None)
+            self.add_tuning(tuning)
+
+    # -- kernel_autotune metric table CSV
+    def _csv_header_line(self, text: str) -> bool:
+        cells = [c.strip() for c in text.split(",")]
+        if cells == _CSV_COLUMNS or cells == ["model_name"] + _CSV_COLUMNS:
+            self.csv_header = cells
+            self.csv_group = None
+            return True
+        return False
+
+    def _csv_line(self, lineno: int, line: str) -> bool:
+        """Consume a metric-table row; False hands the line back to the text rules."""
+        if not line.strip():
+            return True
+        if self._csv_header_line(line.strip()):
+            return True
+        try:
+            cells = next(csv.reader([line]))
+        except (csv.Error, StopIteration):
+            cells = []
+        header = self.csv_header or []
+        if len(cells) != len(header):
+            # a row cut short still starts like a row of this table
+            if line.count(",") >= 1 and ("num_warps" in line or line.startswith(("\"", ","))
+                                         or "/" in line.split(",")[0]):
+                self.skip(lineno, f"metric table row with {len(cells)} of {len(header)} columns")
+                return True
+            self.csv_header = None
+            self.csv_group = None
+            return False
+        row = dict(zip(header, cells))
+        cfg = parse_config_str(row["triton_config"])
+        if cfg is None:
+            self.skip(lineno, "metric table row with an unreadable triton_config")
+            return True
+        latency = row["latency_ms"].strip()
+        ms = _ms(latency)
+        if ms is None and latency not in ("inf", "nan", ""):
+            self.skip(lineno, f"metric table row with latency_ms {latency!r}")
+            return True
+        self.seen(FMT_CSV)
+        kernel = row["kernel_name"]
+        group_key = (row["kernel_path"], kernel)
+        tuning = self.csv_group
+        if tuning is None or self.csv_group_key != group_key or any(
+                config_key(t.config) == config_key(cfg) for t in tuning.timings):
+            # one benchmark_all_configs call writes its rows together; a new kernel or a
+            # repeated config starts the next one
+            tuning = self.add_tuning(Tuning(
+                kernel=kernel, origin=self.where(lineno), fmt=FMT_CSV, statistic="min",
+                statistic_basis="inferred: the kernel_autotune table exists from torch 2.11, whose "
+                                "default benchmarker returns the minimum"))
+            self.csv_group, self.csv_group_key = tuning, group_key
+        tuning.timings.append(Timing(cfg, ms))
+        self.out.fact(kernel).add_source(row["kernel_path"])
+        return True
+
+    # -- Triton TRITON_PRINT_AUTOTUNING, 3.4+ four-line block
+    def _triton_block_line(self, lineno: int, line: str) -> bool:
+        block = self.triton_block
+        text = line.strip()
+        step = block["step"]
+        m = None
+        if step == 0:
+            m = _TRITON_KEY.match(text)
+            if m:
+                block["key"] = m.group("key")
+        elif step == 1:
+            m = _TRITON_TIME.match(text)
+            if m:
+                block["t"] = float(m.group("t"))
+        elif step == 2:
+            m = _TRITON_BEST.match(text)
+            if m:
+                cfg = parse_config_str(m.group("cfg"))
+                if cfg is None:
+                    self.triton_block = None
+                    self.skip(block["lineno"], "Triton autotuning message with an unreadable "
+                                               "best config")
+                    return True
+                self._triton_done(block["lineno"], block["name"], block["t"], cfg, block["key"])
+                self.triton_block = None
+                return True
+        if m is None:
+            self.triton_block = None
+            self.skip(block["lineno"], "multi-line Triton autotuning message cut off "
+                                       f"(line {lineno} does not continue it)")
+            return False
+        block["step"] = step + 1
+        return True
+
+    def _triton_done(self, lineno: int, name: str, seconds: float, cfg: dict,
+                     key: str | None) -> None:
+        self.seen(FMT_TRITON)
+        tuning = self.triton_tries.pop(name, None)
+        if tuning is None:
+            tuning = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_TRITON))
+        tuning.statistic = "median"
+        tuning.statistic_basis = "Triton Autotuner: do_bench quantiles (0.5, 0.2, 0.8), compared " \
+                                 "by median; times are not printed"
+        tuning.duration_s = seconds
+        tuning.winner = cfg
+        if key is not None:
+            self.out.fact(name).notes.append(f"tuned for key {key}")
+        self.out.fact(name).kind = self.out.fact(name).kind or "triton_autotune"
+
+    # -- plain text lines
+    def _text_line(self, lineno: int, line: str) -> None:
+        m = _TORCH_PREFIX.match(line)
+        pid = _int(m.group("pid")) if m else None
+        msg = (m.group("msg") if m else line).strip()
+
+        if (t := _TRITON_ONE.search(msg)) is not None:
+            cfg = parse_config_str(t.group("cfg"))
+            if cfg is None:
+                self.skip(lineno, "Triton autotuning message with an unreadable best config")
+            else:
+                self._triton_done(lineno, t.group("name"), float(t.group("t")), cfg, None)
+            return
+        if (t := _TRITON_HEAD.search(msg)) is not None:
+            self.triton_block = {"lineno": lineno, "name": t.group("name"), "step": 0,
+                                 "key": None, "t": None}
+            return
+        if (t := _TRITON_TRY.search(msg)) is not None:
+            cfg = parse_config_str(t.group("cfg"))
+            if cfg is None:
+                self.skip(lineno, "'Autotuning kernel ... with config' line with an unreadable config")
+                return
+            name = t.group("name")
+            tuning = self.triton_tries.get(name)
+            if tuning is None or any(config_key(x.config) == config_key(cfg) for x in tuning.timings):
+                tuning = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_TRITON))
+                self.triton_tries[name] = tuning
+            tuning.timings.append(Timing(cfg, None))
+            self.last_try = tuning
+            self.seen(FMT_TRITON)
+            return
+        if (t := _TRITON_FAIL.match(msg)) is not None and self.last_try is not None:
+            self.out.fact(self.last_try.kernel).notes.append(
+                f"config {config_label(self.last_try.timings[-1].config)} failed: {t.group('err')}")
+            return
+
+        if (t := _GETS.match(msg)) is not None:
+            name, n = t.group("name"), int(t.group("n"))
+            fact = self.out.fact(name)
+            fact.declared_configs = n
+            fact.configs = []
+            self.declaring[pid] = (name, n)
+            self.open_bench.pop(pid, None)
+            self.seen(FMT_DEBUG)
+            return
+        if (t := _BENCH_ALL.match(msg)) is not None:
+            self.declaring.pop(pid, None)
+            self.open_bench[pid] = self.add_tuning(Tuning(
+                kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, pid=pid))
+            self.last_kernel[pid] = t.group("name")
+            self.seen(FMT_DEBUG)
+            return
+        if (t := _BEST.match(msg)) is not None:
+            self.declaring.pop(pid, None)
+            self.open_bench.pop(pid, None)
+            self._best_line(lineno, pid, t.group("name"), t.group("rest"))
+            return
+        if (t := _CD_START.match(msg)) is not None:
+            self.coordesc[pid] = self.add_tuning(Tuning(
+                kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, phase="coordesc",
+                pid=pid))
+            self.seen(FMT_DEBUG)
+            return
+        if (t := _CD_BASE.match(msg)) is not None:
+            cfg = parse_config_str(t.group("cfg"))
+            tuning = self._coordesc_for(pid, t.group("name"), lineno)
+            if cfg is not None and not any(config_key(x.config) == config_key(cfg)
+                                           for x in tuning.timings):
+                tuning.timings.append(Timing(cfg, _ms(t.group("ms"))))
+            self.seen(FMT_DEBUG)
+            return
+        if (t := _CD_IMPROVE.match(msg)) is not None:
+            cfg = parse_config_str(t.group("b"))
+            tuning = self._coordesc_for(pid, t.group("name"), lineno)
+            if cfg is None:
+                self.skip(lineno, "coordinate descent result with an unreadable config")
+                return
+            tuning.winner, tuning.winner_ms = cfg, _ms(t.group("tb"))
+            self.coordesc.pop(pid, None)
+            self.seen(FMT_DEBUG)
+            return
+        if (t := _COORDESC.match(msg)) is not None:
+            self._coordesc_probe(lineno, pid, t.group("rest"))
+            return
+
+        timed = _TIMING_TAIL.match(msg)
+        if timed is not None and pid in self.open_bench:
+            cfg = parse_config_str(timed.group("cfg"))
+            if cfg is None:
+                self.skip(lineno, "benchmark line with an unreadable config")
+                return
+            self.open_bench[pid].timings.append(self._timing(cfg, timed))
+            self.seen(FMT_DEBUG)
+            return
+        if timed is None and pid in self.declaring:
+            cfg = parse_config_str(msg)
+            name, n = self.declaring[pid]
+            fact = self.out.fact(name)
+            if cfg is not None:
+                fact.configs.append(cfg)
+                if len(fact.configs) >= n:
+                    self.declaring.pop(pid, None)
+                self.seen(FMT_DEBUG)
+                return
+            if "num_warps" in msg and m is not None:
+                self.skip(lineno, f"config line of 'CachingAutotuner gets {n} configs for {name}' "
+                                  "is truncated")
+                return
+            self.declaring.pop(pid, None)
+        if pid in self.open_bench and timed is None:
+            bench = self.open_bench[pid]
+            if "num_warps" in msg or "nreg" in msg:
+                self.skip(lineno, f"truncated benchmark line for {bench.kernel}")
+                return
+            if m is not None and m.group("site").split(":")[0].endswith("triton_heuristics.py"):
+                self.open_bench.pop(pid, None)
+        if timed is not None:
+            self.skip(lineno, "benchmark timing line without a preceding "
+                              "'Benchmark all input configs' line")
+            return
+        if any(anchor in msg for anchor in _ANCHORS):
+            self.skip(lineno, "autotune log line in an unrecognised or truncated form")
+        elif "num_warps" in msg and _CFG_FIELD.match(msg) and parse_config_str(msg) is None \
+                and (m is None or m.group("site").split(":")[0].endswith(_TUNER_SITES)):
+            self.skip(lineno, "config line cut short")
+
+    def _timing(self, cfg: dict, m: re.Match) -> Timing:
+        return Timing(cfg, _ms(m.group("ms")), _int(m.group("nreg")), _int(m.group("nspill")),
+                      _int(m.group("shared")))
+
+    def _best_line(self, lineno: int, pid: Any, name: str, rest: str) -> None:
+        timed = _TIMING_TAIL.match(rest)
+        cfg = parse_config_str(timed.group("cfg")) if timed else None
+        if cfg is None:
+            self.skip(lineno, f"'Best config for {name}' line is truncated or unreadable")
+            return
+        self.seen(FMT_DEBUG)
+        target = next((t for t in reversed(self.out.tunings)
+                       if t.kernel == name and t.fmt == FMT_DEBUG and t.phase == "autotune"
+                       and t.pid == pid and t.winner is None), None)
+        if target is None:
+            target = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_DEBUG,
+                                            pid=pid))
+            target.timings.append(self._timing(cfg, timed))
+        target.winner, target.winner_ms = cfg, _ms(timed.group("ms"))
+        if target.statistic == "unknown":
+            target.statistic = "min"
+            target.statistic_basis = ("inferred: 'Best config for' is logged from torch 2.9, whose "
+                                      "default benchmarker returns the minimum")
+        self.last_kernel[pid] = name
+
+    def _coordesc_for(self, pid: Any, name: str, lineno: int) -> Tuning:
+        tuning = self.coordesc.get(pid)
+        if tuning is None or tuning.kernel != name:
+            tuning = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_DEBUG,
+                                            phase="coordesc", pid=pid))
+            self.coordesc[pid] = tuning
+        return tuning
+
+    def _coordesc_probe(self, lineno: int, pid: Any, rest: str) -> None:
+        timed = _TIMING_TAIL.match(rest)
+        cfg = parse_config_str(timed.group("cfg")) if timed else None
+        if cfg is None:
+            self.skip(lineno, "COORDESC line is truncated or unreadable")
+            return
+        tuning = self.coordesc.get(pid)
+        if tuning is None:
+            name = self.last_kernel.get(pid)
+            if name is None:
+                self.skip(lineno, "COORDESC line with no kernel to attach it to")
+                return
+            tuning = self._coordesc_for(pid, name, lineno)
+        tuning.timings.append(self._timing(cfg, timed))
+        self.seen(FMT_DEBUG)
+
+
+def parse_files(paths: list[str | Path]) -> ParsedLogs:
+    """Parse every file; raise InputError for a missing, empty or unrecognisable one."""
+    out = ParsedLogs()
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise InputError(f"{path}: no such file")
+        if path.is_dir():
+            raise InputError(f"{path}: is a directory, expected an autotune log")
+        data = path.read_bytes()
+        if not data.strip():
+            raise InputError(f"{path}: empty file")
+        if b"\x00" in data[:4096]:
+            raise InputError(f"{path}: binary file, expected a text autotune log")
+        parser = _FileParser(path, out)
+        parser.parse(data.decode("utf-8", errors="replace"))
+        if parser.records == 0:
+            raise InputError(f"{path}: no autotune records recognised (expected autotune.log JSON "
+                             "Lines, TRITON_PRINT_AUTOTUNING output, a kernel_autotune metric table "
+                             "or TORCH_LOGS=+inductor lines)")
+        out.inputs.append({"path": str(path), "formats": parser.formats,
+                           "skipped": sum(1 for s in out.skipped
+                                          if s["where"].rsplit(":", 1)[0] == str(path))})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# summary
+
+DEFAULT_SPREAD_THRESHOLD = 1.05
+
+FLAG_TEXT = {
+    "single_config": "only one config was declared or timed: this kernel was never tuned",
+    "from_cache": "an autotune cache supplied the config, so nothing was timed in this run",
+    "flat_spread": "slowest/fastest is below the spread threshold: tuning these configs is pointless",
+    "spills": "at least one config spills registers",
+    "winner_spills": "the chosen config spills registers",
+    "failed_configs": "some configs failed or were skipped (no time)",
+    "no_timings": "the log names the configs but prints no per-config times",
+    "winner_not_fastest": "the reported winner is not the fastest config timed here",
+    "retuned": "the kernel was tuned more than once (several shapes, processes or runs)",
+    "winners_disagree": "different tunings picked different winners",
+    "coordesc_improved": "coordinate descent found a config faster than the autotune winner",
+    "several_source_files": "the name belongs to more than one module (different graphs reuse names)",
+}
+
+
+def _same_tuning(a: Tuning, b: Tuning) -> bool:
+    """The same benchmarking reported twice (e.g. +inductor lines and the metric table)."""
+    if a.kernel != b.kernel or a.phase != b.phase or len(a.timings) != len(b.timings) \
+            or not any(t.ms is not None for t in a.timings):
+        return False  # without times two tunings cannot be told apart from two real ones
+    times_b = {config_key(t.config): t.ms for t in b.timings}
+    for t in a.timings:
+        key = config_key(t.config)
+        if key not in times_b:
+            return False
+        x, y = t.ms, times_b[key]
+        if (x is None) != (y is None):
+            return False
+        if x is not None and abs(x - y) > 1e-6 + 1e-6 * abs(x):  # logs print 6 decimals
+            return False
+    return True
+
+
+def _merge(into: Tuning, other: Tuning) -> None:
+    by_key = {config_key(t.config): t for t in into.timings}
+    for t in other.timings:
+        mine = by_key[config_key(t.config)]
+        for name in ("n_regs", "n_spills", "shared", "gb_per_s"):
+            if getattr(mine, name) is None and getattr(t, name) is not None:
+                setattr(mine, name, getattr(t, name))
+    if into.winner is None and other.winner is not None:
+        into.winner, into.winner_ms = other.winner, other.winner_ms
+    if into.statistic == "unknown" and other.statistic != "unknown":
+        into.statistic, into.statistic_basis = other.statistic, other.statistic_basis
+    into.origins += [o for o in other.origins if o not in into.origins]
+
+
+def _dedupe(tunings: list[Tuning]) -> list[Tuning]:
+    kept: list[Tuning] = []
+    for tuning in tunings:
+        twin = next((k for k in kept if _same_tuning(k, tuning)), None)
+        if twin is None:
+            kept.append(tuning)
+        else:
+            _merge(twin, tuning)
+    return kept
+
+
+def _round(value: float | None, digits: int = 6) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _timing_row(t: Timing, fastest: float | None, num_bytes: int | None) -> dict:
+    gbps = t.gb_per_s
+    if gbps is None and num_bytes and t.ms:
+        gbps = num_bytes / 1e9 / (t.ms / 1e3)
+    return {"config": t.config, "label": config_label(t.config), "ms": _round(t.ms),
+            "x_fastest": _round(t.ms / fastest, 4) if t.ms and fastest else None,
+            "n_regs": t.n_regs, "n_spills": t.n_spills, "shared": t.shared,
+            "gb_per_s": _round(gbps, 2)}
+
+
+def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
+    timed = [x for x in t.timings if x.ms is not None]
+    fastest = min((x.ms for x in timed), default=None)
+    slowest = max((x.ms for x in timed), default=None)
+    ranked = sorted(t.timings, key=lambda x: (x.ms is None, x.ms or 0.0))
+    rows = [_timing_row(x, fastest, num_bytes) for x in ranked]
+    for rank, row in enumerate(rows, 1):
+        row["rank"] = rank if row["ms"] is not None else None
+    winner = t.winner
+    winner_ms = t.winner_ms
+    if winner is None and timed:
+        # Inductor and Triton both keep the config with the smallest time
+        best = min(timed, key=lambda x: x.ms)
+        winner, winner_ms = best.config, best.ms
+    win_row = None
+    if winner is not None:
+        match = next((x for x in t.timings if config_key(x.config) == config_key(winner)), None)
+        win_row = _timing_row(match or Timing(winner, winner_ms), fastest, num_bytes)
+        if match is None:
+            win_row["ms"] = _round(winner_ms)
+    return {"phase": t.phase, "format": t.fmt, "origins": t.origins, "pid": t.pid,
+            "statistic": t.statistic, "statistic_basis": t.statistic_basis,
+            "duration_s": t.duration_s, "configs": rows, "winner": win_row,
+            "fastest_ms": _round(fastest), "slowest_ms": _round(slowest),
+            "spread": _round(slowest / fastest, 4) if fastest and slowest and len(timed) > 1 else None,
+            "timed": len(timed), "failed": sum(1 for x in t.timings if x.ms is None)
+            if t.fmt != FMT_TRITON else 0}
+
+
+def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRESHOLD) -> dict:
+    """Per kernel: ranked configs, winner, spread, GB/s, regs/spills and flags."""
+    tunings = _dedupe(parsed.tunings)
+    names = list(dict.fromkeys([t.kernel for t in tunings] + list(parsed.facts)))
+    kernels = []
+    for name in names:
+        fact = parsed.facts.get(name) or KernelFacts()
+        mine = [t for t in tunings if t.kernel == name]
+        auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
+        coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"]
+        # the headline is the autotune that timed the most configs (the latest on a tie)
+        head = max(reversed(auto), key=lambda v: (v["timed"], len(v["configs"])), default=None)
+        flags = []
+        n_configs = max([fact.declared_configs or 0]
+                        + [len(v["configs"]) for v in auto]) or None
+        if n_configs == 1 or (n_configs is None and fact.configs and len(fact.configs) == 1):
+            flags.append("single_config")
+        if fact.from_cache:
+            flags.append("from_cache")
+        if head and head["spread"] is not None and head["spread"] < spread_threshold:
+            flags.append("flat_spread")
+        rows = [r for v in auto + coord for r in v["configs"]]
+        if any((r["n_spills"] or 0) > 0 for r in rows):
+            flags.append("spills")
+        winner = head["winner"] if head else None
+        final = coord[-1]["winner"] if coord and coord[-1]["winner"] else None
+        chosen = final or winner
+        if chosen and (chosen.get("n_spills") or 0) > 0:
+            flags.append("winner_spills")
+        if any(v["failed"] for v in auto + coord):
+            flags.append("failed_configs")
+        if head and head["timed"] == 0 and head["configs"]:
+            flags.append("no_timings")
+        if head and winner and head["fastest_ms"] is not None and winner["ms"] is not None \
+                and winner["ms"] > head["fastest_ms"] * (1 + 1e-9):
+            flags.append("winner_not_fastest")
+        if len(auto) > 1:
+            flags.append("retuned")
+            if len({config_label(v["winner"]["config"]) for v in auto if v["winner"]}) > 1:
+                flags.append("winners_disagree")
+        if final and winner and final["ms"] is not None and winner["ms"] is not None \
+                and final["ms"] < winner["ms"] and config_label(final["config"]) != winner["label"]:
+            flags.append("coordesc_improved")
+        if len(fact.source_files) > 1:
+            flags.append("several_source_files")
+        statistic = head["statistic"] if head else (coord[0]["statistic"] if coord else "unknown")
+        kernels.append({
+            "kernel": name,
+            "kind": fact.kind,
+            "source_files": fact.source_files,
+            "standalone_file": fact.standalone_file,
+            "declared_configs": fact.declared_configs,
+            "from_cache": fact.from_cache,
+            "statistic": statistic,
+            "statistic_basis": head["statistic_basis"] if head else None,
+            "winner": chosen,
+            "winner_from": "coordesc" if final else ("autotune" if winner else None),
+            "fastest_ms": head["fastest_ms"] if head else None,
+            "slowest_ms": head["slowest_ms"] if head else None,
+            "spread": head["spread"] if head else None,
+            "configs": head["configs"] if head else [],
+            "num_bytes": fact.num_bytes,
+            "bytes_source": fact.bytes_source,
+            "tunings": auto,
+            "coordesc": coord,
+            "flags": flags,
+            "notes": fact.notes,
+        })
+    kernels.sort(key=lambda k: -((k["winner"] or {}).get("ms") or 0.0))
+    return {"inputs": parsed.inputs, "spread_threshold": spread_threshold,
+            "flag_meanings": {f: FLAG_TEXT[f] for f in FLAG_TEXT},
+            "kernels": kernels, "skipped": parsed.skipped}
+
+
+def _cell(value: Any, fmt: str = "{}") -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def render_markdown(summary: dict) -> str:
+    lines = ["# Autotune summary", ""]
+    inputs = ", ".join(f"`{i['path']}` ({', '.join(f'{k}: {v}' for k, v in i['formats'].items())})"
+                       for i in summary["inputs"])
+    lines += [f"Inputs: {inputs}.", "",
+              f"Spread threshold: {summary['spread_threshold']} (a spread below it is flagged "
+              "`flat_spread`). Kernels are ordered by the winner's time, slowest first; a time "
+              "is per launch in ms, measured with the statistic shown.", ""]
+    lines += ["| kernel | configs timed | winner | ms | spread | statistic | flags |",
+              "|---|---|---|---|---|---|---|"]
+    for k in summary["kernels"]:
+        w = k["winner"] or {}
+        timed = sum(1 for c in k["configs"] if c["ms"] is not None)
+        lines.append(f"| `{k['kernel']}` | {timed}/{len(k['configs'])} | {w.get('label', '–')} | "
+                     f"{_cell(w.get('ms'), '{:.4f}')} | {_cell(k['spread'], '{:.3f}')} | "
+                     f"{k['statistic']} | {', '.join(k['flags']) or '–'} |")
+    for k in summary["kernels"]:
+        lines += ["", f"## `{k['kernel']}`", ""]
+        if k["source_files"]:
+            lines.append("Source: " + ", ".join(f"`{s}`" for s in k["source_files"]))
+        if k["standalone_file"]:
+            lines.append(f"Standalone copy: `{k['standalone_file']}`")
+        if k["declared_configs"] is not None:
+            lines.append(f"Declared configs: {k['declared_configs']}")
+        if k["statistic_basis"]:
+            lines.append(f"Statistic: {k['statistic']} ({k['statistic_basis']})")
+        if k["num_bytes"]:
+            lines.append(f"Bytes per launch: {k['num_bytes']} ({k['bytes_source']})")
+        if k["configs"]:
+            lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
+                      "|---|---|---|---|---|---|---|---|"]
+            for c in k["configs"]:
+                lines.append(f"| {_cell(c['rank'])} | {c['label']} | {_cell(c['ms'], '{:.4f}')} | "
+                             f"{_cell(c['x_fastest'], '{:.3f}')} | {_cell(c['n_regs'])} | "
+                             f"{_cell(c['n_spills'])} | {_cell(c['shared'])} | "
+                             f"{_cell(c['gb_per_s'], '{:.1f}')} |")
+        if k["winner"]:
+            lines += ["", f"Winner ({k['winner_from']}): {k['winner']['label']}"
+                      + (f" at {k['winner']['ms']:.4f} ms" if k["winner"]["ms"] is not None else "")]
+        for c in k["coordesc"]:
+            lines.append(f"Coordinate descent: {len(c['configs'])} probes"
+                         + (f", best {c['winner']['label']}" if c["winner"] else ""))
+        if len(k["tunings"]) > 1:
+            lines.append(f"Tuned {len(k['tunings'])} times; the table shows the tuning that timed "
+                         "the most configs.")
+        for flag in k["flags"]:
+            lines.append(f"- **{flag}**: {FLAG_TEXT[flag]}")
+        for note in k["notes"]:
+            lines.append(f"- note: {note}")
+    if summary["skipped"]:
+        lines += ["", "## Skipped lines", ""]
+        lines += [f"- `{s['where']}`: {s['reason']}" for s in summary["skipped"][:200]]
+        if len(summary["skipped"]) > 200:
+            lines.append(f"- ... and {len(summary['skipped']) - 200} more (see the JSON)")
+    return "\n".join(lines) + "\n"
