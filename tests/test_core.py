@@ -1,0 +1,132 @@
+"""The shared core: artifacts, atomic writes, error convention, versions, arch table."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import sys
+
+import pytest
+
+from tko import archs, artifact, atomic, errors, versions
+
+
+def test_artifact_round_trip_has_header_and_versions(tmp_path):
+    out = tmp_path / "sub" / "a.json"
+    doc = artifact.write_artifact(out, "isa_scan/1", "scan_amdgcn.py", {"kernels": [], "x": (1, 2)})
+    loaded = artifact.read_artifact(out, "isa_scan")
+    assert loaded == json.loads(out.read_text())
+    assert loaded["schema"] == "isa_scan/1" and loaded["tool"] == "scan_amdgcn.py"
+    assert loaded["x"] == [1, 2]
+    assert set(loaded["versions"]) >= {"python", "torch", "triton", "tko"}
+    assert doc["created"].endswith("+00:00")
+
+
+def test_non_finite_floats_stay_valid_json(tmp_path):
+    out = tmp_path / "a.json"
+    artifact.write_artifact(out, "t/1", "t", {"ms": [float("inf"), float("nan"), 1.5]})
+    assert json.loads(out.read_text())["ms"] == ["inf", "nan", 1.5]
+
+
+@pytest.mark.parametrize("expect,ok", [("isa_scan", True), ("isa_scan/1", True),
+                                       ("isa_scan/2", False), ("triton_meta", False),
+                                       (["triton_meta", "isa_scan/1"], True)])
+def test_read_artifact_checks_schema(tmp_path, expect, ok):
+    out = tmp_path / "a.json"
+    artifact.write_artifact(out, "isa_scan/1", "t", {})
+    if ok:
+        assert artifact.read_artifact(out, expect)["schema"] == "isa_scan/1"
+    else:
+        with pytest.raises(errors.InputError, match="is a isa_scan/1 artifact, expected"):
+            artifact.read_artifact(out, expect)
+
+
+@pytest.mark.parametrize("content,msg", [(None, "no such file"), ("{not json", "not valid JSON"),
+                                         ('{"a": 1}', "no 'schema' field"), ("[1, 2]", "no 'schema'")])
+def test_read_artifact_bad_input_is_one_line_input_error(tmp_path, content, msg):
+    path = tmp_path / "in.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(errors.InputError, match=msg) as info:
+        artifact.read_artifact(path, "isa_scan")
+    assert "\n" not in str(info.value)
+
+
+def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
+    target = tmp_path / "out.json"
+    atomic.write_text(target, "old")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic.write_text(target, "new")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temp file left behind
+
+
+def _append_many(path, worker, count):
+    for i in range(count):
+        atomic.append_line(path, json.dumps({"worker": worker, "i": i, "pad": "x" * 300}))
+
+
+def test_append_line_from_many_processes_never_tears_a_record(tmp_path):
+    path = tmp_path / "log.jsonl"
+    procs = [mp.Process(target=_append_many, args=(str(path), w, 200)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    lines = path.read_text().splitlines()
+    records = [json.loads(line) for line in lines]  # raises if a line was torn
+    assert len(records) == 800
+    assert {(r["worker"], r["i"]) for r in records} == {(w, i) for w in range(4) for i in range(200)}
+
+
+def test_run_main_maps_errors_to_exit_codes_and_one_line(capsys):
+    def bad_input(argv):
+        raise errors.InputError("x.json: no such file")
+
+    def failure(argv):
+        raise errors.ToolFailure("kernel crashed")
+
+    def unexpected(argv):
+        raise KeyError("k")
+
+    assert errors.run_main(bad_input, [], prog="t") == 2
+    assert errors.run_main(failure, [], prog="t") == 1
+    assert errors.run_main(unexpected, [], prog="t") == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["t: error: x.json: no such file", "t: error: kernel crashed",
+                   "t: error: unexpected KeyError: 'k' (set TKO_DEBUG=1 for a traceback)"]
+
+
+def test_argument_parser_usage_error_exits_2(capsys):
+    p = errors.ArgumentParser(prog="t")
+    p.add_argument("--n", type=int)
+    with pytest.raises(SystemExit) as info:
+        p.parse_args(["--n", "x"])
+    assert info.value.code == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@pytest.mark.parametrize("text,expected", [("3.5.1+das.opt1.dtk2604", (3, 5, 1)), ("2.11.0+cu130", (2, 11, 0)),
+                                           ("3.6.0", (3, 6, 0)), ("", ()), (None, ()), ("3.9.0rc1", (3, 9, 0))])
+def test_parse_version(text, expected):
+    assert versions.parse_version(text) == expected
+
+
+@pytest.mark.parametrize("raw,norm", [("gfx938:sramecc+:xnack-", "gfx938"), ("amdgcn-amd-amdhsa--gfx936", "gfx936"),
+                                      ("90", "sm_90"), ("sm90a", "sm_90"), ("sm_80", "sm_80")])
+def test_arch_normalize(raw, norm):
+    assert archs.normalize(raw) == norm
+
+
+def test_dcu_archs_map_to_named_proxy_and_say_so():
+    for dcu in ("gfx936", "gfx938"):
+        target, note = archs.compile_target(dcu)
+        assert target == "gfx942" and dcu in note and "proxy" in note
+    assert archs.compile_target("gfx942") == ("gfx942", None)
+    assert archs.compile_target("sm_90") == ("sm_90", None)
