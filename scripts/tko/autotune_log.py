@@ -48,7 +48,7 @@ _DEFAULTS = {"num_ctas": 1, "maxnreg": None, "ir_override": None, "num_buffers_w
 # torch logging prefix: "[rank0]:V1130 03:12:45.123000 4242 torch/_inductor/x.py:12] [0/0] msg"
 _TORCH_PREFIX = re.compile(
     r"^(?:\[rank\d+\]:)?[VDIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +(?P<pid>\d+) "
-    r"(?P<site>[^\s\]]+:\d+)\] (?:\[[^\]]*\] )?(?P<msg>.*)$")
+    r"(?P<site>[^\s\]]+:\d+)\] (?:\[[^\]]*\] )*(?P<msg>.*)$")
 _NUM = r"(?:[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan))"
 _TIMING_TAIL = re.compile(
     rf"^(?P<cfg>.*): (?P<ms>{_NUM}), nreg (?P<nreg>-?\d+|None), nspill (?P<nspill>-?\d+|None), "

@@ -1,0 +1,616 @@
+"""Find what TorchInductor and Triton left on disk for a kernel.
+
+* wrapper modules ("output code"): the ``Output code written to: <path>`` log lines, and
+  ``TORCH_COMPILE_DEBUG`` trees ``torch_compile_debug/run_*/torchinductor/<graph>/output_code.py``;
+* kernel modules: ``<cache-root>/<2 chars>/<hash>.py`` holding ``@triton.jit def <kernel>``
+  (the output code names them in ``# kernel path: <path>`` comments);
+* Triton cache entries: ``<root>/<key>/`` with ``<name>.json`` and the stage files
+  (``.source .ttir .ttgir .llir .amdgcn .hsaco .ptx .cubin``) and ``__grp__<name>.json``;
+  ``<key>`` is 64 hex digits in triton <= 3.2 and 52 base32 characters from 3.3;
+* ``.best_config`` files (Inductor's autotune cache) next to the kernel modules.
+
+Walking never follows a symlink out of its root: :class:`Root` resolves every path and
+checks containment, and records what it refused.  Nothing here imports torch or triton.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OUTPUT_CODE_LINE = re.compile(r"Output code written to: (?P<path>\S+\.py)")
+DEBUG_TRACE_LINE = re.compile(r" debug trace: (?P<path>\S+)")
+KERNEL_PATH_COMMENT = re.compile(r"^# kernel path: (?P<path>\S+\.py)\s*$", re.M)
+ASYNC_TRITON = re.compile(r"async_compile\.triton\(\s*['\"](?P<name>\w+)['\"]")
+JIT_DEF = re.compile(r"@triton\.jit\s*\ndef (?P<name>\w+)\(")
+CACHE_KEY = re.compile(r"^(?:[0-9a-f]{64}|[A-Z2-7]{52})$")
+MAKE_RANGE = re.compile(r"tt\.make_range \{end = (\d+) : i32")
+# Triton truncates the kernel name in cache file names to 150 characters (3.2+).
+NAME_LIMIT = 150
+
+STAGES_COMMON = ("json", "ttir", "ttgir", "llir")
+STAGES_BY_BACKEND = {"hip": ("amdgcn", "hsaco"), "cuda": ("ptx", "cubin")}
+LABEL_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu",
+              "matrix_instr_nonkdim", "kpack", "shared", "constants", "triton_version")
+
+
+def safe_component(name: str, limit: int = 120) -> str:
+    """A kernel or folder name made safe as ONE path component (no separators, no dots-only)."""
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:limit]
+    return cleaned if cleaned.strip("_") else "_" + cleaned + "unnamed"
+
+
+def path_key(hex_hash: str) -> str:
+    """Triton >= 3.3 cache folder name of a sha256 hex hash (``_base32`` in triton/runtime/cache.py)."""
+    try:
+        return base64.b32encode(bytes.fromhex(hex_hash)).decode("ascii").rstrip("=")
+    except ValueError:
+        return hex_hash
+
+
+class Root:
+    """A directory we may read from; every path handed out resolves inside it."""
+
+    def __init__(self, path: str | Path, refused: list[dict]):
+        self.given = Path(path)
+        self.real = Path(os.path.realpath(path))
+        self.refused = refused
+
+    def inside(self, path: Path) -> Path | None:
+        """The real path of ``path`` when it stays inside this root, else None (recorded)."""
+        real = Path(os.path.realpath(path))
+        if real == self.real or self.real in real.parents:
+            return real
+        self.refused.append({"path": str(path), "target": str(real),
+                             "reason": f"symlink leaves its root {self.given}"})
+        return None
+
+    def files(self, start: Path | None = None, max_depth: int | None = None):
+        """Yield (path, real path) of regular files under ``start``; symlinks are checked."""
+        start = Path(start or self.given)
+        base_depth = len(start.parts)
+        for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+            here = Path(dirpath)
+            if max_depth is not None and len(here.parts) - base_depth >= max_depth:
+                dirnames[:] = []
+            for d in list(dirnames):
+                if (here / d).is_symlink():
+                    # not followed; say so when it points out of the root
+                    dirnames.remove(d)
+                    self.inside(here / d)
+            for f in sorted(filenames):
+                p = here / f
+                real = self.inside(p) if p.is_symlink() else p
+                if real is not None and real.is_file():
+                    yield p, real
+
+    def children(self, path: Path) -> list[Path]:
+        try:
+            return sorted(c for c in path.iterdir())
+        except OSError:
+            return []
+
+
+def read_text(path: Path, limit: int = 4_000_000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+# ---------------------------------------------------------------------------
+# logs and modules
+
+def log_references(log_text: str) -> dict:
+    """Paths a +inductor / output_code log names: output code files and debug trace dirs."""
+    outputs = list(dict.fromkeys(m.group("path") for m in OUTPUT_CODE_LINE.finditer(log_text)))
+    traces = list(dict.fromkeys(m.group("path") for m in DEBUG_TRACE_LINE.finditer(log_text)))
+    return {"output_code": outputs, "debug_traces": traces}
+
+
+def kernels_in_output_code(text: str) -> dict[str, str | None]:
+    """{kernel name: kernel module path from its '# kernel path:' comment, or None}."""
+    result: dict[str, str | None] = {}
+    pending_path = None
+    for line in text.splitlines():
+        m = KERNEL_PATH_COMMENT.match(line)
+        if m:
+            pending_path = m.group("path")
+            continue
+        a = ASYNC_TRITON.search(line)
+        if a:
+            result.setdefault(a.group("name"), pending_path)
+            pending_path = None
+    return result
+
+
+def kernels_in_module(text: str) -> list[str]:
+    """Names of the @triton.jit functions a kernel module defines."""
+    if ASYNC_TRITON.search(text):
+        return []  # a wrapper module embeds kernel sources as strings; it defines none itself
+    return list(dict.fromkeys(m.group("name") for m in JIT_DEF.finditer(text)))
+
+
+@dataclass
+class CacheEntry:
+    """One Triton cache folder (one compiled config of one kernel)."""
+
+    key: str
+    path: Path
+    name: str
+    files: list[tuple[Path, Path]] = field(default_factory=list)  # (path, real path)
+    meta: dict = field(default_factory=dict)
+
+    def label(self) -> dict:
+        label = {k: self.meta[k] for k in LABEL_KEYS if k in self.meta}
+        target = self.meta.get("target")
+        if isinstance(target, dict):
+            label["target"] = f"{target.get('backend')}:{target.get('arch')}"
+        stage = next((real for p, real in self.files if p.name.endswith(".ttir")), None)
+        if stage is not None:
+            ends = sorted({int(x) for x in MAKE_RANGE.findall(read_text(stage))})
+            if ends:
+                label["range_ends"] = ends  # block sizes as compiled (constexprs are folded)
+        return label
+
+    def backend(self) -> str | None:
+        target = self.meta.get("target")
+        if isinstance(target, dict):
+            return target.get("backend")
+        names = {p.suffix for p, _ in self.files}
+        if ".amdgcn" in names or ".hsaco" in names:
+            return "hip"
+        if ".ptx" in names or ".cubin" in names:
+            return "cuda"
+        return None
+
+    def keys(self) -> set[str]:
+        keys = {self.key}
+        if isinstance(self.meta.get("hash"), str):
+            keys |= {self.meta["hash"], path_key(self.meta["hash"])}
+        return keys
+
+
+def triton_cache_entries(root: Root, start: Path | None = None) -> list[CacheEntry]:
+    """Every key folder under ``start`` (a Triton cache dir, or Inductor's ``triton/`` parent)."""
+    start = Path(start or root.given)
+    entries: list[CacheEntry] = []
+    frontier = [start]
+    for _ in range(3):  # <cache-root>/triton/<device>/<key>
+        nxt = []
+        for d in frontier:
+            for child in root.children(d):
+                if child.is_symlink():
+                    root.inside(child)
+                    continue
+                if not child.is_dir():
+                    continue
+                if CACHE_KEY.match(child.name):
+                    entry = _entry(root, child)
+                    if entry is not None:
+                        entries.append(entry)
+                else:
+                    nxt.append(child)
+        frontier = nxt
+    return entries
+
+
+def _entry(root: Root, folder: Path) -> CacheEntry | None:
+    files = list(root.files(folder, max_depth=1))
+    grp = next((p for p, _ in files if p.name.startswith("__grp__") and p.name.endswith(".json")),
+               None)
+    if grp is not None:
+        name = grp.name[len("__grp__"):-len(".json")]
+    else:
+        metas = [p for p, _ in files if p.suffix == ".json"]
+        if not metas:
+            return None
+        name = metas[0].stem
+    entry = CacheEntry(key=folder.name, path=folder, name=name, files=files)
+    meta_file = next((real for p, real in files if p.name == f"{name}.json"), None)
+    if meta_file is not None:
+        try:
+            meta = json.loads(read_text(meta_file))
+            entry.meta = meta if isinstance(meta, dict) else {}
+        except json.JSONDecodeError:
+            entry.meta = {}
+    return entry
+
+
+def entry_matches(entry: CacheEntry, kernel: str) -> bool:
+    return entry.name == kernel or (len(kernel) > NAME_LIMIT and entry.name == kernel[:NAME_LIMIT])
+
+
+def _module_dirs(root: Root) -> list[Path]:
+    """``<root>/<xx>/`` folders, and ``<root>/<sub>/<xx>/`` (force_disable_caches puts a run's
+    modules in a fresh ``tmp*`` sub-folder)."""
+    found = []
+    for sub in root.children(root.given):
+        if sub.is_symlink():
+            root.inside(sub)
+            continue
+        if not sub.is_dir():
+            continue
+        if len(sub.name) == 2:
+            found.append(sub)
+        elif sub.name not in ("triton", "fxgraph", "aotautograd", "cache", "locks"):
+            found += [d for d in root.children(sub)
+                      if len(d.name) == 2 and d.is_dir() and not d.is_symlink()]
+    return found
+
+
+def kernel_modules(root: Root) -> dict[str, list[tuple[Path, Path]]]:
+    """{kernel name: [(path, real path)]} for the ``<xx>/<hash>.py`` modules of a cache root."""
+    found: dict[str, list[tuple[Path, Path]]] = {}
+    for sub in _module_dirs(root):
+        for path, real in root.files(sub, max_depth=1):
+            if path.suffix != ".py":
+                continue
+            for name in kernels_in_module(read_text(real)):
+                found.setdefault(name, []).append((path, real))
+    return found
+
+
+def triton_dirs(root: Root) -> list[Path]:
+    """Inductor's Triton caches under a cache root: ``triton/`` and ``<sub>/triton/``."""
+    dirs = [root.given / "triton"] if (root.given / "triton").is_dir() else []
+    for sub in root.children(root.given):
+        if sub.is_dir() and not sub.is_symlink() and (sub / "triton").is_dir():
+            dirs.append(sub / "triton")
+    return [d for d in dirs if not d.is_symlink() or root.inside(d) is not None]
+
+
+def relocate(raw: str, roots: list[Root]) -> Path | None:
+    """Find a path a log names on this machine: as named, or re-rooted under one of ``roots``
+    (logs and caches copied from the machine that ran the model keep their old absolute paths).
+    """
+    named = Path(raw)
+    if named.exists():
+        return named
+    parts = named.parts[1:] if named.is_absolute() else named.parts
+    for k in range(min(len(parts), 6), 1, -1):  # longest matching tail first, two parts at least
+        for root in roots:
+            candidate = root.given.joinpath(*parts[-k:])
+            if candidate.exists():
+                return candidate
+    return None
+
+
+def best_config_files(root: Root, module_dirs: set[Path]) -> list[tuple[Path, Path, dict]]:
+    """(path, real path, parsed JSON) of ``.best_config`` files in the given module folders."""
+    result = []
+    for d in sorted(module_dirs):
+        for path, real in root.files(d, max_depth=1):
+            if path.suffix == ".best_config":
+                try:
+                    doc = json.loads(read_text(real))
+                except json.JSONDecodeError:
+                    doc = {}
+                result.append((path, real, doc if isinstance(doc, dict) else {}))
+    return result
+
+
+def debug_output_codes(root: Root) -> list[tuple[Path, Path]]:
+    """``output_code.py`` files of TORCH_COMPILE_DEBUG trees under ``root``."""
+    return [(p, real) for p, real in root.files() if p.name == "output_code.py"
+            and "torchinductor" in p.parts]
+
+
+# ---------------------------------------------------------------------------
+# collecting into an output tree
+
+def safe_filename(name: str) -> str:
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:200]
+    return cleaned if cleaned.strip(".") and not cleaned.startswith(".") else "_" + cleaned
+
+
+@dataclass
+class Sources:
+    log: Path | None = None
+    capture_dir: Path | None = None
+    cache_root: Path | None = None
+    triton_caches: list[Path] = field(default_factory=list)
+    debug_dirs: list[Path] = field(default_factory=list)
+
+
+class Collector:
+    """Copy every artifact of the chosen kernels into ``out/<kernel>/...`` and describe them."""
+
+    def __init__(self, sources: Sources, out: Path):
+        self.sources = sources
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.out_real = Path(os.path.realpath(self.out))
+        self.refused: list[dict] = []
+        self.notes: list[str] = []
+        self.used_dirs: dict[str, str] = {}
+
+    # -- writing, never outside --out
+    def _dest(self, kernel_dir: str, *parts: str) -> Path:
+        dest = self.out.joinpath(kernel_dir, *parts)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        parent_real = Path(os.path.realpath(dest.parent))
+        if parent_real != self.out_real and self.out_real not in parent_real.parents:
+            raise OSError(f"refusing to write {dest}: its folder resolves outside {self.out}")
+        if dest.is_symlink():
+            dest.unlink()  # a planted link must not redirect the write
+        return dest
+
+    def copy(self, kernel_dir: str, parts: list[str], source: Path, real: Path, kind: str,
+             label: dict | None = None) -> dict | None:
+        from . import atomic
+
+        try:
+            dest = self._dest(kernel_dir, *parts)
+            atomic.write_bytes(dest, real.read_bytes())
+        except OSError as exc:
+            self.refused.append({"path": str(source), "reason": str(exc)})
+            return None
+        item = {"kind": kind, "source": str(source), "path": dest.relative_to(self.out).as_posix(),
+                "size": dest.stat().st_size}
+        if label:
+            item["label"] = label
+        return item
+
+    def kernel_dir(self, kernel: str) -> str:
+        base = safe_component(kernel)
+        name, n = base, 1
+        while name in self.used_dirs and self.used_dirs[name] != kernel:
+            n += 1
+            name = f"{base}-{n}"
+        self.used_dirs[name] = kernel
+        return name
+
+
+def _reason_no_best_config() -> str:
+    return ("no .best_config beside the kernel module: the autotune cache was off "
+            "(TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 / autotune_local_cache=False) or the kernel "
+            "had a single config")
+
+
+def collect(sources: Sources, out: Path, only: list[str] | None = None,
+            capture_facts: dict | None = None) -> dict:
+    """Find and copy the artifacts; returns the ``artifact_manifest/1`` payload.
+
+    ``capture_facts`` maps kernel names to :class:`tko.autotune_log.KernelFacts` read from
+    the capture log (its standalone file and saved inputs).
+    """
+    col = Collector(sources, out)
+    refused = col.refused
+    capture_facts = capture_facts or {}
+
+    cache_root = Root(sources.cache_root, refused) if sources.cache_root else None
+    capture = Root(sources.capture_dir, refused) if sources.capture_dir else None
+    debug_roots = [Root(d, refused) for d in sources.debug_dirs]
+    log_root = Root(sources.log.parent, refused) if sources.log else None
+
+    def within(path: Path, roots: list[Root]) -> Path | None:
+        real = Path(os.path.realpath(path))
+        return real if any(real == r.real or r.real in real.parents for r in roots) else None
+
+    # wrapper modules named by the log; they must lie inside a root we were given
+    output_codes: list[tuple[Path, Path, dict]] = []
+    relocated: dict[str, str] = {}
+    search_roots = [r for r in (cache_root, log_root, *debug_roots) if r is not None]
+    if sources.log:
+        refs = log_references(read_text(sources.log, limit=1 << 31))
+        for raw in refs["output_code"]:
+            p = relocate(raw, search_roots)
+            if p is None:
+                col.notes.append(f"{raw}: named by the log ('Output code written to:') but not "
+                                 "found, nor its tail under --cache-root or the log's folder")
+                continue
+            real = within(p, search_roots)
+            if real is None:
+                refused.append({"path": str(p), "target": os.path.realpath(p),
+                                "reason": "named by the log but outside --cache-root and the "
+                                          "log's folder"})
+                continue
+            if str(p) != raw:
+                relocated[raw] = str(p)
+            if real.is_file():
+                output_codes.append((p, real, kernels_in_output_code(read_text(real))))
+        for raw in refs["debug_traces"]:
+            # a TORCH_COMPILE_DEBUG tree the log names, when it lies under a root we search
+            trace = relocate(raw, search_roots)
+            if trace is None or not trace.is_dir() or within(trace, debug_roots) is not None:
+                continue
+            if within(trace, search_roots) is not None:
+                debug_roots.append(Root(trace, refused))
+    debug_codes: list[tuple[Root, Path, Path, dict]] = []
+    for root in debug_roots:
+        for p, real in debug_output_codes(root):
+            debug_codes.append((root, p, real, kernels_in_output_code(read_text(real))))
+
+    modules = kernel_modules(cache_root) if cache_root else {}
+    entries: list[CacheEntry] = []
+    seen_entries: set[Path] = set()
+    triton_roots = [(cache_root, d) for d in triton_dirs(cache_root)] if cache_root else []
+    for tc in sources.triton_caches:
+        triton_roots.append((Root(tc, refused), Path(tc)))
+    for root, start in triton_roots:
+        for entry in triton_cache_entries(root, start):
+            real = Path(os.path.realpath(entry.path))
+            if real not in seen_entries:
+                seen_entries.add(real)
+                entries.append(entry)
+
+    # which kernels: the named ones, else those this run's log / capture mention
+    if only:
+        names = list(dict.fromkeys(only))
+    else:
+        names = []
+        for _, _, found in output_codes:
+            names += list(found)
+        for _, _, _, found in debug_codes:
+            names += list(found)
+        names += list(capture_facts)
+        if not names:
+            names = sorted(modules) or sorted({e.name for e in entries})
+        names = list(dict.fromkeys(names))
+
+    kernels = []
+    for kernel in names:
+        kdir = col.kernel_dir(kernel)
+        artifacts: list[dict] = []
+        missing: list[dict] = []
+
+        def add(item):
+            if item is not None:
+                artifacts.append(item)
+
+        # output code (wrapper) modules
+        hinted: list[str] = []
+        for p, real, found in output_codes:
+            if kernel in found:
+                add(col.copy(kdir, ["output_code", safe_filename(p.name)], p, real, "output_code"))
+                if found[kernel]:
+                    hinted.append(found[kernel])
+        for root, p, real, found in debug_codes:
+            if kernel in found:
+                rel = p.relative_to(root.given).parts
+                add(col.copy(kdir, ["debug", *map(safe_filename, rel[:-1]), safe_filename(p.name)],
+                             p, real, "debug_output_code"))
+                if found[kernel]:
+                    hinted.append(found[kernel])
+        if sources.log and not any(a["kind"] == "output_code" for a in artifacts):
+            missing.append({"kind": "output_code", "reason":
+                            "no 'Output code written to:' file of the log defines it (log it "
+                            "with TORCH_LOGS=output_code or +inductor)"})
+
+        # kernel modules: '# kernel path:' hints first, then the scan of the cache root
+        module_files: dict[Path, Path] = {}
+        for raw in hinted:
+            p = relocate(raw, [cache_root]) if cache_root else None
+            if p is None:
+                continue
+            if str(p) != raw:
+                relocated[raw] = str(p)
+            real = cache_root.inside(p)
+            if real is not None and kernel in kernels_in_module(read_text(real)):
+                module_files.setdefault(real, p)
+        for p, real in modules.get(kernel, []):
+            module_files.setdefault(real, p)
+        for real, p in module_files.items():
+            add(col.copy(kdir, ["kernel_module", safe_filename(p.name)], p, real, "kernel_module"))
+        if not module_files:
+            missing.append({"kind": "kernel_module", "reason": "no --cache-root given" if not
+                            cache_root else f"no {sources.cache_root}/<xx>/<hash>.py defines it"})
+
+        # Triton cache entries: one per compiled config
+        mine = [e for e in entries if entry_matches(e, kernel)]
+        entry_keys = set().union(*(e.keys() for e in mine)) if mine else set()
+
+        # .best_config beside the modules
+        winner_keys: set[str] = set()
+        if cache_root and module_files:
+            dirs = {p.parent for p in module_files.values()}
+            for p, real, doc in best_config_files(cache_root, dirs):
+                hash_ = doc.get("triton_cache_hash")
+                stems = {m.stem for m in module_files.values()}
+                ours = (hash_ in entry_keys) if hash_ else (
+                    p.stem in stems or all(set(kernels_in_module(read_text(x))) <= {kernel}
+                                           for x in p.parent.glob("*.py")))
+                if not ours:
+                    continue
+                if hash_:
+                    winner_keys.add(hash_)
+                label = {k: v for k, v in doc.items() if k not in ("configs_hash",)}
+                add(col.copy(kdir, ["best_config", safe_filename(p.name)], p, real, "best_config",
+                             label))
+        if not any(a["kind"] == "best_config" for a in artifacts):
+            missing.append({"kind": "best_config", "reason": _reason_no_best_config()})
+
+        entry_docs = []
+        for e in mine:
+            label = e.label()
+            winner = bool(winner_keys & e.keys())
+            files = []
+            for p, real in e.files:
+                ext = p.name.rsplit(".", 1)[-1] if "." in p.name else "file"
+                kind = "triton_group" if p.name.startswith("__grp__") else f"triton_{ext}"
+                item = col.copy(kdir, ["triton_cache", safe_filename(e.key), safe_filename(p.name)],
+                                p, real, kind, {"key": e.key, **label})
+                if item:
+                    item["entry"] = e.key
+                    add(item)
+                    files.append(item["path"])
+            backend = e.backend()
+            expected = list(STAGES_COMMON) + list(STAGES_BY_BACKEND.get(backend or "", ()))
+            present = {p.name.rsplit(".", 1)[-1] for p, _ in e.files if p.stem == e.name}
+            entry_docs.append({"key": e.key, "name": e.name, "backend": backend,
+                               "path": f"{kdir}/triton_cache/{safe_filename(e.key)}",
+                               "label": label, "winner": winner, "files": files,
+                               "missing_stages": [s for s in expected if s not in present]})
+        if not mine:
+            where = [str(r) for _, r in triton_roots] or ["(no Triton cache given)"]
+            missing.append({"kind": "triton_cache", "reason":
+                            f"no cache folder holds {kernel}.json under {', '.join(where)}"})
+        else:
+            backends = sorted({d["backend"] or "unknown" for d in entry_docs})
+            stages = {s for d in entry_docs for s in
+                      (STAGES_COMMON + STAGES_BY_BACKEND.get(d["backend"] or "", ()))
+                      if s not in d["missing_stages"]}
+            targets = sorted({d["label"].get("target", "?") for d in entry_docs})
+            if "amdgcn" not in stages:
+                missing.append({"kind": "amdgcn", "reason":
+                                f"the Triton cache entries target {', '.join(targets)}; AMDGCN is "
+                                "produced only when compiling for a HIP (gfx) target"
+                                if "hip" not in backends else
+                                "HIP cache entries without an .amdgcn file (TRITON_STORE_BINARY_ONLY?)"})
+            for s in STAGES_COMMON:
+                if s not in stages:
+                    missing.append({"kind": s, "reason": f"no cache entry of {kernel} has a .{s} "
+                                                         "file"})
+
+        # the capture: standalone file and saved inputs
+        if capture is not None:
+            fact = capture_facts.get(kernel)
+            wanted: list[Path] = []
+            if fact is not None and fact.standalone_file:
+                wanted.append(Path(fact.standalone_file))
+            wanted.append(capture.given / f"{kernel}.py")
+            saved = [Path(s) for s in (fact.saved_inputs if fact else [])]
+            got_standalone = False
+            seen_real: set[Path] = set()
+            for kind, paths in (("capture_standalone", wanted), ("capture_input", saved)):
+                for p in paths:
+                    if not p.is_absolute():
+                        p = capture.given / p
+                    if not p.exists():
+                        continue
+                    real = capture.inside(p)
+                    if real is None or real in seen_real or not real.is_file():
+                        continue
+                    seen_real.add(real)
+                    try:
+                        rel = p.relative_to(capture.given).parts
+                    except ValueError:
+                        rel = (p.name,)
+                    add(col.copy(kdir, ["capture", *map(safe_filename, rel[:-1]),
+                                        safe_filename(rel[-1])], p, real, kind))
+                    got_standalone |= kind == "capture_standalone"
+            if not got_standalone:
+                missing.append({"kind": "capture_standalone", "reason":
+                                f"no standalone {kernel}.py in {sources.capture_dir}"})
+        kernels.append({"kernel": kernel, "dir": kdir, "artifacts": artifacts,
+                        "triton_cache_entries": entry_docs, "missing": missing})
+
+    unique_refused = list({(r["path"], r["reason"]): r for r in refused}.values())
+    return {
+        "out_dir": str(out),
+        "roots": {"log": str(sources.log) if sources.log else None,
+                  "capture_dir": str(sources.capture_dir) if sources.capture_dir else None,
+                  "cache_root": str(sources.cache_root) if sources.cache_root else None,
+                  "triton_caches": [str(t) for t in sources.triton_caches],
+                  "debug_dirs": [str(r.given) for r in debug_roots]},
+        "kernels": kernels,
+        "refused": unique_refused,
+        "relocated": relocated,
+        "notes": col.notes,
+    }

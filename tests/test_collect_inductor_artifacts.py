@@ -1,0 +1,198 @@
+"""collect_inductor_artifacts.py on real H200 Inductor output (tests/fixtures/inductor_h200/).
+
+The traps (symlinks out of a root, hostile kernel names, a planted link in --out) are built in a
+temporary copy of the real cache at test time; they are synthetic by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tko.autotune_log import parse_files, summarize
+from tko.contracts import contract_problems
+
+H200 = Path(__file__).resolve().parent / "fixtures" / "inductor_h200"
+ROW = H200 / "row_reduction"
+ROW_KERNEL = "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0"
+
+
+def _collect(run_script, out, *args):
+    res = run_script("collect_inductor_artifacts.py", *args, "--out", out)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((Path(out) / "manifest.json").read_text())
+    assert doc["schema"] == "artifact_manifest/1"
+    assert contract_problems(doc) == []
+    return doc
+
+
+def _files_under(path: Path) -> set[Path]:
+    return {p for p in path.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def test_row_reduction_every_artifact_with_sources_and_sizes(run_script, tmp_path):
+    out = tmp_path / "arts"
+    doc = _collect(run_script, out, "--log", ROW / "log_profile.txt", "--cache-root",
+                   ROW / "inductor_cache")
+    (k,) = doc["kernels"]
+    assert k["kernel"] == ROW_KERNEL and k["dir"] == ROW_KERNEL
+    kinds = {a["kind"] for a in k["artifacts"]}
+    assert {"output_code", "kernel_module", "triton_json", "triton_ttgir", "triton_ptx",
+            "triton_cubin", "triton_source", "triton_group"} <= kinds
+    for art in k["artifacts"]:
+        copied = out / art["path"]
+        assert copied.is_file() and copied.stat().st_size == art["size"]
+        assert copied.read_bytes() == Path(art["source"]).read_bytes()
+    # the module defines the kernel; the log named it by its path on the H200, found by its tail
+    (module,) = [a for a in k["artifacts"] if a["kind"] == "kernel_module"]
+    assert f"def {ROW_KERNEL}(" in (out / module["path"]).read_text()
+    assert any(old.startswith("/tmp/indfx/row_reduction/") for old in doc["relocated"])
+    # the log benchmarked four configs (two declared, two from dynamic R0_BLOCK scaling):
+    # each compiled config is one cache entry, labelled from its .json and TTIR
+    entries = k["triton_cache_entries"]
+    assert len(entries) == 4
+    assert {e["label"]["num_warps"] for e in entries} == {16}
+    assert sorted(max(e["label"]["range_ends"]) for e in entries) == [1024, 2048, 4096, 8192]
+    assert all(e["backend"] == "cuda" and e["label"]["target"] == "cuda:90" for e in entries)
+    summary = summarize(parse_files([ROW / "log_profile.txt"]))
+    timed = {c["config"]["kwargs"]["R0_BLOCK"] for c in summary["kernels"][0]["configs"]}
+    assert timed == {1024, 2048, 4096, 8192}
+    # the cache keeps Triton's names, so an ISA scanner can walk the tree
+    for e in entries:
+        folder = out / e["path"]
+        assert (folder / f"{ROW_KERNEL}.json").is_file()
+        assert (folder / f"__grp__{ROW_KERNEL}.json").is_file()
+    missing = {m["kind"]: m["reason"] for m in k["missing"]}
+    assert "cuda:90" in missing["amdgcn"]           # the run was on NVIDIA
+    assert "best_config" in missing                 # the run disabled the autotune cache
+    assert "llir" in missing                        # pruned from the fixture
+    assert "output_code" not in missing and "kernel_module" not in missing
+
+
+def test_debug_tree_output_code_and_several_configs(run_script, tmp_path):
+    pc = H200 / "pointwise_chain"
+    doc = _collect(run_script, tmp_path / "o", "--log", pc / "log_profile.txt", "--cache-root",
+                   pc / "inductor_cache")
+    (k,) = doc["kernels"]
+    debug = [a for a in k["artifacts"] if a["kind"] == "debug_output_code"]
+    assert len(debug) == 1 and debug[0]["path"].endswith("/output_code.py")
+    assert "torch_compile_debug" in debug[0]["source"]
+    labels = sorted((e["label"]["num_warps"], e["label"]["range_ends"]) for e in
+                    k["triton_cache_entries"])
+    assert labels == [(4, [1024]), (8, [512])]
+
+
+def test_hand_written_autotune_kernel_entries_match_the_configs_tried(run_script, tmp_path):
+    ua = H200 / "user_autotune_kernel"
+    doc = _collect(run_script, tmp_path / "o", "--log", ua / "log_profile.txt",
+                   "--triton-cache", ua / "triton_cache", "--kernel", "scale_bias_relu_kernel")
+    (k,) = doc["kernels"]
+    compiled = sorted((e["label"]["range_ends"][-1], e["label"]["num_warps"])
+                      for e in k["triton_cache_entries"])
+    tried = summarize(parse_files([ua / "log_profile.txt"]))["kernels"][0]["configs"]
+    assert compiled == sorted((c["config"]["kwargs"]["BLOCK"], c["config"]["num_warps"])
+                              for c in tried)
+
+
+def test_kernel_filter_and_unknown_kernel(run_script, tmp_path):
+    mlp = H200 / "mlp_train_step"
+    everything = _collect(run_script, tmp_path / "all", "--log", mlp / "log_profile.txt",
+                          "--cache-root", mlp / "inductor_cache")
+    names = [k["kernel"] for k in everything["kernels"]]
+    assert len(names) == 9 and "triton_poi_fused_gelu_1" in names
+    one = _collect(run_script, tmp_path / "one", "--log", mlp / "log_profile.txt", "--cache-root",
+                   mlp / "inductor_cache", "--kernel", "triton_poi_fused_gelu_1",
+                   "--kernel", "no_such_kernel")
+    assert [k["kernel"] for k in one["kernels"]] == ["triton_poi_fused_gelu_1", "no_such_kernel"]
+    ghost = one["kernels"][1]
+    assert ghost["artifacts"] == []
+    assert {"output_code", "kernel_module", "triton_cache"} <= {m["kind"] for m in ghost["missing"]}
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["manifest.json",
+                                                                   "triton_poi_fused_gelu_1"]
+
+
+@pytest.fixture
+def trap_tree(tmp_path):
+    """A copy of the real row_reduction cache with hostile additions (synthetic traps)."""
+    root = tmp_path / "cache"
+    shutil.copytree(ROW / "inductor_cache", root)
+    secret = tmp_path / "outside"
+    secret.mkdir()
+    (secret / "secret.txt").write_text("SECRET-CONTENT")
+    # 1. a stage file of a real entry that links out of the root
+    entry = next(p for p in root.rglob(f"{ROW_KERNEL}.json") if p.parent.name.isupper())
+    os.symlink(secret / "secret.txt", entry.parent / f"{ROW_KERNEL}.amdgcn")
+    # 2. a whole cache entry that is a link to a folder outside, holding a plausible entry
+    fake = secret / "entry"
+    fake.mkdir()
+    (fake / f"{ROW_KERNEL}.json").write_text('{"name": "SECRET-CONTENT", "num_warps": 1}')
+    os.symlink(fake, entry.parent.parent / ("A" * 52))
+    # 3. a module folder that links out, with a module defining the kernel
+    mod = secret / "mods"
+    mod.mkdir()
+    (mod / "cxx.py").write_text(f"@triton.jit\ndef {ROW_KERNEL}(x):\n    SECRET-CONTENT\n")
+    os.symlink(mod, root / "zz")
+    # 4. a link inside the root to a file inside the root is fine
+    module = next(p for p in root.rglob("*.py") if f"def {ROW_KERNEL}(" in p.read_text())
+    os.symlink(module, module.parent / "clink.py")
+    # 5. a log naming a file outside every root
+    log = tmp_path / "logs" / "log_profile.txt"
+    log.parent.mkdir()
+    (secret / "evil.py").write_text("SECRET-CONTENT")
+    log.write_text((ROW / "log_profile.txt").read_text()
+                   + f"Output code written to: {secret / 'evil.py'}\n")
+    return {"root": root, "secret": secret, "log": log, "tmp": tmp_path}
+
+
+def test_symlinks_never_followed_out_of_a_root(run_script, trap_tree):
+    out = trap_tree["tmp"] / "arts"
+    doc = _collect(run_script, out, "--log", trap_tree["log"], "--cache-root", trap_tree["root"])
+    for f in _files_under(out):
+        assert b"SECRET-CONTENT" not in f.read_bytes(), f
+    refused = {Path(r["path"]).name for r in doc["refused"]}
+    assert {f"{ROW_KERNEL}.amdgcn", "A" * 52, "zz", "evil.py"} <= refused
+    (k,) = doc["kernels"]
+    assert len(k["triton_cache_entries"]) == 4  # the linked-in fake entry is not one of them
+    # the in-root link is allowed, and is the same file as the module it points to
+    assert "clink.py" not in refused
+    modules = [a for a in k["artifacts"] if a["kind"] == "kernel_module"]
+    assert len(modules) == 1
+
+
+def test_hostile_kernel_name_stays_inside_out(run_script, trap_tree):
+    base = trap_tree["tmp"]
+    before = _files_under(base)
+    out = base / "deep" / "arts"
+    doc = _collect(run_script, out, "--cache-root", trap_tree["root"],
+                   "--kernel", "../../x", "--kernel", "/etc/passwd", "--kernel", ROW_KERNEL)
+    created = _files_under(base) - before
+    assert created and all(out in p.parents for p in created)
+    dirs = [k["dir"] for k in doc["kernels"]]
+    assert all("/" not in d and not d.startswith(".") for d in dirs)
+    assert not (base / "x").exists() and not (base / "deep" / "x").exists()
+
+
+def test_planted_link_in_out_is_not_written_through(run_script, trap_tree):
+    out = trap_tree["tmp"] / "arts"
+    victim = trap_tree["tmp"] / "victim"
+    victim.mkdir()
+    (out / ROW_KERNEL).mkdir(parents=True)
+    os.symlink(victim, out / ROW_KERNEL / "kernel_module")
+    doc = _collect(run_script, out, "--cache-root", trap_tree["root"], "--kernel", ROW_KERNEL)
+    assert list(victim.iterdir()) == []
+    assert any("outside" in r["reason"] for r in doc["refused"])
+
+
+def test_bad_usage_exits_2(run_script, tmp_path):
+    res = run_script("collect_inductor_artifacts.py", "--out", tmp_path / "o")
+    assert res.returncode == 2 and "nothing to collect" in res.stderr
+    res = run_script("collect_inductor_artifacts.py", "--log", tmp_path / "nope.txt",
+                     "--out", tmp_path / "o")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
+    res = run_script("collect_inductor_artifacts.py", "--cache-root", tmp_path / "nope",
+                     "--out", tmp_path / "o")
+    assert res.returncode == 2 and "not a directory" in res.stderr
