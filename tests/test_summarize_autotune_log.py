@@ -112,3 +112,116 @@ def test_missing_file_and_bad_threshold_exit_2(run_script, tmp_path):
     assert res.returncode == 2 and "--spread-threshold" in res.stderr
     with pytest.raises(InputError):
         parse_files([tmp_path])
+
+
+# --- real TorchInductor output from an H200 (torch 2.11 / triton 3.6) -------------------------
+
+H200 = Path(__file__).resolve().parent / "fixtures" / "inductor_h200"
+ROW_KERNEL = "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0"
+
+
+def test_inductor_debug_log_and_metric_table_of_one_run_merge():
+    log = H200 / "row_reduction" / "log_profile.txt"
+    csv_table = H200 / "row_reduction" / "metric_table_kernel_autotune.csv"
+    summary = summarize(parse_files([log, csv_table]))
+    assert summary["skipped"] == []
+    formats = {Path(i["path"]).name: i["formats"] for i in summary["inputs"]}
+    assert formats["metric_table_kernel_autotune.csv"] == {"kernel_autotune_csv": 4}
+    (k,) = summary["kernels"]
+    assert k["kernel"] == ROW_KERNEL
+    (tuning,) = k["tunings"]  # one benchmarking, reported by both files
+    assert [Path(o).name.split(":")[0] for o in tuning["origins"]] == [
+        "log_profile.txt", "metric_table_kernel_autotune.csv"]
+    # two declared configs; dynamic R0_BLOCK scaling added two more before benchmarking
+    assert k["declared_configs"] == 2 and len(k["configs"]) == 4
+    ranked = [(c["config"]["kwargs"]["R0_BLOCK"], c["ms"], c["n_regs"]) for c in k["configs"]]
+    assert ranked == [(2048, 0.106016, 40), (1024, 0.114368, 32), (8192, 0.126912, 64),
+                      (4096, 0.20752, 88)]
+    assert k["winner"]["config"]["kwargs"] == {"XBLOCK": 1, "R0_BLOCK": 2048}
+    assert k["winner"]["ms"] == 0.106016 and k["winner_from"] == "autotune"
+    assert k["spread"] == round(0.207520 / 0.106016, 4)
+    assert k["statistic"] == "min"
+    assert k["configs"][0]["shared"] == 192 and k["configs"][0]["n_spills"] == 0
+    assert k["source_files"][0].endswith("cklkmrnwoukbftsf2xfw7f3aypxxqxitbiyipyqt5rvd4v7o2bwk.py")
+    assert k["flags"] == []
+
+
+def test_each_real_source_alone_gives_the_same_ranking():
+    log = H200 / "row_reduction" / "log_profile.txt"
+    csv_table = H200 / "row_reduction" / "metric_table_kernel_autotune.csv"
+    from_log = summarize(parse_files([log]))["kernels"][0]
+    from_csv = summarize(parse_files([csv_table]))["kernels"][0]
+    assert [c["label"] for c in from_log["configs"]] == [c["label"] for c in from_csv["configs"]]
+    assert from_csv["configs"][0]["n_regs"] is None  # the table has no registers
+    assert from_log["winner"]["label"] == from_csv["winner"]["label"]
+
+
+def test_single_config_kernels_and_flat_spread_threshold():
+    mlp = summarize(parse_files([H200 / "mlp_train_step" / "log_profile.txt"]))
+    single = {k["kernel"] for k in mlp["kernels"] if "single_config" in k["flags"]}
+    assert "triton_per_fused_native_layer_norm_0" in single and len(single) == 6
+    assert all(k["declared_configs"] == 1 and not k["configs"]
+               for k in mlp["kernels"] if k["kernel"] in single)
+    scatter = [H200 / "scatter_index_add" / "log_profile.txt"]
+    default = {k["kernel"]: k for k in summarize(parse_files(scatter))["kernels"]}
+    zeros = default["triton_poi_fused_zeros_like_0"]
+    assert zeros["spread"] < 1.05 and "flat_spread" in zeros["flags"]
+    big = default["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"]
+    assert big["spread"] > 10 and "flat_spread" not in big["flags"]
+    strict = {k["kernel"]: k for k in summarize(parse_files(scatter), 1.01)["kernels"]}
+    assert "flat_spread" not in strict["triton_poi_fused_zeros_like_0"]["flags"]
+
+
+def test_many_kernels_all_merged_across_log_and_table():
+    d = H200 / "tiny_launches"
+    summary = summarize(parse_files([d / "log_profile.txt", d / "metric_table_kernel_autotune.csv"]))
+    rows = len((d / "metric_table_kernel_autotune.csv").read_text().splitlines()) - 1
+    tuned = [k for k in summary["kernels"] if k["tunings"]]
+    assert sum(len(k["configs"]) for k in tuned) == rows
+    assert all(len(t["origins"]) == 2 for k in tuned for t in k["tunings"])
+    # slowest winner first
+    times = [k["winner"]["ms"] for k in tuned]
+    assert times == sorted(times, reverse=True)
+
+
+def test_real_triton_36_print_autotuning_output():
+    summary = summarize(parse_files([H200 / "user_autotune_kernel" / "log_profile.txt"]))
+    (k,) = summary["kernels"]
+    assert k["kernel"] == "scale_bias_relu_kernel"
+    assert [c["config"]["kwargs"]["BLOCK"] for c in k["configs"]] == [256, 1024, 4096]
+    assert k["winner"]["config"] == {"kwargs": {"BLOCK": 1024}, "num_warps": 4, "num_stages": 3,
+                                     "extras": {"num_ctas": 1, "maxnreg": None}}
+    assert k["tunings"][0]["duration_s"] == 1.37
+
+
+def _cut(src: Path, dst: Path, match: str, keep: int) -> int:
+    """Copy src to dst with the first line containing `match` cut to `keep` characters."""
+    lines = src.read_text().splitlines()
+    i = next(n for n, line in enumerate(lines) if match in line)
+    lines[i] = lines[i][:keep]
+    dst.write_text("\n".join(lines) + "\n")
+    return i + 1
+
+
+@pytest.mark.parametrize("match,keep", [("nreg 88", -40), ("nreg 88", 140), ("Best config for", -30)])
+def test_truncated_real_debug_line_is_skipped_and_reported(tmp_path, match, keep):
+    src = H200 / "row_reduction" / "log_profile.txt"
+    log = tmp_path / "log.txt"
+    lineno = _cut(src, log, match, keep)
+    summary = summarize(parse_files([log]))
+    assert [s["where"] for s in summary["skipped"]] == [f"{log}:{lineno}"]
+    (k,) = summary["kernels"]
+    assert k["winner"] is not None
+
+
+def test_truncated_real_metric_table_row(tmp_path, run_script):
+    src = H200 / "row_reduction" / "metric_table_kernel_autotune.csv"
+    table = tmp_path / "t.csv"
+    lineno = _cut(src, table, "R0_BLOCK: 4096", -30)  # inside the quoted config
+    res = run_script("summarize_autotune_log.py", table, "--json-out", tmp_path / "s.json")
+    assert res.returncode == 0
+    assert "1 unreadable lines skipped" in res.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert doc["skipped"] == [{"where": f"{table}:{lineno}",
+                               "reason": "metric table row with 4 of 5 columns"}]
+    assert len(doc["kernels"][0]["configs"]) == 3
