@@ -225,3 +225,31 @@ def test_truncated_real_metric_table_row(tmp_path, run_script):
     assert doc["skipped"] == [{"where": f"{table}:{lineno}",
                                "reason": "metric table row with 4 of 5 columns"}]
     assert len(doc["kernels"][0]["configs"]) == 3
+
+
+EVENTS = LOGS / "autotune_events_contract.jsonl"
+
+
+def test_capture_log_events_to_the_contract():
+    summary = summarize(parse_files([EVENTS]))
+    ks = {k["kernel"]: k for k in summary["kernels"]}
+    add = ks["triton_poi_fused_add_gelu_mul_0"]
+    assert add["statistic"] == "min" and add["statistic_basis"] == "recorded by the capture patch"
+    assert add["num_bytes"] == 33558528 and add["bytes_source"] == "get_num_bytes"
+    # GB/s = bytes per launch / time
+    assert add["configs"][0]["gb_per_s"] == round(33558528 / 1e9 / (0.0247 / 1e3), 2)
+    assert add["standalone_file"].endswith("triton_poi_fused_add_gelu_mul_0.py")
+    assert add["declared_configs"] == 2 and add["flags"] == ["flat_spread"]
+    cached = ks["triton_red_fused_sum_0"]
+    assert set(cached["flags"]) == {"single_config", "from_cache"}
+    scatter = ks["triton_per_fused_scatter_2"]
+    assert scatter["winner_from"] == "coordesc" and scatter["winner"]["ms"] == 0.27
+    assert {"spills", "failed_configs", "coordesc_improved"} <= set(scatter["flags"])
+    assert "winner_spills" not in scatter["flags"]  # the coordesc winner does not spill
+    assert scatter["configs"][1]["ms"] is None and scatter["configs"][1]["rank"] is None
+    assert scatter["notes"] == ["index tensor saved: values are data-dependent"]
+    skipped = {s["where"].rsplit(":", 1)[1]: s["reason"] for s in summary["skipped"]}
+    assert skipped.keys() == {"9", "10"}
+    assert "truncated" in skipped["9"] and "autotune_event/2" in skipped["10"]
+    # the cut-off autotune line of pid 4102 did not become a second tuning
+    assert len(add["tunings"]) == 1
