@@ -22,6 +22,7 @@ class ArchInfo:
     lds_bytes_per_cu: int | None = None
     vgprs_per_simd_lane: int | None = None   # unified VGPR file per lane (arch + acc)
     max_waves_per_simd: int | None = None
+    vgpr_granule: int | None = None          # VGPR allocation granule (wave64)
     upstream_triton: bool = True             # upstream Triton's AMD backend compiles for it
     proxy: str | None = None                 # upstream target used when it does not
     product: str | None = None
@@ -29,20 +30,22 @@ class ArchInfo:
 
 
 ARCHS: dict[str, ArchInfo] = {a.name: a for a in (
-    ArchInfo("gfx906", "amd", "GCN5", 64, 65536, 256, 10, upstream_triton=False, proxy="gfx90a",
+    ArchInfo("gfx906", "amd", "GCN5", 64, 65536, 256, 10, 4, upstream_triton=False, proxy="gfx90a",
              product="MI50/MI60; Hygon Z100/Z100L",
              notes=("upstream Triton compiles gfx906 only from 3.8",)),
-    ArchInfo("gfx908", "amd", "CDNA1", 64, 65536, 512, 8, product="MI100"),
-    ArchInfo("gfx90a", "amd", "CDNA2", 64, 65536, 512, 8, product="MI200"),
-    ArchInfo("gfx942", "amd", "CDNA3", 64, 65536, 512, 8, product="MI300"),
-    ArchInfo("gfx950", "amd", "CDNA4", 64, 163840, 512, 8, product="MI350"),
+    ArchInfo("gfx908", "amd", "CDNA1", 64, 65536, 512, 8, 4, product="MI100",
+             notes=("separate 256-entry arch and acc VGPR files",)),
+    ArchInfo("gfx90a", "amd", "CDNA2", 64, 65536, 512, 8, 8, product="MI200"),
+    ArchInfo("gfx942", "amd", "CDNA3", 64, 65536, 512, 8, 8, product="MI300"),
+    ArchInfo("gfx950", "amd", "CDNA4", 64, 163840, 512, 8, 8, product="MI350"),
     ArchInfo("gfx926", "hygon", "DCU (CDNA-derived)", 64, 65536, None, None, upstream_triton=False,
              proxy="gfx90a", product="K100"),
     ArchInfo("gfx928", "hygon", "DCU (CDNA-derived)", 64, 65536, 512, None, upstream_triton=False,
              proxy="gfx942", product="K100_AI"),
-    ArchInfo("gfx936", "hygon", "DCU (CDNA-derived)", 64, 65536, 768, None, upstream_triton=False,
+    ArchInfo("gfx936", "hygon", "DCU (CDNA-derived)", 64, 65536, 768, 10, upstream_triton=False,
              proxy="gfx942", product="BW1000 (BW200)",
              notes=("Hygon ISA uses v_mmac_* instead of v_mfma_*",
+                    "rocminfo of a BW1000 reports Max Waves Per CU 40 (10 per SIMD)",
                     "DTK clang passes -support-768-vgprs for gfx936/gfx938")),
     ArchInfo("gfx938", "hygon", "DCU (CDNA-derived)", 64, 65536, 768, None, upstream_triton=False,
              proxy="gfx942", product="BW1100/BW1101",

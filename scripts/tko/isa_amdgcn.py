@@ -1,0 +1,579 @@
+"""AMDGCN assembly (LLVM ``.amdgcn`` / ``.s`` dumps, llvm-objdump listings).
+
+Splits a listing into kernels, counts every memory / atomic / LDS / scalar-load /
+matrix / wait instruction into families with its access width, reads the
+register and scratch resources from the ``; Kernel info:`` comments, the
+``.amdhsa_kernel`` descriptor and the ``amdhsa.kernels`` metadata, and turns
+the counts into a verdict (``buffer`` / ``global`` / ``flat`` / ``mixed`` /
+``none``) and plain-words findings.
+
+Traps handled (../shared/research/amd_hygon.md sections 2.1-2.2):
+
+* gfx9 / gfx90a spill through MUBUF: ``buffer_store_dword vN, off, s[..], 0
+  offset:K ; 4-byte Folded Spill``.  These go to the private segment, so they
+  are counted as ``scratch_*`` and as spills, never as data buffer ops.
+* ``buffer_wbl2`` / ``buffer_inv`` / ``buffer_wbinvl1*`` are cache control, not data.
+* Triton allocates LDS dynamically: the asm says 0; the caller passes the real
+  size (``shared`` of Triton's ``<name>.json``).
+* Triton 3.9's target string ``amdgpu9.42-amd-amdhsa-unknown-gfx942``; LLVM's
+  ``; TotalNumSgprs:`` (new) and ``; NumSgprs:`` (old).
+* Hygon DCU mnemonics: ``v_mmac_*``, ``ds_read_m32x16*``, ``ds_read_matrix*``,
+  ``ds_write_matrix*``, ``matrix_load*`` / ``matrix_store*``, ``s_waitcnt_vbcnt``,
+  ``s_abarrier_*``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .isa_common import clean_lines, ratio, to_int
+
+# Families of data memory ops, by addressing path.
+DATA_FAMILIES = {
+    "buffer": ("buffer_load", "buffer_store", "buffer_atomic"),
+    "global": ("global_load", "global_store", "global_atomic", "global_atomic_cas"),
+    "flat": ("flat_load", "flat_store", "flat_atomic"),
+}
+LOAD_FAMILIES = ("buffer_load", "global_load", "flat_load")
+STORE_FAMILIES = ("buffer_store", "global_store", "flat_store")
+ATOMIC_FAMILIES = ("buffer_atomic", "global_atomic", "global_atomic_cas", "flat_atomic")
+LDS_FAMILIES = ("ds_read", "ds_write", "ds_other", "ds_matrix")
+MATRIX_FAMILIES = ("mfma", "accvgpr", "mmac")
+# Every family the scanner reports (always present in the output, 0 when absent).
+FAMILIES = (
+    "buffer_load", "buffer_store", "buffer_atomic",
+    "global_load", "global_store", "global_atomic", "global_atomic_cas",
+    "flat_load", "flat_store", "flat_atomic",
+    "scratch_load", "scratch_store",
+    "ds_read", "ds_write", "ds_other", "ds_matrix",
+    "matrix_load", "matrix_store",
+    "s_load", "s_buffer_load", "s_store",
+    "mfma", "accvgpr", "mmac",
+    "s_waitcnt", "s_barrier", "cache_control",
+)
+
+_CACHE_CONTROL = re.compile(r"^buffer_(wbl2|inv|wbinvl1|gl[01]_inv)")
+_TRANSCENDENTAL = re.compile(r"^v_(exp|log|rcp|rsq|sqrt|sin|cos)(_|$)")
+_BRANCH = re.compile(r"^s_(branch|cbranch|setpc|swappc|getpc|call|endpgm|trap|rfe)")
+_MNEMONIC = re.compile(r"^[a-z][a-z0-9_]*$")
+_WAIT_FIELD = re.compile(r"\b(vmcnt|lgkmcnt|expcnt|vscnt|vbcnt)\((\d+)\)")
+_TARGET = re.compile(r"(?:amdgcn|amdgpu)[\w.]*-amd-amdhsa-[\w-]*?(gfx[0-9a-f]+)")
+_OBJDUMP_SYMBOL = re.compile(r"^[0-9a-fA-F]+\s+<([^>]+)>:\s*$")
+_LABEL = re.compile(r"^([A-Za-z_$][\w.$]*):")
+_COMMENT_KV = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*[:=]\s*(-?\d+)")
+_SET = re.compile(r"^\s*\.set\s+\.L(.+)\.(num_vgpr|num_agpr|numbered_sgpr|private_seg_size),\s*(\d+)")
+_WIDTH = re.compile(r"(dwordx\d|dword|ubyte|sbyte|byte|ushort|sshort|short|b\d+|[uif]\d+)")
+
+_COMMENT_KEYS = {
+    "TotalNumSgprs": "sgpr_count", "NumSgprs": "sgpr_count_old", "NumVgprs": "arch_vgpr_count",
+    "NumAgprs": "agpr_count_comment", "TotalNumVgprs": "vgpr_total", "ScratchSize": "scratch_bytes_comment",
+    "Occupancy": "llvm_occupancy", "LDSByteSize": "lds_bytes_static_comment",
+    "NumVGPRsForWavesPerEU": "vgprs_for_waves", "NumSGPRsForWavesPerEU": "sgprs_for_waves",
+    "AccumOffset": "accum_offset", "codeLenInByte": "code_bytes",
+}
+
+
+@dataclass
+class _Kernel:
+    name: str
+    insts: list = field(default_factory=list)      # (mnemonic, operands, comment)
+    comment: dict = field(default_factory=dict)    # ; Kernel info: block
+    kd: dict = field(default_factory=dict)         # .amdhsa_* descriptor
+    meta: dict = field(default_factory=dict)       # amdhsa.kernels YAML entry
+    sets: dict = field(default_factory=dict)       # .set .L<name>.num_vgpr ...
+
+
+def detect_arch(text: str) -> str | None:
+    m = _TARGET.search(text)
+    if m:
+        return m.group(1)
+    m = re.search(r"-mcpu=(gfx[0-9a-f]+)|\b(gfx9[0-9a-f]{2})\b", text)
+    return (m.group(1) or m.group(2)) if m else None
+
+
+def looks_like_amdgcn(text: str) -> bool:
+    return bool(re.search(r"\.amdgcn_target|\.amdhsa_kernel|amdhsa\.kernels|\bs_endpgm\b|"
+                          r"\bs_waitcnt\b|\bv_[a-z0-9_]+_e(32|64)\b|\bs_load_dword", text))
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    cut = len(line)
+    for marker in (";", "//"):
+        pos = line.find(marker)
+        if pos != -1:
+            cut = min(cut, pos)
+    return line[:cut], line[cut:]
+
+
+def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
+    """One :class:`_Kernel` per function body found, with its resource blocks attached."""
+    lines = clean_lines(text)
+    functions: set[str] = set()
+    for line in lines:
+        m = re.match(r"^\s*\.(?:globl|type)\s+([^\s,]+)", line)
+        if m:
+            functions.add(m.group(1))
+    kernels: dict[str, _Kernel] = {}
+    order: list[str] = []
+
+    def kernel(name: str) -> _Kernel:
+        if name not in kernels:
+            kernels[name] = _Kernel(name)
+            order.append(name)
+        return kernels[name]
+
+    current: _Kernel | None = None
+    last: _Kernel | None = None
+    kd_target: _Kernel | None = None
+    in_info = False
+    in_yaml = False
+    yaml_lines: list[str] = []
+    for raw in lines:
+        stripped = raw.strip()
+        if in_yaml:
+            if stripped.startswith(".end_amdgpu_metadata"):
+                in_yaml = False
+            else:
+                yaml_lines.append(raw)
+            continue
+        if stripped.startswith(".amdgpu_metadata"):
+            in_yaml = True
+            continue
+        if kd_target is not None:
+            if stripped.startswith(".end_amdhsa_kernel"):
+                kd_target = None
+            else:
+                parts = stripped.split()
+                if len(parts) >= 2 and parts[0].startswith(".amdhsa_"):
+                    kd_target.kd[parts[0][len(".amdhsa_"):]] = to_int(parts[1])
+            continue
+        m = re.match(r"^\.amdhsa_kernel\s+(\S+)", stripped)
+        if m:
+            kd_target = kernel(m.group(1))
+            continue
+        m = _SET.match(raw)
+        if m:
+            kernel(m.group(1)).sets[m.group(2)] = int(m.group(3))
+            continue
+        if stripped.startswith("; Kernel info:"):
+            in_info = True
+            continue
+        if in_info:
+            if stripped.startswith(";"):
+                kv = _COMMENT_KV.match(stripped)
+                if kv and last is not None:
+                    key = kv.group(1).replace(" ", "")
+                    if key in _COMMENT_KEYS:
+                        last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
+                continue
+            in_info = False
+        m = _OBJDUMP_SYMBOL.match(stripped)
+        if m:
+            current = kernel(m.group(1))
+            last = current
+            continue
+        code, comment = _split_comment(raw)
+        code = code.strip()
+        if not code:
+            continue
+        if code.startswith(".Lfunc_end"):
+            current = None
+            continue
+        m = _LABEL.match(code)
+        if m:
+            label = m.group(1)
+            if label in functions:
+                current = kernel(label)
+                last = current
+            elif label.startswith(".Lfunc_end"):
+                current = None
+            continue
+        if code.startswith("."):
+            if code.startswith(".size") or code.startswith(".end_amdgpu"):
+                current = None
+            continue
+        mnemonic, *rest = code.split(None, 1)
+        operands = rest[0] if rest else ""
+        mnemonic = mnemonic.lower()
+        if not _MNEMONIC.match(mnemonic):
+            continue
+        if current is None:
+            if functions or order:
+                continue  # data between functions (e.g. padding) is not code
+            current = kernel(default_name)
+            last = current
+        current.insts.append((mnemonic, operands.strip(), comment))
+    _attach_yaml(yaml_lines, kernel)
+    return [kernels[name] for name in order if kernels[name].insts or kernels[name].meta
+            or kernels[name].kd]
+
+
+def _attach_yaml(yaml_lines: list[str], kernel) -> None:
+    """Per-kernel scalars of the ``amdhsa.kernels`` list (``.vgpr_count``, ``.name`` ...)."""
+    entry: dict | None = None
+    item_indent = None
+    entries: list[dict] = []
+    in_kernels = False
+    for raw in yaml_lines:
+        if not raw.strip():
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        text = raw.strip()
+        if indent == 0:
+            in_kernels = text.startswith("amdhsa.kernels:")
+            continue
+        if not in_kernels:
+            continue
+        if text.startswith("- ") and (item_indent is None or indent == item_indent):
+            item_indent = indent
+            entry = {}
+            entries.append(entry)
+            text = text[2:].strip()
+            indent += 2
+        if entry is None or indent != item_indent + 2:
+            continue
+        m = re.match(r"^\.([\w]+):\s*(.*)$", text)
+        if m and m.group(2):
+            value = m.group(2).strip()
+            number = to_int(value)
+            entry[m.group(1)] = number if number is not None else value.strip("'\"")
+    for entry in entries:
+        name = entry.get("name")
+        if isinstance(name, str):
+            kernel(name).meta = entry
+
+
+def _operands(operands: str) -> list[str]:
+    # split on commas outside brackets: "v[0:3], v8, s[0:3], 0 offen"
+    out, depth, cur = [], 0, []
+    for ch in operands:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur).strip())
+    return out
+
+
+def lane_bytes(family: str, width: str) -> int:
+    """Bytes one lane moves for a memory op of this family/width (0 if unknown)."""
+    if family in ATOMIC_FAMILIES:
+        if width.endswith("_x2") or re.search(r"(f64|i64|u64)$", width):
+            return 8
+        return 4
+    m = _WIDTH.search(width)
+    if not m:
+        return 0
+    token = m.group(1)
+    if token.startswith("dwordx"):
+        size = 4 * int(token[6:])
+    elif token == "dword":
+        size = 4
+    elif token in ("ubyte", "sbyte", "byte"):
+        size = 1
+    elif token in ("ushort", "sshort", "short"):
+        size = 2
+    else:
+        size = max(1, int(token[1:]) // 8)
+    if family.startswith("ds_") and re.match(r"^2(st64)?_", width):
+        size *= 2  # ds_read2 / ds_write2: two elements per lane
+    return size
+
+
+def classify(mnemonic: str, operands: str, comment: str, private_mubuf: bool) -> tuple[str, str] | None:
+    """(family, width) of a counted instruction, or None when it is not in a family."""
+    m = mnemonic
+    if _CACHE_CONTROL.match(m):
+        return "cache_control", m[len("buffer_"):]
+    if m.startswith("buffer_"):
+        for fam in ("buffer_atomic", "buffer_load", "buffer_store"):
+            if m.startswith(fam + "_"):
+                width = m[len(fam) + 1:]
+                if fam != "buffer_atomic":
+                    ops = _operands(operands)
+                    spill_note = "Spill" in comment or "Reload" in comment
+                    if spill_note or (private_mubuf and len(ops) > 1 and ops[1] == "off"):
+                        # gfx9 private-segment (scratch) access through MUBUF
+                        return ("scratch_load" if fam == "buffer_load" else "scratch_store",
+                                width + " (mubuf)")
+                return fam, width
+        return None
+    if m.startswith("global_atomic_cmpswap"):
+        return "global_atomic_cas", m[len("global_atomic_"):]
+    for fam in ("global_atomic", "global_load", "global_store", "flat_atomic", "flat_load",
+                "flat_store", "scratch_load", "scratch_store", "s_buffer_load", "s_load",
+                "s_store", "matrix_load", "matrix_store"):
+        if m.startswith(fam + "_") or m == fam:
+            return fam, m[len(fam) + 1:]
+    if m.startswith("ds_"):
+        if m.startswith(("ds_read_m32x16", "ds_read_matrix", "ds_write_matrix")):
+            return "ds_matrix", m[3:]
+        for fam, prefixes in (("ds_read", ("ds_read", "ds_load")), ("ds_write", ("ds_write", "ds_store"))):
+            for prefix in prefixes:
+                if m.startswith(prefix) and not m.startswith(prefix + "_addtid"):
+                    return fam, m[len(prefix):].lstrip("_")
+        return "ds_other", m[3:]
+    if m.startswith(("v_mfma_", "v_smfmac_")):
+        return "mfma", m[2:]
+    if m.startswith("v_accvgpr_"):
+        return "accvgpr", m[len("v_accvgpr_"):]
+    if m.startswith("v_mmac_"):
+        return "mmac", m[len("v_mmac_"):]
+    if m.startswith("s_waitcnt"):
+        return "s_waitcnt", m[len("s_waitcnt"):].lstrip("_") or "waitcnt"
+    if m.startswith(("s_barrier", "s_abarrier")):
+        return "s_barrier", m[2:]
+    return None
+
+
+def mix_category(mnemonic: str, family: str | None) -> str:
+    if family in MATRIX_FAMILIES:
+        return "matrix"
+    if family == "s_waitcnt":
+        return "waitcnt"
+    if family == "s_barrier":
+        return "barrier"
+    if family in ("s_load", "s_buffer_load", "s_store"):
+        return "scalar_memory"
+    if family in LDS_FAMILIES:
+        return "lds"
+    if family is not None:
+        return "vector_memory"
+    if mnemonic.startswith("v_"):
+        return "transcendental" if _TRANSCENDENTAL.match(mnemonic) else "valu"
+    if _BRANCH.match(mnemonic):
+        return "branch"
+    if mnemonic.startswith("s_nop") or mnemonic.startswith("s_sleep") or mnemonic.startswith("s_set"):
+        return "other"
+    if mnemonic.startswith("s_"):
+        return "salu"
+    return "other"
+
+
+def scan_kernel(k: _Kernel) -> dict:
+    """Counts and resources of one kernel (no arch/occupancy decisions here)."""
+    resources = read_resources(k)
+    private_mubuf = bool(resources.get("scratch_bytes"))
+    mnemonics: Counter = Counter()
+    families: Counter = Counter({f: 0 for f in FAMILIES})
+    widths: dict[str, Counter] = {}
+    mix: Counter = Counter()
+    waits: Counter = Counter()
+    spill = Counter()
+    data_bytes = {"load": 0, "store": 0, "atomic": 0}
+    for mnemonic, operands, comment in k.insts:
+        mnemonics[mnemonic] += 1
+        found = classify(mnemonic, operands, comment, private_mubuf)
+        family = found[0] if found else None
+        if found:
+            families[family] += 1
+            widths.setdefault(family, Counter())[found[1]] += 1
+            nbytes = lane_bytes(family, found[1])
+            if family in LOAD_FAMILIES:
+                data_bytes["load"] += nbytes
+            elif family in STORE_FAMILIES:
+                data_bytes["store"] += nbytes
+            elif family in ATOMIC_FAMILIES:
+                data_bytes["atomic"] += nbytes
+            if family in ("scratch_load", "scratch_store"):
+                kind = "loads" if family == "scratch_load" else "stores"
+                if "Spill" in comment or "Reload" in comment or "(mubuf)" in found[1]:
+                    spill[kind] += 1
+                if "(mubuf)" in found[1]:
+                    spill["via_mubuf"] += 1
+            if family == "s_waitcnt":
+                fields = _WAIT_FIELD.findall(operands)
+                if mnemonic != "s_waitcnt" and not fields:
+                    waits[mnemonic[len("s_waitcnt_"):]] += 1
+                for name, value in fields:
+                    waits[name] += 1
+                    if value == "0":
+                        waits[name + "_0"] += 1
+        mix[mix_category(mnemonic, family)] += 1
+    return {
+        "mnemonics": dict(sorted(mnemonics.items())),
+        "families": dict(families),
+        "widths": {f: dict(sorted(c.items())) for f, c in widths.items()},
+        "waitcnt": dict(sorted(waits.items())),
+        "spill_ops": {"stores": spill["stores"], "loads": spill["loads"],
+                      "via": ("mubuf" if spill["via_mubuf"] else "scratch") if spill else None},
+        "mix_counts": dict(mix),
+        "data_bytes_per_lane": data_bytes,
+        "resources": resources,
+    }
+
+
+def read_resources(k: _Kernel) -> dict:
+    c, kd, meta, sets = k.comment, k.kd, k.meta, k.sets
+
+    def first(*values):
+        for v in values:
+            if isinstance(v, int):
+                return v
+        return None
+
+    vgpr_total = first(meta.get("vgpr_count"), c.get("vgpr_total"))
+    agpr = first(meta.get("agpr_count"), c.get("agpr_count_comment"), sets.get("num_agpr"))
+    arch_vgpr = first(c.get("arch_vgpr_count"), sets.get("num_vgpr"), kd.get("next_free_vgpr"))
+    sgpr = first(c.get("sgpr_count"), c.get("sgpr_count_old"), meta.get("sgpr_count"))
+    scratch = first(meta.get("private_segment_fixed_size"), c.get("scratch_bytes_comment"),
+                    kd.get("private_segment_fixed_size"), sets.get("private_seg_size"))
+    lds_static = first(meta.get("group_segment_fixed_size"), kd.get("group_segment_fixed_size"),
+                       c.get("lds_bytes_static_comment"))
+    wave = first(meta.get("wavefront_size"))
+    wg = first(meta.get("max_flat_workgroup_size"))
+    return {
+        "vgpr": arch_vgpr,
+        "agpr": agpr,
+        "vgpr_total": vgpr_total if vgpr_total is not None else arch_vgpr,
+        "sgpr": sgpr,
+        "sgprs_for_waves": c.get("sgprs_for_waves"),
+        "scratch_bytes": scratch,
+        "vgpr_spill_count": first(meta.get("vgpr_spill_count")),
+        "sgpr_spill_count": first(meta.get("sgpr_spill_count")),
+        "lds_bytes_static": lds_static,
+        "llvm_occupancy": c.get("llvm_occupancy"),
+        "wavefront_size": wave,
+        "max_flat_workgroup_size": wg,
+        "code_bytes": c.get("code_bytes"),
+    }
+
+
+def memory_verdict(families: dict) -> tuple[str, dict]:
+    """Verdict over the buffer / global / flat paths; Hygon MLS ops are counted beside it."""
+    counts = {path: sum(families.get(f, 0) for f in fams) for path, fams in DATA_FAMILIES.items()}
+    used = [p for p, n in counts.items() if n]
+    counts["mls"] = families.get("matrix_load", 0) + families.get("matrix_store", 0)
+    if not used:
+        return "none", counts
+    return (used[0] if len(used) == 1 else "mixed"), counts
+
+
+def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[str]:
+    """The seed's reading of the counts, in plain words."""
+    fam, widths, res = scan["families"], scan["widths"], scan["resources"]
+    out: list[str] = []
+    total = counts["buffer"] + counts["global"] + counts["flat"]
+    if verdict == "none" and counts["mls"]:
+        out.append(f"data moves only through {counts['mls']} Hygon MLS matrix_load/matrix_store "
+                   f"instruction(s); no buffer, global or flat data ops")
+    elif verdict == "none":
+        out.append("no data loads/stores/atomics through buffer, global or flat instructions "
+                   "(only scalar, LDS or scratch traffic)")
+    elif verdict == "buffer":
+        wide = sum(widths.get(f, {}).get("dwordx4", 0) for f in ("buffer_load", "buffer_store"))
+        out.append(f"all {total} data memory ops are buffer (MUBUF) instructions: buffer ops are "
+                   f"in effect" + (f"; {wide} of them dwordx4 (16 B per lane), the strongest "
+                                   f"evidence of vectorised access" if wide else ""))
+    elif verdict in ("global", "flat"):
+        out.append(f"all {total} data memory ops are {verdict}_* instructions: buffer ops were not "
+                   f"applied; inspect the pointer hints (tt.pointer_range=32, tt.divisibility) and "
+                   f"the offset formulas (non-negative, 32-bit, under 2 GiB)")
+        if verdict == "flat":
+            out.append("flat_* means a generic address space: the compiler could not tell the "
+                       "pointer is global")
+    else:
+        parts = ", ".join(f"{n} {p}" for p, n in counts.items() if n and p != "mls")
+        out.append(f"mixed addressing ({parts}): some pointers got buffer ops and others did "
+                   f"not; compare their offset formulas and hints argument by argument")
+    narrow = []
+    for family in LOAD_FAMILIES + STORE_FAMILIES:
+        for width, n in widths.get(family, {}).items():
+            if 0 < lane_bytes(family, width) < 4:
+                narrow.append(f"{n} {family}_{width}")
+    if narrow:
+        out.append("sub-dword accesses (" + ", ".join(narrow) + "): 8/16-bit elements are moved "
+                   "one at a time, not vectorised; check contiguity and divisibility hints "
+                   "(tl.multiple_of, strides divisible by 16)")
+    cas = fam.get("global_atomic_cas", 0)
+    if cas:
+        out.append(f"{cas} global_atomic_cmpswap: the atomic is emulated with compare-and-swap "
+                   f"retry loops (no native op for this type/arch); contention multiplies the cost")
+    atomics = sum(fam.get(f, 0) for f in ATOMIC_FAMILIES)
+    if atomics:
+        out.append(f"{atomics} atomic instruction(s): scattered/atomic-heavy work; tuning the "
+                   f"Triton config rarely fixes this, a model-level rewrite (sort/segment, "
+                   f"avoid scatter) may")
+    spills = scan["spill_ops"]
+    vspill = res.get("vgpr_spill_count") or 0
+    if vspill or spills["stores"] or spills["loads"]:
+        how = ("buffer_store/load ... off (MUBUF private segment; not data buffer ops)"
+               if spills["via"] == "mubuf" else "scratch_store/load")
+        out.append(f"register spills: {vspill} VGPRs spilled, {res.get('scratch_bytes') or 0} B "
+                   f"scratch per lane, {spills['stores']} spill stores / {spills['loads']} reloads "
+                   f"via {how}; reduce the tile (BLOCK_*), num_stages or waves_per_eu, or raise "
+                   f"num_warps")
+    if fam.get("mfma") and arch and arch.startswith("gfx93"):
+        out.append("v_mfma_* in a listing for a Hygon arch: Hygon DCUs use v_mmac_*; this "
+                   "listing was likely compiled for an AMD proxy target")
+    if fam.get("mmac"):
+        out.append(f"{fam['mmac']} Hygon v_mmac_* matrix instruction(s)")
+    waits = scan["waitcnt"]
+    loads = sum(fam.get(f, 0) for f in LOAD_FAMILIES)
+    mix = mix_summary(scan)
+    if mix["character"] == "compute_heavy":
+        out.append(f"{mix['valu_per_byte']} VALU instructions per byte a lane moves "
+                   f"({mix['transcendental']} transcendental): arithmetic-bound; better memory "
+                   f"instructions will not speed it up, cheaper math (approximations, fewer "
+                   f"conversions) might")
+    elif mix["character"] == "memory" and mix["data_bytes_per_lane"]:
+        out.append(f"{mix['valu_per_byte']} VALU instructions per byte moved: memory-bound; "
+                   f"access width and buffer ops matter")
+    if loads >= 4 and waits.get("vmcnt_0", 0) >= loads:
+        out.append(f"{waits['vmcnt_0']} s_waitcnt vmcnt(0) for {loads} vector loads: each load "
+                   f"is waited for before the next is used; little memory-level parallelism")
+    return out
+
+
+def mix_summary(scan: dict) -> dict:
+    counts = scan["mix_counts"]
+    data = scan["data_bytes_per_lane"]
+    moved = data["load"] + data["store"] + data["atomic"]
+    valu = counts.get("valu", 0)
+    special = counts.get("transcendental", 0)
+    out = {
+        "valu": valu, "transcendental": special, "matrix": counts.get("matrix", 0),
+        "salu": counts.get("salu", 0), "vector_memory": counts.get("vector_memory", 0),
+        "lds": counts.get("lds", 0), "scalar_memory": counts.get("scalar_memory", 0),
+        "waitcnt": counts.get("waitcnt", 0), "barrier": counts.get("barrier", 0),
+        "branch": counts.get("branch", 0), "other": counts.get("other", 0),
+        "total": sum(counts.values()),
+        "data_bytes_per_lane": moved,
+        "load_bytes_per_lane": data["load"], "store_bytes_per_lane": data["store"],
+        "valu_per_byte": ratio(valu + special, moved),
+        "transcendental_per_byte": ratio(special, moved),
+    }
+    out["character"] = character(out)
+    return out
+
+
+# Static VALU instructions per data byte one lane moves.  Machine balance for
+# reference: a BW1000 (gfx936) does ~14.9 T fp32 FMA lane-ops/s against ~1.34 TB/s
+# of measured HBM read bandwidth (public/samples/dcu/kra_machine_*), ~11 lane-ops
+# per byte; an MI300X ~15.  Fixtures (tests/fixtures/isa): a fp32 add has ~0.2,
+# a row softmax ~4, exact-erf GELU on fp16 ~10.7.  Static counts ignore loop trip
+# counts, so this reads straight-line (pointwise / persistent) kernels only.
+BALANCED_VALU_PER_BYTE = 2.0
+COMPUTE_HEAVY_VALU_PER_BYTE = 8.0
+
+
+def character(mix: dict) -> str:
+    """``matrix`` / ``compute_heavy`` / ``balanced`` / ``memory`` / ``no_data_traffic``."""
+    if mix["matrix"]:
+        return "matrix"
+    if not mix["data_bytes_per_lane"]:
+        return "no_data_traffic"
+    per_byte = mix["valu_per_byte"] or 0
+    if per_byte >= COMPUTE_HEAVY_VALU_PER_BYTE:
+        return "compute_heavy"
+    if per_byte >= BALANCED_VALU_PER_BYTE:
+        return "balanced"
+    return "memory"

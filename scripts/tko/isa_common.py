@@ -1,0 +1,27 @@
+"""Text clean-up and small helpers shared by the AMDGCN, PTX and SASS readers."""
+
+from __future__ import annotations
+
+import re
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def clean_lines(text: str) -> list[str]:
+    """Lines of a dump with ANSI colour escapes and carriage returns removed."""
+    text = _ANSI.sub("", text)
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def to_int(value: str | None) -> int | None:
+    if value is None:
+        return None
+    text = value.strip().strip('"').split()[0] if value.strip() else ""
+    try:
+        return int(text, 0)
+    except ValueError:
+        return None
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    return round(numerator / denominator, 3) if denominator else None

@@ -1,0 +1,347 @@
+"""scan_amdgcn.py and tko.isa on real compiler output (tests/fixtures/isa, see its README).
+
+Expected counts were checked by hand with grep on the fixture; each assertion says how.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tko import isa
+from tko.contracts import contract_problems
+from tko.isa import scan_path, scan_text
+from tko.isa_ptx import nvidia_tool
+
+ISA = Path(__file__).resolve().parent / "fixtures" / "isa"
+
+
+def read(rel: str) -> str:
+    return (ISA / rel).read_text()
+
+
+def meta(rel: str) -> dict:
+    return json.loads((ISA / rel).read_text())
+
+
+def only(result: dict) -> dict:
+    assert len(result["kernels"]) == 1, [k["name"] for k in result["kernels"]]
+    return result["kernels"][0]
+
+
+# ---- buffer vs global: the pointer_range=32 attribute decides on Triton >= 3.6 ----------------
+
+def test_pointwise_pr32_is_buffer_dwordx4():
+    k = only(scan_text(read("gfx942-pr32/add_fp32.amdgcn")))
+    # grep -cE '^\s+buffer_load_dwordx4 ' -> 2 ; buffer_store_dwordx4 -> 1 ; '^\s+global_' -> 0
+    assert k["name"] == "add_fp32"
+    assert k["families"]["buffer_load"] == 2 and k["widths"]["buffer_load"] == {"dwordx4": 2}
+    assert k["families"]["buffer_store"] == 1 and k["widths"]["buffer_store"] == {"dwordx4": 1}
+    assert k["data_ops"] == {"buffer": 3, "global": 0, "flat": 0, "mls": 0}
+    assert k["verdict"] == "buffer"
+    assert any("dwordx4" in f and "buffer ops are in effect" in f for f in k["findings"])
+
+
+def test_pointwise_without_pointer_range_is_global():
+    k = only(scan_text(read("gfx942-nopr/add_fp32.amdgcn")))
+    # grep -cE '^\s+global_load_dwordx4 ' -> 2 ; global_store_dwordx4 -> 1 ; '^\s+buffer_' -> 0
+    assert k["families"]["global_load"] == 2 and k["families"]["global_store"] == 1
+    assert k["families"]["buffer_load"] == 0
+    assert k["verdict"] == "global"
+    assert any("pointer hints" in f for f in k["findings"])
+
+
+def test_fp16_loaded_one_ushort_at_a_time():
+    k = only(scan_text(read("gfx942-pr32/gelu_fp16.amdgcn")))
+    # grep -cE '^\s+buffer_load_ushort ' -> 4 ; '^\s+buffer_store_short ' -> 4
+    assert k["widths"]["buffer_load"] == {"ushort": 4}
+    assert k["widths"]["buffer_store"] == {"short": 4}
+    assert any(f.startswith("sub-dword accesses (4 buffer_load_ushort, 4 buffer_store_short)")
+               for f in k["findings"])
+
+
+# ---- traps ----------------------------------------------------------------------------------
+
+def test_gfx90a_mubuf_spills_are_not_data_buffer_ops():
+    text = read("gfx90a-pr32/matmul_spill.amdgcn")
+    k = only(scan_text(text))
+    # grep -cE '^\s+buffer_load_'  -> 60 = 24 buffer_load_ushort (data) + 36 '4-byte Folded Reload'
+    # grep -cE '^\s+buffer_store_' -> 68 = 32 buffer_store_short (data) + 36 '4-byte Folded Spill'
+    assert k["mnemonics"]["buffer_load_dword"] == 36 and k["mnemonics"]["buffer_store_dword"] == 36
+    assert k["families"]["buffer_load"] == 24
+    assert k["families"]["buffer_store"] == 32
+    assert k["families"]["scratch_store"] == 36 and k["families"]["scratch_load"] == 36
+    assert k["spill"] == {"stores": 36, "loads": 36, "via": "mubuf"}
+    # '.vgpr_spill_count: 36', '.private_segment_fixed_size: 148'
+    assert k["resources"]["vgpr_spill_count"] == 36
+    assert k["resources"]["scratch_bytes"] == 148
+    assert k["data_ops"]["buffer"] == 56
+    assert any("not data buffer ops" in f for f in k["findings"])
+
+
+def test_mubuf_private_access_without_comment_still_counted_as_scratch():
+    # llvm-objdump listings carry no "Folded Spill" comment; `off` vaddr + scratch > 0 decides
+    text = read("gfx90a-pr32/matmul_spill.amdgcn").replace("; 4-byte Folded Spill", "") \
+        .replace("; 4-byte Folded Reload", "")
+    k = only(scan_text(text))
+    assert k["families"]["buffer_store"] == 32 and k["families"]["scratch_store"] == 36
+
+
+def test_gfx942_spills_are_scratch_ops():
+    k = only(scan_text(read("gfx942-pr32/matmul_spill.amdgcn")))
+    # grep -cE '^\s+scratch_store_' -> 21 (17 dwordx2 + 4 dword); scratch_load_ -> 21
+    assert k["families"]["scratch_store"] == 21 and k["families"]["scratch_load"] == 21
+    assert k["widths"]["scratch_store"] == {"dwordx2": 17, "dword": 4}
+    assert k["spill"]["via"] == "scratch"
+    # grep -cE '^\s+buffer_load_' -> 24 ; '^\s+buffer_store_' -> 32: all data (buffer_load_ushort)
+    assert k["families"]["buffer_load"] == 24 and k["families"]["buffer_store"] == 32
+    assert k["resources"]["vgpr_spill_count"] == 38
+
+
+def test_lds_comes_from_triton_json_not_asm():
+    path = ISA / "gfx942-pr32" / "softmax.amdgcn"
+    # asm: '; LDSByteSize: 0 bytes/workgroup' and '.group_segment_fixed_size: 0'; softmax.json "shared": 32
+    assert meta("gfx942-pr32/softmax.json")["shared"] == 32
+    (k,) = scan_path(path)
+    assert k["resources"]["lds_bytes_static"] == 0
+    assert k["resources"]["lds_bytes"] == 32 and k["resources"]["lds_source"] == "triton_metadata"
+    assert k["resources"]["num_warps"] == 8
+    # grep -cE '^\s+ds_write' -> 2 ; '^\s+ds_read' -> 2
+    assert k["families"]["ds_write"] == 2 and k["families"]["ds_read"] == 2
+    # without the metadata the scanner says where the real size is
+    bare = only(scan_text(path.read_text()))
+    assert bare["resources"]["lds_source"] == "asm_static"
+    assert any("dynamically" in f for f in bare["findings"])
+
+
+def test_triton_39_target_string_and_old_spellings():
+    text = read("gfx942-pr32/matmul.amdgcn")
+    assert '.amdgcn_target "amdgpu9.42-amd-amdhsa-unknown-gfx942"' in text
+    new = only(scan_text(text))
+    assert new["arch"] == "gfx942"
+    # the pre-3.9 target string and the older '; NumSgprs:' comment give the same result
+    old_text = text.replace("amdgpu9.42-amd-amdhsa-unknown-gfx942", "amdgcn-amd-amdhsa--gfx942") \
+        .replace("; TotalNumSgprs:", "; NumSgprs:").replace(".sgpr_count:", ".sgpr_count_x:")
+    old = only(scan_text(old_text))
+    assert old["arch"] == "gfx942"
+    # '; TotalNumSgprs: 32', '.vgpr_count: 56'
+    assert new["resources"]["sgpr"] == old["resources"]["sgpr"] == 32
+    assert new["resources"]["vgpr_total"] == 56
+    assert old["families"] == new["families"]
+
+
+def test_ansi_escapes_and_carriage_returns_tolerated():
+    text = read("gfx942-pr32/index_add.amdgcn")
+    noisy = "\x1b[1;32m" + text.replace("\n", "\r\n").replace("buffer_atomic_add_f32",
+                                                               "\x1b[0mbuffer_atomic_add_f32")
+    assert only(scan_text(noisy))["families"] == only(scan_text(text))["families"]
+
+
+def test_cache_control_is_not_a_data_buffer_op():
+    k = only(scan_text(read("gfx942-pr32/index_add.amdgcn")))
+    # grep -cE '^\s+buffer_' -> 11 = 5 buffer_load_ + 4 buffer_atomic_add_f32 + buffer_wbl2 + buffer_inv
+    assert k["families"]["buffer_load"] == 5
+    assert k["families"]["buffer_atomic"] == 4 and k["widths"]["buffer_atomic"] == {"add_f32": 4}
+    assert k["families"]["cache_control"] == 2
+    assert k["data_ops"]["buffer"] == 9
+
+
+def test_gfx90a_atomics_are_cas_loops():
+    k = only(scan_text(read("gfx90a-pr32/index_add.amdgcn")))
+    # grep -cE '^\s+global_atomic_cmpswap ' -> 4 ; '^\s+global_load_dword ' -> 4 (CAS reload)
+    # '^\s+buffer_load_' -> 5
+    assert k["families"]["global_atomic_cas"] == 4 and k["families"]["global_atomic"] == 0
+    assert k["families"]["global_load"] == 4 and k["families"]["buffer_load"] == 5
+    assert k["verdict"] == "mixed"
+    assert any("compare-and-swap" in f for f in k["findings"])
+
+
+def test_waitcnt_breakdown_and_barriers():
+    k = only(scan_text(read("gfx942-pr32/softmax.amdgcn")))
+    # grep -cE '^\s+s_waitcnt' -> 13 ; with vmcnt -> 8 ; with lgkmcnt -> 5 ; vmcnt(0) -> 1
+    # grep -cE '^\s+s_barrier' -> 3
+    assert k["families"]["s_waitcnt"] == 13
+    assert k["waitcnt"]["vmcnt"] == 8 and k["waitcnt"]["lgkmcnt"] == 5
+    assert k["waitcnt"]["vmcnt_0"] == 1
+    assert k["families"]["s_barrier"] == 3
+    # grep -cE '^\s+v_exp_f32' -> 8, '^\s+v_rcp_f32' -> 8: 16 transcendental
+    assert k["mix"]["transcendental"] == 16
+
+
+def test_matrix_cores_counted_per_arch_spelling():
+    k942 = only(scan_text(read("gfx942-pr32/matmul.amdgcn")))
+    k90a = only(scan_text(read("gfx90a-pr32/matmul.amdgcn")))
+    # grep -c 'v_mfma_f32_32x32x8_f16' gfx942 -> 4 ; 'v_mfma_f32_32x32x8f16' gfx90a -> 4
+    assert k942["widths"]["mfma"] == {"mfma_f32_32x32x8_f16": 4}
+    assert k90a["widths"]["mfma"] == {"mfma_f32_32x32x8f16": 4}
+    assert k942["mix"]["character"] == "matrix"
+
+
+def test_instruction_mix_tells_arithmetic_bound_from_memory_bound():
+    add = only(scan_text(read("gfx942-pr32/add_fp32.amdgcn")))["mix"]
+    gelu = only(scan_text(read("gfx942-pr32/gelu_fp16.amdgcn")))["mix"]
+    # add: 2 loads + 1 store of dwordx4 = 48 B per lane; gelu: 4 ushort + 4 short = 16 B per lane
+    assert add["data_bytes_per_lane"] == 48 and gelu["data_bytes_per_lane"] == 16
+    assert add["character"] == "memory" and gelu["character"] == "compute_heavy"
+    assert gelu["valu_per_byte"] > 10 * add["valu_per_byte"]
+
+
+def test_occupancy_matches_llvm_on_every_compiled_listing():
+    records = scan_path(ISA / "gfx942-pr32") + scan_path(ISA / "gfx90a-nopr")
+    assert len(records) == 12
+    for k in records:
+        occ = k["occupancy"]
+        assert occ["llvm_occupancy"] is not None, k["source"]
+        assert occ["register_waves_per_simd"] == occ["llvm_occupancy"], (k["source"], occ)
+        assert occ["agrees_with_llvm"] is True
+
+
+def test_occupancy_reports_dynamic_lds_llvm_ignores():
+    text = read("gfx942-pr32/matmul.amdgcn")   # '; Occupancy: 8', '.vgpr_count: 56'
+    k = only(scan_text(text, shared_bytes=48 * 1024, num_warps=4))
+    occ = k["occupancy"]
+    # 65536 // 49152 = 1 workgroup per CU; 1 * 4 warps / 4 SIMDs = 1 wave per SIMD
+    assert occ["waves_per_simd"] == 1 and occ["limiter"] == "lds"
+    assert occ["llvm_occupancy"] == 8
+    assert any("ignores Triton's dynamic LDS" in f for f in k["findings"])
+
+
+def test_hygon_constructed_listing_counts_hygon_families():
+    result = scan_text(read("hygon/hygon_constructed_gfx936.amdgcn"))
+    assert result["arch"] == "gfx936"
+    by_name = {k["name"]: k for k in result["kernels"]}
+    assert list(by_name) == ["k_mmac_bf16", "k_lds_read", "hygon_matrix_demo"]
+    # counts from the isa_check source: v_mmac_f32_16x16x16_bf16 4, s_load_dword(x2) 2, global_store_dword 1
+    mmac = by_name["k_mmac_bf16"]
+    assert mmac["widths"]["mmac"] == {"f32_16x16x16_bf16": 4}
+    assert mmac["families"]["s_load"] == 2 and mmac["families"]["global_store"] == 1
+    assert mmac["families"]["mfma"] == 0
+    assert by_name["k_lds_read"]["widths"]["ds_read"] == {"b128": 12}
+    demo = by_name["hygon_matrix_demo"]
+    # by hand: 6 v_mmac_*, 3 ds matrix ops, 2 matrix_load, 1 matrix_store, 1 s_waitcnt_vbcnt,
+    # 1 s_abarrier_try_wait
+    assert demo["families"]["mmac"] == 6
+    assert demo["families"]["ds_matrix"] == 3 and demo["families"]["ds_read"] == 0
+    assert demo["families"]["matrix_load"] == 2 and demo["families"]["matrix_store"] == 1
+    assert demo["waitcnt"]["vbcnt"] == 1
+    assert demo["widths"]["s_barrier"] == {"abarrier_try_wait": 1}
+    assert demo["data_ops"]["mls"] == 3 and demo["verdict"] == "none"
+    assert mmac["occupancy"]["estimate"] is True
+
+
+def test_hygon_arch_judged_from_a_proxy_listing():
+    k = only(scan_text(read("gfx942-pr32/matmul.amdgcn"), arch="gfx936"))
+    assert k["arch"] == "gfx942" and k["occupancy"]["arch"] == "gfx936"
+    assert any("v_mfma_* in a listing for a Hygon arch" in f for f in k["findings"])
+
+
+# ---- NVIDIA ---------------------------------------------------------------------------------
+
+def test_ptx_vector_loads_atomics_and_wgmma():
+    add = only(scan_text(read("sm90/add_fp32.ptx")))
+    # grep -c 'ld.global.v4.b32' -> 4 ; 'st.global.v4.b32' -> 2 ; '.reg .b32 	%r<33>'
+    assert add["format"] == "ptx" and add["arch"] == "sm_90"
+    assert add["widths"]["ld_global"] == {"v4.b32": 4} and add["widths"]["st_global"] == {"v4.b32": 2}
+    assert add["resources"]["registers_declared"]["b32"] == 33
+    assert add["resources"]["num_warps"] == 4          # .reqntid 128
+    assert add["predicated"] >= 6
+    idx = only(scan_text(read("sm90/index_add.ptx")))
+    # grep -c 'atom.global.gpu.acq_rel.add.v4.f32' -> 2
+    assert idx["widths"]["atom_global"] == {"gpu.acq_rel.add.v4.f32": 2}
+    mm = only(scan_text(read("sm90/matmul.ptx")))
+    # grep -c 'wgmma.mma_async' -> 2 ; 'ld.global.b16' -> 32
+    assert mm["families"]["wgmma"] == 2 and mm["widths"]["ld_global"] == {"b16": 32}
+    assert any("sub-word" in f for f in mm["findings"])
+
+
+def test_sass_text_with_resource_usage():
+    k = only(scan_text(read("sm90/index_add.sass")))
+    # grep -c 'LDG.E' -> 4 (2 .128, 2 .64); 'ATOMG.E.ADD.F32x4' -> 2 ; 'REG:26'
+    assert k["format"] == "sass"
+    assert k["widths"]["LDG"] == {"E.128": 2, "E.64": 2}
+    assert k["families"]["ATOMG"] == 2
+    assert k["resources"]["registers"] == 26
+    # 2*16 + 2*8 load bytes + 2 * 16 (F32x4) atomic bytes per thread
+    assert k["mix"]["data_bytes_per_lane"] == 80
+
+
+@pytest.mark.skipif(nvidia_tool("cuobjdump") is None, reason="no cuobjdump (Triton wheel / CUDA)")
+def test_cubin_disassembled_with_bundled_cuobjdump():
+    (k,) = [r for r in scan_path(ISA / "sm90" / "add_fp32.cubin")]
+    assert k["format"] == "sass" and k["arch"] == "sm_90"
+    assert k["widths"]["LDG"] == {"E.128": 4} and k["widths"]["STG"] == {"E.128": 2}
+    assert k["resources"]["registers"] == 26
+    assert k["triton_metadata"]["num_warps"] == 4
+
+
+# ---- files, trees, filters --------------------------------------------------------------------
+
+def test_triton_json_argument_reads_listing_next_to_it():
+    (k,) = scan_path(ISA / "gfx942-pr32" / "matmul_spill.json")
+    assert k["name"] == "matmul_spill" and k["resources"]["lds_bytes"] == 8192
+    assert k["triton_metadata"]["waves_per_eu"] == 8
+
+
+def test_inductor_cache_like_tree(tmp_path):
+    key = tmp_path / "triton" / "0" / "ABCDEF0123"
+    key.mkdir(parents=True)
+    for suffix in (".amdgcn", ".json", ".ttgir"):
+        shutil.copy(ISA / "gfx942-nopr" / f"index_add{suffix}", key / f"index_add{suffix}")
+    (key / "__grp__index_add.json").write_text('{"child_paths": {}}')
+    (tmp_path / "ab").mkdir()
+    (tmp_path / "ab" / "cabcd.py").write_text("print('inductor output code')\n")
+    (tmp_path / "ab" / "host.s").write_text("\t.text\n\tmovq %rsp, %rbp\n\tret\n")
+    (k,) = scan_path(tmp_path, kernel="index")
+    assert k["name"] == "index_add" and k["resources"]["lds_bytes"] == 4096
+    # grep -cE '^\s+global_atomic_add_f32 ' -> 4 (gfx942 without pointer_range: global atomics)
+    assert k["families"]["global_atomic"] == 4
+
+
+def test_kernel_filter_exact_beats_substring():
+    names = [k["name"] for k in scan_path(ISA / "gfx942-pr32", kernel="matmul")]
+    assert names == ["matmul"]
+    names = [k["name"] for k in scan_path(ISA / "gfx942-pr32", kernel="mat")]
+    assert names == ["matmul", "matmul_spill"]
+
+
+def test_kernel_filter_no_match_lists_what_was_found():
+    with pytest.raises(isa.InputError, match="no kernel matches 'nope'; found: add_fp32, gelu_fp16"):
+        scan_path(ISA / "gfx942-pr32", kernel="nope")
+
+
+def test_not_a_listing_is_an_input_error():
+    with pytest.raises(isa.InputError):
+        scan_text("hello world\n")
+
+
+# ---- the script -------------------------------------------------------------------------------
+
+def test_cli_writes_contract_conforming_artifact(run_script, tmp_path):
+    out = tmp_path / "isa_scan.json"
+    proc = run_script("scan_amdgcn.py", ISA, "--kernel", "softmax", "--json-out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "isa_scan/1" and doc["tool"] == "scan_amdgcn.py"
+    assert contract_problems(doc) == []
+    # softmax in 4 AMD folders
+    assert doc["summary"]["kernels"] == 4 and {k["name"] for k in doc["kernels"]} == {"softmax"}
+    assert all(k["resources"]["lds_bytes"] == 32 for k in doc["kernels"])
+    assert "verdict=buffer" in proc.stdout
+
+
+def test_cli_errors_are_one_line_exit_2(run_script, tmp_path):
+    proc = run_script("scan_amdgcn.py", ISA / "gfx90a-pr32", "--kernel", "nope", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "found: add_fp32" in proc.stderr
+    proc = run_script("scan_amdgcn.py", tmp_path / "missing", cwd=tmp_path)
+    assert proc.returncode == 2 and "no such file" in proc.stderr
+    junk = tmp_path / "junk.s"
+    junk.write_text("not assembly at all\n")
+    proc = run_script("scan_amdgcn.py", junk, cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    proc = run_script("scan_amdgcn.py", ISA / "gfx90a-pr32", "--arch", "gfx1234", cwd=tmp_path)
+    assert proc.returncode == 2 and "unknown --arch" in proc.stderr
+    assert run_script("scan_amdgcn.py", "--help", cwd=tmp_path).returncode == 0
