@@ -1,0 +1,192 @@
+"""Compile small kernels offline and show which hints turn global_* into buffer_* or widen loads.
+
+Regenerates the measured table in references/optimization_patterns.md ("Measured on this Triton")
+for the installed Triton. No GPU is needed: upstream Triton's AMD backend compiles for gfx942 /
+gfx90a on a CPU machine (Triton >= 3.5 links in-process; <= 3.4 needs ld.lld, see dcu_notes.md).
+
+    python references/hint_effects.py [--arch gfx942] [--json-out effects.json]
+
+Each case is compiled twice: with `tt.pointer_range=32` on the pointer arguments (what a JIT launch
+of a < 2 GiB tensor gets on Triton >= 3.6 with buffer ops on) and without it (what an offline
+compile, or an Inductor kernel whose triton_meta lacks it, gets). AMDGCN_USE_BUFFER_OPS is left as
+the environment has it; the output records the value.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+
+_MEMOP = re.compile(r"^\s*((?:buffer|global|flat)_(?:load|store)_\w+)", re.M)
+
+
+def _kernels():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def pid_block(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def pid_block_assume_pid(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        tl.assume(pid < 4096)
+        offs = pid * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def minus_shift(x_ptr, y_ptr, n, shift, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK) - shift
+        m = (offs < n) & (offs >= 0)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def i64_pid(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def times_stride(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs * stride, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def times_stride_assume(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
+        tl.assume(stride >= 0)
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs * stride, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def base_arg(x_ptr, y_ptr, n, base, BLOCK: tl.constexpr):
+        offs = base + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def multiple_of_arg(x_ptr, y_ptr, n, base, BLOCK: tl.constexpr):
+        base = tl.multiple_of(base, 16)
+        offs = base + tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def multiple_of_start(x_ptr, y_ptr, n, base, BLOCK: tl.constexpr):
+        start = tl.multiple_of(base + tl.program_id(0) * BLOCK, 16)
+        offs = start + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def tensor_descriptor(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        xd = tl.make_tensor_descriptor(x_ptr, [n], [1], [BLOCK])
+        yd = tl.make_tensor_descriptor(y_ptr, [n], [1], [BLOCK])
+        yd.store([pid * BLOCK], xd.load([pid * BLOCK]) * 2)
+
+    @triton.jit
+    def block_ptr(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        xb = tl.make_block_ptr(x_ptr, (n,), (1,), (pid * BLOCK,), (BLOCK,), (0,))
+        yb = tl.make_block_ptr(y_ptr, (n,), (1,), (pid * BLOCK,), (BLOCK,), (0,))
+        tl.store(yb, tl.load(xb, boundary_check=(0,)) * 2, boundary_check=(0,))
+
+    # (kernel, dtype, extra scalar args, which scalar args carry tt.divisibility=16)
+    return [
+        (pid_block, "fp32", [], []),
+        (pid_block_assume_pid, "fp32", [], []),
+        (minus_shift, "fp32", ["shift"], []),
+        (i64_pid, "fp32", [], []),
+        (times_stride, "fp32", ["stride"], []),
+        (times_stride_assume, "fp32", ["stride"], []),
+        (base_arg, "fp16", ["base"], []),
+        ("base_arg_div16", base_arg, "fp16", ["base"], ["base"]),
+        (multiple_of_arg, "fp16", ["base"], []),
+        (multiple_of_start, "fp16", ["base"], []),
+        (tensor_descriptor, "fp32", [], []),
+        (block_ptr, "fp32", [], []),
+    ]
+
+
+def _verdict(ops: list[str]) -> str:
+    kinds = {op.split("_", 1)[0] for op in ops}
+    if not kinds:
+        return "none"
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def measure(arch: str) -> dict:
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    div = [["tt.divisibility", 16]]
+    pr32 = div + [["tt.pointer_range", 32]]
+    cases = {}
+    for entry in _kernels():
+        if isinstance(entry[0], str):
+            name, fn, dtype, scalars, div_scalars = entry
+        else:
+            fn, dtype, scalars, div_scalars = entry
+            name = fn.__name__
+        signature = {"x_ptr": f"*{dtype}", "y_ptr": f"*{dtype}", "n": "i32"}
+        signature.update({s: "i32" for s in scalars})
+        signature["BLOCK"] = "constexpr"
+        names = list(signature)
+        result = {}
+        for mode, ptr_attrs in (("pr32", pr32), ("no_pr32", div)):
+            attrs = {(0,): ptr_attrs, (1,): ptr_attrs, (2,): div}
+            attrs.update({(names.index(s),): div for s in div_scalars})
+            try:
+                src = ASTSource(fn, signature, constexprs={"BLOCK": 1024}, attrs=attrs)
+                kernel = triton.compile(src, target=GPUTarget("hip", arch, 64), options={"num_warps": 4})
+                ops = sorted(set(_MEMOP.findall(kernel.asm["amdgcn"])))
+                result[mode] = {"verdict": _verdict(ops), "ops": ops}
+            except Exception as exc:  # a rejected form is a result, not a crash
+                lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+                result[mode] = {"verdict": "error", "error": lines[-1] if lines else type(exc).__name__}
+        cases[name] = result
+    return {
+        "triton": triton.__version__,
+        "arch": arch,
+        "AMDGCN_USE_BUFFER_OPS": os.environ.get("AMDGCN_USE_BUFFER_OPS"),
+        "cases": cases,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", default="gfx942", help="upstream AMD target (gfx942, gfx90a, ...)")
+    parser.add_argument("--json-out", help="also write the result as JSON")
+    args = parser.parse_args(argv)
+    try:
+        result = measure(args.arch)
+    except ImportError as exc:
+        print(f"error: triton is needed to compile: {exc}", file=sys.stderr)
+        return 2
+    width = max(len(n) for n in result["cases"])
+    print(f"triton {result['triton']}  arch {result['arch']}  "
+          f"AMDGCN_USE_BUFFER_OPS={result['AMDGCN_USE_BUFFER_OPS']}")
+    for name, modes in result["cases"].items():
+        cells = []
+        for mode in ("pr32", "no_pr32"):
+            r = modes[mode]
+            cells.append(f"{mode}: {r['verdict']} " + (",".join(r.get("ops", [])) or r.get("error", "")))
+        print(f"{name:<{width}}  " + "  |  ".join(cells))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(result, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,465 @@
+"""The reference documents stay usable: what they tell a reader to run, set or open exists.
+
+Checks, on the three procedural references (investigation_workflow.md, optimization_patterns.md,
+dcu_notes.md):
+- every skill script a command mentions exists in scripts/ or is a specified one not written yet,
+  and every flag given to it is in its `--help` (or, while it does not exist, in its specified flags);
+- every environment variable is read by this project, by the installed torch/triton sources, or is
+  in a short list of variables of other builds with their source; a variable that does not exist is
+  only ever mentioned as not existing;
+- every referenced document / section (`dcu_notes.md` §3.1) exists;
+- the AMDGCN_USE_BUFFER_OPS default table agrees with its machine-readable copy, with the installed
+  Triton's source, and with check_env's version rule;
+- device_peaks.yaml agrees with its source excerpt and with the table in dcu_notes.md;
+- the "measured on this Triton" hint table agrees with a fresh run of references/hint_effects.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+REFS = ROOT / "references"
+SCRIPTS = ROOT / "scripts"
+DOCS = ("investigation_workflow.md", "optimization_patterns.md", "dcu_notes.md")
+
+# Scripts named by the skill specification / design, with the flags specified for them. A script
+# that exists is checked against its real --help instead; one that does not exist yet may only be
+# given these flags.
+SPEC_FLAGS: dict[str, set[str]] = {
+    "check_env": {"--out", "--smoke", "--smoke-target", "--expect-arch"},
+    "autotune_capture_patch": set(),
+    "summarize_autotune_log": {"--json-out", "--markdown-out", "--spread-threshold"},
+    "collect_inductor_artifacts": {"--log", "--capture-dir", "--cache-root", "--out", "--kernel",
+                                   "--triton-cache"},
+    "inspect_triton_meta": {"--json-out", "--ir"},
+    "scan_amdgcn": {"--kernel", "--arch", "--json-out"},
+    "probe_compile": {"--arch", "--json-out", "--markdown-out", "--variants", "--timeout"},
+    "run_captured_kernel": {"--all-configs", "--timeout", "--warmup", "--rep", "--json-out"},
+    "profile_kernels": {"--trace", "--hipprof", "--rocprof", "--json-out", "--markdown-out", "--top"},
+    # planned (the documents mark them so)
+    "triton_benchmark_template": {"--keep-buffer-ops"},
+    "make_investigation_report": {"--autotune-summary", "--meta", "--isa", "--kernel", "--out"},
+    "investigate": {"--from-capture"},
+}
+PLANNED = {"triton_benchmark_template", "make_investigation_report", "investigate"}
+
+# Environment variables the documents mention that neither this project nor the installed
+# torch/triton read, with where they exist.
+OTHER_BUILD_ENV = {
+    "HCUGCN_USE_BUFFER_OPS": "flagos-ai/FlagTree main branch third_party/hcu/backend/compiler.py",
+    "TRITON_HIP_LLD_PATH": "triton <= 3.4 AMD backend (knobs.amd.lld_path); in-process linking from 3.5",
+}
+# Variables people use that do not exist: the documents may name them only to say so.
+NONEXISTENT_ENV = {"TORCHINDUCTOR_TRACE"}
+_ENV_RE = re.compile(r"\b(?:TRITON|TORCHINDUCTOR|TORCH|AMDGCN|HCUGCN|HIP|ROCM|ROCR|HSA|MLIR|LLVM"
+                     r"|CUDA|PYTORCH|TKO)_[A-Z0-9_]+\b")
+
+
+def _text(name: str) -> str:
+    return (REFS / name).read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- command extraction
+
+_FENCE = re.compile(r"^[ \t]*```[^\n]*\n(.*?)^[ \t]*```", re.S | re.M)
+_INLINE = re.compile(r"`([^`]+)`")
+_SCRIPT_TOKEN = re.compile(r"^(?:\S*/)?([A-Za-z_][A-Za-z0-9_]*)\.py$")
+
+
+def _commands(text: str) -> list[str]:
+    """Command-like strings: each line of a fenced block (continuations joined) and each inline span."""
+    commands = []
+    for block in _FENCE.findall(text):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("#", 1)[0] if line.lstrip().startswith("#") else line
+            if line.strip():
+                commands.append(line)
+    prose = _FENCE.sub("", text)
+    commands.extend(span.replace("\n", " ") for span in _INLINE.findall(prose))
+    return commands
+
+
+def _script_uses(text: str) -> list[tuple[str, list[str], str]]:
+    """(script name, flags passed to it, command) for every skill script a command names."""
+    uses = []
+    for cmd in _commands(text):
+        tokens = cmd.split()
+        for i, tok in enumerate(tokens):
+            m = _SCRIPT_TOKEN.match(tok)
+            if not m:
+                continue
+            name = m.group(1)
+            in_scripts_dir = "scripts/" in tok
+            if not in_scripts_dir and name not in SPEC_FLAGS and not (SCRIPTS / f"{name}.py").exists():
+                continue  # someone else's file (repro.py, output_code.py, a kernel file)
+            flags = []
+            for later in tokens[i + 1:]:
+                if later == "--":      # the user's command follows
+                    break
+                if _SCRIPT_TOKEN.match(later) and _SCRIPT_TOKEN.match(later).group(1) in SPEC_FLAGS:
+                    break
+                if re.match(r"^--[a-z][a-z0-9-]*", later):
+                    flags.append(re.match(r"^--[a-z][a-z0-9-]*", later).group(0))
+            uses.append((name, flags, cmd.strip()))
+            break
+    return uses
+
+
+@functools.lru_cache(maxsize=None)
+def _help_text(name: str) -> str:
+    proc = subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), "--help"],
+                          capture_output=True, text=True, timeout=120, cwd=str(ROOT))
+    assert proc.returncode == 0, f"{name}.py --help failed: {proc.stderr.strip()[-300:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_doc_names_commands(doc):
+    # Guards the extraction itself: the workflow must be found to name its scripts.
+    names = {name for name, _, _ in _script_uses(_text(doc))}
+    if doc == "investigation_workflow.md":
+        assert {"check_env", "summarize_autotune_log", "collect_inductor_artifacts",
+                "inspect_triton_meta", "scan_amdgcn", "probe_compile", "run_captured_kernel",
+                "profile_kernels", "make_investigation_report", "investigate"} <= names
+    else:
+        assert names, f"{doc} names no script"
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_scripts_and_flags_exist(doc):
+    problems = []
+    for name, flags, cmd in _script_uses(_text(doc)):
+        path = SCRIPTS / f"{name}.py"
+        if not path.exists() and name not in SPEC_FLAGS:
+            problems.append(f"{name}.py is neither in scripts/ nor specified: {cmd}")
+            continue
+        if not flags:
+            continue
+        if path.exists():
+            helptext = _help_text(name)
+            missing = [f for f in flags if not re.search(re.escape(f) + r"(?![a-z0-9-])", helptext)]
+            where = "--help"
+        else:
+            missing = [f for f in flags if f not in SPEC_FLAGS[name]]
+            where = "its specified flags"
+        if missing:
+            problems.append(f"{name}.py: {missing} not in {where}: {cmd}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_planned_scripts_are_marked(doc):
+    text = _text(doc)
+    for name in PLANNED:
+        if (SCRIPTS / f"{name}.py").exists() or f"{name}.py" not in text:
+            continue
+        for line_no, line in enumerate(text.splitlines(), 1):
+            if f"{name}.py" in line:
+                window = "\n".join(text.splitlines()[max(0, line_no - 4): line_no + 3])
+                assert "(planned)" in window, f"{doc}:{line_no}: {name}.py is not marked (planned)"
+
+
+# ----------------------------------------------------------------------------- environment variables
+
+def _files_text(paths) -> str:
+    chunks = []
+    for p in paths:
+        try:
+            chunks.append(p.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            pass
+    return "\n".join(chunks)
+
+
+@functools.lru_cache(maxsize=None)
+def _project_env_names() -> frozenset:
+    files = list(SCRIPTS.rglob("*.py")) + [ROOT / "SKILL.md", ROOT / "README.md"]
+    return frozenset(_ENV_RE.findall(_files_text(files)))
+
+
+@functools.lru_cache(maxsize=None)
+def _installed_env_names() -> frozenset:
+    """Every environment-variable-like name in the installed torch (compiler parts) and triton."""
+    import importlib.util
+    texts = []
+    for pkg, subdirs in (("torch", ("_inductor", "_dynamo", "_logging", "compiler", "utils",
+                                    "_utils_internal.py", "_functorch")),
+                         ("triton", ("",))):
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            pytest.skip(f"{pkg} is not installed: cannot check its environment variables")
+        base = Path(list(spec.submodule_search_locations)[0])
+        for sub in subdirs:
+            target = base / sub
+            files = [target] if target.is_file() else list(target.rglob("*.py"))
+            texts.append(_files_text(files))
+    return frozenset(_ENV_RE.findall("\n".join(texts)))
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_env_vars_exist(doc):
+    names = set(_ENV_RE.findall(_text(doc)))
+    assert names, f"{doc}: no environment variable found (extraction broken?)"
+    unknown = []
+    for name in sorted(names - NONEXISTENT_ENV):
+        if name in OTHER_BUILD_ENV:
+            continue
+        if name in _project_env_names():
+            continue
+        if name in {"TRITON_CAPTURE_DIR", "TRITON_CAPTURE_FORCE_RETUNE"} and \
+                not (SCRIPTS / "autotune_capture_patch.py").exists():
+            continue  # specified for the capture patch, which reads them once it exists
+        if name in _installed_env_names():
+            continue
+        unknown.append(name)
+    assert not unknown, f"{doc}: not read by this project, torch or triton: {unknown}"
+
+
+def test_nonexistent_env_vars_are_only_named_as_such():
+    for name in NONEXISTENT_ENV:
+        assert name not in _installed_env_names(), \
+            f"{name} exists in the installed torch/triton now: update the documents"
+        for doc in DOCS:
+            text = _text(doc)
+            for block in _FENCE.findall(text):
+                assert name not in block, f"{doc}: {name} used in a command block"
+            if name in text:
+                assert f"`{name}` does not exist" in text, f"{doc}: mentions {name} without saying it does not exist"
+
+
+# ----------------------------------------------------------------------------- links and sections
+
+_LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
+_FILE_REF = re.compile(r"`((?:references/|tests/|scripts/)?[A-Za-z0-9_./-]+\.(?:md|yaml|py|txt))`")
+_SECTION_REF = re.compile(r"`([a-z_]+\.md)` §(\d+(?:\.\d+)?)|(?<![\w`] )§(\d+(?:\.\d+)?)")
+
+
+def _resolve(name: str) -> Path | None:
+    for base in (REFS, ROOT):
+        if (base / name).exists():
+            return base / name
+    return None
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_links_and_local_files_resolve(doc):
+    text = _text(doc)
+    missing = []
+    for target, _ in _LINK.findall(text):
+        if "://" not in target and _resolve(target) is None:
+            missing.append(target)
+    for name in _FILE_REF.findall(text):
+        local = name.startswith(("references/", "tests/", "scripts/")) or (
+            "/" not in name and (name.endswith((".md", ".yaml")) or name.startswith("hint_effects")))
+        if not local or name in ("SKILL.md", "README.md"):
+            continue  # source files of torch/triton/DTK, or top-level files written elsewhere
+        if name.startswith("scripts/") or (name.endswith(".py") and "/" not in name
+                                           and Path(name).stem in SPEC_FLAGS):
+            continue  # scripts are checked by test_scripts_and_flags_exist
+        if _resolve(name) is None:
+            missing.append(name)
+    assert not missing, f"{doc}: unresolved references {missing}"
+
+
+def _sections(text: str) -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^#{2,3} (\d+(?:\.\d+)?)\.?\s", text, re.M)}
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_section_references_resolve(doc):
+    text = _text(doc)
+    bad = []
+    for m in re.finditer(r"(`([a-z_]+\.md)` )?§(\d+(?:\.\d+)?)", text):
+        target = m.group(2) or doc
+        if m.group(2) is None:
+            before = text[max(0, m.start() - 30): m.start()]
+            if re.search(r"(Triton|torch|HIP|[a-z]+_[a-z]+)\s*$", before):
+                continue  # a section of an outside document
+        if m.group(3) not in _sections(_text(target)):
+            bad.append(f"{target} §{m.group(3)}")
+    assert not bad, f"{doc}: sections that do not exist: {bad}"
+
+
+# ----------------------------------------------------------------------------- buffer-op defaults
+
+def _yaml_block(text: str, marker: str):
+    import yaml
+    for block in _FENCE.findall(text):
+        if block.lstrip().startswith(marker):
+            return yaml.safe_load(block)
+    raise AssertionError(f"no fenced block starting with {marker!r}")
+
+
+def _buffer_ops_tables():
+    text = _text("dcu_notes.md")
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 4 and re.fullmatch(r"\d+\.\d+( - \d+\.\d+)?", cells[1]) and cells[3] in ("on", "off"):
+            versions = cells[1].replace(" ", "")
+            rows.append({"build": cells[0], "versions": versions if "-" in versions else f"{versions}-{versions}",
+                         "env": cells[2].strip("`"), "default": cells[3] == "on"})
+    machine = _yaml_block(text, "# buffer_ops_defaults")
+    return rows, machine
+
+
+def _covers(entry: dict, version: tuple) -> bool:
+    lo, hi = (tuple(int(x) for x in part.split(".")) for part in entry["versions"].split("-"))
+    return lo <= version[:2] <= hi
+
+
+def test_buffer_ops_table_matches_machine_readable_copy():
+    rows, machine = _buffer_ops_tables()
+    assert len(rows) >= 4, "the Markdown table of buffer-op defaults was not found"
+    assert rows == machine
+
+
+def test_buffer_ops_table_agrees_with_check_env_rule():
+    env_probe = pytest.importorskip("tko.env_probe")
+    rule = getattr(env_probe, "buffer_ops_by_version", None)
+    if rule is None:
+        pytest.skip("tko.env_probe has no buffer_ops_by_version")
+    _, machine = _buffer_ops_tables()
+    for entry in (e for e in machine if e["build"] == "upstream"):
+        for end in entry["versions"].split("-"):
+            assert rule(end + ".0") == entry["default"], (entry, end)
+
+
+def test_buffer_ops_table_agrees_with_installed_triton():
+    import importlib.util
+    from tko.versions import parse_version
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None:
+        pytest.skip("triton is not installed")
+    pkg = Path(list(spec.submodule_search_locations)[0])
+    if not (pkg / "backends" / "amd" / "compiler.py").exists() or (pkg / "backends" / "hcu").exists():
+        pytest.skip("not an upstream Triton with the AMD backend")
+    from importlib.metadata import version as dist_version
+    version = parse_version(dist_version("triton"))
+    _, machine = _buffer_ops_tables()
+    rows = [e for e in machine if e["build"] == "upstream" and _covers(e, version)]
+    assert rows, f"installed triton {version} is not covered by the buffer_ops_defaults table: add a row"
+    sources = _files_text([pkg / "knobs.py", pkg / "backends" / "amd" / "compiler.py"])
+    m = re.search(r'env_bool\(\s*"AMDGCN_USE_BUFFER_OPS"\s*(?:,\s*(True|False))?\s*\)', sources)
+    if m:
+        actual = m.group(1) == "True"
+    else:
+        m = re.search(r'environ\.get\(\s*"AMDGCN_USE_BUFFER_OPS"\s*,\s*"(\d)"\s*\)', sources)
+        assert m, "installed triton reads AMDGCN_USE_BUFFER_OPS in a way this test does not know"
+        actual = m.group(1) == "1"
+    assert rows[0]["default"] == actual
+
+
+# ----------------------------------------------------------------------------- device peaks
+
+PEAK_FIELDS = ("name", "arch", "hbm_read_gbps", "copy_gbps", "peak_bf16_tflops", "peak_fp32_tflops",
+               "launch_us", "source", "kind")
+
+
+def _peaks():
+    import yaml
+    return yaml.safe_load((REFS / "device_peaks.yaml").read_text(encoding="utf-8"))["devices"]
+
+
+def test_device_peaks_schema():
+    from tko import archs
+
+    records = _peaks()
+    assert {r["name"] for r in records} >= {"BW1000", "H200"}
+    for r in records:
+        assert set(PEAK_FIELDS) <= set(r), r.get("name")
+        assert r["kind"] in ("measured", "datasheet")
+        assert archs.info(r["arch"]) is not None, r["arch"]
+        assert isinstance(r["source"], str) and len(r["source"]) > 20
+        if r["kind"] == "measured":
+            assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(r["date"])), r
+        numbers = [r[f] for f in PEAK_FIELDS[2:7]]
+        assert all(v is None or (isinstance(v, (int, float)) and v > 0) for v in numbers), r
+        assert any(v is not None for v in numbers), r
+    keys = [(r["name"], r["kind"]) for r in records]
+    assert len(keys) == len(set(keys)), "one record per (device, kind)"
+
+
+def test_bw1000_peaks_match_source_excerpt():
+    raw = (REFS / "sources" / "kra_machine_gfx936_bw1000_excerpt.json.txt").read_text(encoding="utf-8")
+    excerpt = json.loads("\n".join(ln for ln in raw.splitlines() if not ln.startswith("#")))
+    bw = next(r for r in _peaks() if r["name"] == "BW1000" and r["kind"] == "measured")
+    assert excerpt["device"]["gcnArchName"].split(":")[0] == bw["arch"]
+    assert bw["hbm_read_gbps"] == excerpt["peaks"]["hbm_read"]["value"]
+    assert bw["hbm_theoretical_gbps"] == excerpt["peaks"]["hbm_read"]["theoretical"]
+    assert bw["copy_gbps"] == excerpt["peaks"]["hbm_copy"]["value"]
+    assert bw["peak_bf16_tflops"] == excerpt["peaks"]["mmac_bf16"]["value"]
+    assert bw["peak_fp32_tflops"] == excerpt["peaks"]["valu_fma_f32"]["value"]
+    assert bw["launch_us"] == excerpt["launch"]["launch_stream"]["best_us"]
+
+
+def _cell_number(cell: str):
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)", cell)
+    return float(m.group(1)) if m else None
+
+
+def test_dcu_notes_peak_table_matches_yaml():
+    text = _text("dcu_notes.md")
+    section = text.split("## 6.", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[7] in ("measured", "datasheet"):
+            rows.append(cells)
+    records = _peaks()
+    assert len(rows) == len(records)
+    fields = ("hbm_read_gbps", "copy_gbps", "peak_bf16_tflops", "peak_fp32_tflops", "launch_us")
+    for cells in rows:
+        rec = next(r for r in records if r["name"] == cells[0] and r["kind"] == cells[7])
+        assert rec["arch"] == cells[1]
+        for field, cell in zip(fields, cells[2:7]):
+            expected = rec[field]
+            assert _cell_number(cell) == (None if expected is None else float(expected)), (cells[0], field)
+
+
+# ----------------------------------------------------------------------------- hint effects
+
+_WIDTHS = ("ubyte", "ushort", "short", "dword", "dwordx2", "dwordx3", "dwordx4", "b32", "b64", "b128")
+
+
+def _widest_load(ops: list[str]) -> str | None:
+    loads = [op.rsplit("_", 1)[1] for op in ops if "_load_" in op]
+    return max(loads, key=_WIDTHS.index) if loads else None
+
+
+def test_hint_effects_table_matches_a_fresh_compile(tmp_path):
+    pytest.importorskip("triton")
+    from importlib.metadata import version as dist_version
+
+    text = _text("optimization_patterns.md")
+    block = next(b for b in _FENCE.findall(text) if b.startswith("# hint_effects"))
+    header = dict(kv.split("=", 1) for kv in block.splitlines()[0].split()[2:])
+    if dist_version("triton") != header["triton"]:
+        pytest.skip(f"table recorded for triton {header['triton']}, installed {dist_version('triton')}")
+    if os.environ.get("AMDGCN_USE_BUFFER_OPS") is not None:
+        pytest.skip("AMDGCN_USE_BUFFER_OPS is set; the table is for the default")
+    import yaml
+    expected = yaml.safe_load(block)
+    out = tmp_path / "effects.json"
+    proc = subprocess.run([sys.executable, str(REFS / "hint_effects.py"), "--arch", header["arch"],
+                           "--json-out", str(out)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    measured = json.loads(out.read_text())["cases"]
+    assert set(measured) == set(expected)
+    for case, modes in expected.items():
+        for mode, cell in modes.items():
+            got = measured[case][mode]
+            want = cell.split()
+            assert got["verdict"] == want[0], (case, mode, got)
+            if len(want) > 1:
+                assert _widest_load(got["ops"]) == want[1], (case, mode, got["ops"])
