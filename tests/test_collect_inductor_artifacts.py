@@ -196,3 +196,88 @@ def test_bad_usage_exits_2(run_script, tmp_path):
     res = run_script("collect_inductor_artifacts.py", "--cache-root", tmp_path / "nope",
                      "--out", tmp_path / "o")
     assert res.returncode == 2 and "not a directory" in res.stderr
+
+
+def test_capture_dir_standalone_and_saved_inputs(run_script, tmp_path):
+    """The capture folder's plumbing; the folder is assembled here (synthetic): the events file
+    of tests/fixtures/autotune_logs as autotune.log, plus the files it names."""
+    pc = H200 / "pointwise_chain"
+    kernel = "triton_poi_fused_add_gelu_mul_0"
+    cap = tmp_path / "autotune_kernels"
+    cap.mkdir()
+    events = (Path(__file__).parent / "fixtures" / "autotune_logs" / "autotune_events_contract.jsonl")
+    lines = events.read_text().splitlines()
+    launch = json.loads(lines[2])
+    launch["args"][1]["saved"] = "inputs/in_ptr1.pt"
+    lines[2] = json.dumps(launch)
+    (cap / "autotune.log").write_text("\n".join(lines) + "\n")
+    module = next(p for p in (pc / "inductor_cache").rglob("*.py")
+                  if f"def {kernel}(" in p.read_text() and "async_compile" not in p.read_text())
+    (cap / f"{kernel}.py").write_bytes(module.read_bytes())  # named autotune_kernels/<kernel>.py
+    (cap / "inputs").mkdir()
+    (cap / "inputs" / "in_ptr1.pt").write_bytes(b"\x00" * 64)
+    (cap / f"{kernel}_meta.json").write_text("{}")
+    (cap / f"{kernel}0.py").write_text("another kernel")  # a longer name is not this kernel
+    doc = _collect(run_script, tmp_path / "o", "--log", pc / "log_profile.txt", "--cache-root",
+                   pc / "inductor_cache", "--capture-dir", cap)
+    names = [k["kernel"] for k in doc["kernels"]]
+    # the log's kernel and the capture log's kernels
+    assert names[0] == kernel and {"triton_red_fused_sum_0", "triton_per_fused_scatter_2"} <= set(names)
+    k = doc["kernels"][0]
+    by_kind = {}
+    for a in k["artifacts"]:
+        by_kind.setdefault(a["kind"], []).append(a["path"])
+    assert by_kind["capture_standalone"] == [f"{kernel}/capture/{kernel}.py"]
+    assert by_kind["capture_input"] == [f"{kernel}/capture/inputs/in_ptr1.pt"]
+    assert by_kind["capture_file"] == [f"{kernel}/capture/{kernel}_meta.json"]
+    assert "capture_standalone" not in {m["kind"] for m in k["missing"]}
+    other = next(x for x in doc["kernels"] if x["kernel"] == "triton_red_fused_sum_0")
+    assert "capture_standalone" in {m["kind"] for m in other["missing"]}
+
+
+def test_hip_cache_entry_compiled_offline_is_collected_and_scannable(run_script, tmp_path):
+    """A real gfx942 Triton cache entry, compiled here by the installed Triton without a GPU."""
+    pytest.importorskip("triton")
+    cache = tmp_path / "triton_cache"
+    script = tmp_path / "compile_gfx942.py"
+    script.write_text(
+        "import triton, triton.language as tl\n"
+        "from triton.compiler import ASTSource\n"
+        "from triton.backends.compiler import GPUTarget\n"
+        "@triton.jit\n"
+        "def triton_poi_fused_add_0(in_ptr0, out_ptr0, xnumel, XBLOCK: tl.constexpr):\n"
+        "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)\n"
+        "    xmask = xindex < xnumel\n"
+        "    tl.store(out_ptr0 + xindex, tl.load(in_ptr0 + xindex, xmask) + 1.0, xmask)\n"
+        "attrs = {(0,): [['tt.divisibility', 16]], (1,): [['tt.divisibility', 16]]}\n"
+        "sig = {'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}\n"
+        "for block, warps in ((1024, 4), (256, 1)):\n"
+        "    src = ASTSource(triton_poi_fused_add_0, sig, {(3,): block}, attrs)\n"
+        "    triton.compile(src, target=GPUTarget('hip', 'gfx942', 64), options={'num_warps': warps})\n")
+    res = subprocess_run(script, {"TRITON_CACHE_DIR": str(cache), "TRITON_DEFAULT_FP_FUSION": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = tmp_path / "arts"
+    doc = _collect(run_script, out, "--triton-cache", cache)
+    (k,) = doc["kernels"]
+    assert k["kernel"] == "triton_poi_fused_add_0"
+    labels = sorted((e["label"]["num_warps"], e["label"]["range_ends"][-1], e["label"]["target"])
+                    for e in k["triton_cache_entries"])
+    assert labels == [(1, 256, "hip:gfx942"), (4, 1024, "hip:gfx942")]
+    assert all(e["missing_stages"] == [] for e in k["triton_cache_entries"])
+    assert "amdgcn" not in {m["kind"] for m in k["missing"]}
+    scan = run_script("scan_amdgcn.py", out, "--kernel", "triton_poi_fused_add_0", "--json-out",
+                      tmp_path / "isa.json", "--quiet")
+    assert scan.returncode == 0, scan.stderr
+    isa = json.loads((tmp_path / "isa.json").read_text())
+    scanned = {Path(x["source"]).parent.name for x in isa["kernels"] if x["format"] == "amdgcn"}
+    assert scanned == {e["key"] for e in k["triton_cache_entries"]}
+
+
+def subprocess_run(script: Path, env: dict):
+    import subprocess
+    import sys
+
+    full = dict(os.environ)
+    full.update(env)
+    return subprocess.run([sys.executable, str(script)], env=full, capture_output=True, text=True,
+                          timeout=300)

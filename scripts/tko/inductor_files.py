@@ -65,8 +65,9 @@ class Root:
         real = Path(os.path.realpath(path))
         if real == self.real or self.real in real.parents:
             return real
+        why = "symlink leaves" if Path(path).is_symlink() else "lies outside"
         self.refused.append({"path": str(path), "target": str(real),
-                             "reason": f"symlink leaves its root {self.given}"})
+                             "reason": f"{why} its root {self.given}"})
         return None
 
     def files(self, start: Path | None = None, max_depth: int | None = None):
@@ -373,6 +374,16 @@ def _reason_no_best_config() -> str:
             "had a single config")
 
 
+def _in_capture(raw: str, capture: Root) -> Path | None:
+    """A file the capture log names (absolute, relative to the capture folder or to the run's
+    working folder): the first form that exists."""
+    named = Path(raw)
+    candidates = [named] if named.is_absolute() else [capture.given / named]
+    candidates.append(capture.given / named.name)
+    found = next((c for c in candidates if c.exists()), None)
+    return found or relocate(raw, [capture])
+
+
 def collect(sources: Sources, out: Path, only: list[str] | None = None,
             capture_facts: dict | None = None) -> dict:
     """Find and copy the artifacts; returns the ``artifact_manifest/1`` payload.
@@ -568,34 +579,34 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
                     missing.append({"kind": s, "reason": f"no cache entry of {kernel} has a .{s} "
                                                          "file"})
 
-        # the capture: standalone file and saved inputs
+        # the capture: standalone file, saved inputs, other files named after the kernel
         if capture is not None:
             fact = capture_facts.get(kernel)
-            wanted: list[Path] = []
-            if fact is not None and fact.standalone_file:
-                wanted.append(Path(fact.standalone_file))
-            wanted.append(capture.given / f"{kernel}.py")
-            saved = [Path(s) for s in (fact.saved_inputs if fact else [])]
-            got_standalone = False
+            wanted = [("capture_standalone", fact.standalone_file)] if fact and \
+                fact.standalone_file else []
+            wanted.append(("capture_standalone", f"{kernel}.py"))
+            wanted += [("capture_input", s) for s in (fact.saved_inputs if fact else [])]
+            prefix = tuple(kernel + sep for sep in "._-")
+            wanted += [("capture_file", p.name) for p in capture.children(capture.given)
+                       if p.name.startswith(prefix) and p.name != f"{kernel}.py"]
+            sub = capture.given / kernel
+            if sub.is_dir() and not sub.is_symlink():
+                wanted += [("capture_file", str(p.relative_to(capture.given)))
+                           for p, _ in capture.files(sub)]
             seen_real: set[Path] = set()
-            for kind, paths in (("capture_standalone", wanted), ("capture_input", saved)):
-                for p in paths:
-                    if not p.is_absolute():
-                        p = capture.given / p
-                    if not p.exists():
-                        continue
-                    real = capture.inside(p)
-                    if real is None or real in seen_real or not real.is_file():
-                        continue
-                    seen_real.add(real)
-                    try:
-                        rel = p.relative_to(capture.given).parts
-                    except ValueError:
-                        rel = (p.name,)
-                    add(col.copy(kdir, ["capture", *map(safe_filename, rel[:-1]),
-                                        safe_filename(rel[-1])], p, real, kind))
-                    got_standalone |= kind == "capture_standalone"
-            if not got_standalone:
+            for kind, raw in wanted:
+                p = _in_capture(raw, capture)
+                if p is None:
+                    continue
+                real = capture.inside(p)
+                if real is None or real in seen_real or not real.is_file():
+                    continue
+                seen_real.add(real)
+                rel = p.relative_to(capture.given).parts if capture.given in p.parents \
+                    else (p.name,)
+                add(col.copy(kdir, ["capture", *map(safe_filename, rel[:-1]),
+                                    safe_filename(rel[-1])], p, real, kind))
+            if not any(a["kind"] == "capture_standalone" for a in artifacts):
                 missing.append({"kind": "capture_standalone", "reason":
                                 f"no standalone {kernel}.py in {sources.capture_dir}"})
         kernels.append({"kernel": kernel, "dir": kdir, "artifacts": artifacts,
