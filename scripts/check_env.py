@@ -18,6 +18,7 @@ Examples:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -31,8 +32,9 @@ TOOL = "check_env.py"
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
-                       epilog=__doc__.split("Examples:", 1)[1] and "see the module docstring for examples")
+    intro, examples = __doc__.split("Examples:", 1)
+    p = ArgumentParser(prog=TOOL, description=intro.strip(), epilog="examples:" + examples,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="triton_env.json",
                    help="JSON output path (default: ./triton_env.json)")
     p.add_argument("--expect-arch", action="append", default=None, metavar="ARCH",

@@ -64,7 +64,7 @@ def test_end_to_end_offline_smoke_and_env_flags(run_script, tmp_path):
            "HSA_OVERRIDE_GFX_VERSION": "9.4.2", "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
            "TKO_UNRELATED_VARIABLE": "x"}
     res = run_script("check_env.py", "--out", "env.json", "--smoke", "--smoke-target", "gfx942",
-                     "--smoke-target", "sm_90", cwd=tmp_path, env=env)
+                     "--smoke-target", "sm_90", "--smoke-target", "gfx936", cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr
     doc = _load(tmp_path / "env.json")
 
@@ -119,21 +119,35 @@ def test_end_to_end_offline_smoke_and_env_flags(run_script, tmp_path):
         assert nv[variant]["ok"] is True and nv[variant]["asm_kind"] == "ptx"
         assert nv[variant]["memory_ops"]["ld.global"] >= 1
     assert "does not apply" in runs["sm_90"]["advice"]
+    # gfx936 is not an upstream target: the failure is recorded with the compiler's own words
+    hygon = runs["gfx936"]
+    for variant in ("unset", "1"):
+        r = hygon["variants"][variant]
+        assert r["ok"] is False and r["stage"] == "compile"
+        assert any("gfx936" in line for line in r["diagnostics"]), r
+    assert "proxy gfx942" in hygon["proxy_note"]
+    assert any("smoke gfx936" in w for w in doc["warnings"])
 
     # the human summary: short, and names the essentials
     out = res.stdout.splitlines()
-    assert len(out) <= 20
+    assert len(out) <= 24
     text = res.stdout
     assert "AMDGCN_USE_BUFFER_OPS" in text and "smoke gfx942" in text and "triton" in text
 
 
-def test_without_torch_and_triton(run_script, tmp_path):
+def test_without_torch_and_triton(run_script, tmp_path, fixtures_dir):
     """A machine with neither package: imports fail, are recorded, the run still succeeds."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
         "import sys\nsys.modules['torch'] = None\nsys.modules['triton'] = None\n")
-    env = {"PYTHONPATH": str(site)}
+    # and a DCU whose only tool on PATH is hy-smi (it prints no arch)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "smi.json").write_text(_body(fixtures_dir, "hysmi_json_k100ai_gfx928_1.txt"))
+    _fake_tool(bin_dir, "hy-smi", f"cat '{tmp_path}/smi.json'\n")
+    path = f"{bin_dir}{os.pathsep}/usr/bin:/bin"
+    env = {"PYTHONPATH": str(site), "PATH": path}
     res = run_script("check_env.py", "--out", "env.json", "--smoke-target", "gfx942",
                      cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr
@@ -142,7 +156,11 @@ def test_without_torch_and_triton(run_script, tmp_path):
     assert "torch" in doc["torch"]["error"] and "ModuleNotFoundError" in doc["torch"]["error"]
     assert doc["triton"]["importable"] is False
     assert doc["triton"]["package_dir"] is None
-    assert doc["devices"] == [] and doc["platform_kind"] == "cpu"
+    assert [d["name"] for d in doc["devices"]] == ["K100_AI", "K100_AI"]
+    assert {d["source"] for d in doc["devices"]} == {"hy-smi"}
+    assert doc["devices"][0]["memory_bytes"] == 65520 * 1024 * 1024
+    assert doc["platform_kind"] == "dcu"
+    assert doc["arch_check"]["status"] == "unknown"
     assert any("torch is not importable" in w for w in doc["warnings"])
     assert any("triton is not importable" in w for w in doc["warnings"])
     # smoke: both variants fail at import, recorded
@@ -312,3 +330,25 @@ def test_nvidia_smi_csv():
 ])
 def test_target_for(arch, target):
     assert env_probe.target_for(arch) == target
+
+
+@pytest.mark.gpu
+def test_gpu_smoke_compiles_and_launches(run_script, tmp_path):
+    """On a GPU: the smoke kernel is JIT-compiled for the local target, launched and checked."""
+    res = run_script("check_env.py", "--out", "env.json", "--smoke", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    doc = _load(tmp_path / "env.json")
+    assert doc["torch"]["cuda_available"] is True and doc["devices"]
+    dev = doc["devices"][0]
+    assert dev["source"] == "torch" and dev["arch"] and dev["compute_units"] > 0
+    assert dev["wave_size"] in (32, 64) and dev["memory_bytes"] > 0
+    assert doc["arch_check"]["status"] in ("expected", "unexpected", "not_dcu")
+    (run,) = doc["smoke"]["runs"]
+    assert run["mode"] == "local"
+    for variant in ("unset", "1"):
+        r = run["variants"][variant]
+        assert r["launched"] is True and r["result_ok"] is True and r["max_abs_err"] == 0.0, r
+        assert r["asm_kind"] in ("amdgcn", "ptx")
+    if dev["vendor"] == "nvidia":
+        assert doc["arch_check"]["status"] == "not_dcu"
+        assert run["variants"]["unset"]["memory_ops"]["ld.global"] >= 1

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -109,6 +110,9 @@ def last_lines(text: str | None, n: int = 8) -> list[str]:
 
 # --------------------------------------------------------------------------- child processes
 
+_DIAG = re.compile(r"\berror\b|LLVM ERROR|unsupported", re.IGNORECASE)
+
+
 def run_child(kind: str, args: dict | None = None, env: dict | None = None,
               timeout: float = RUNTIME_TIMEOUT_S) -> dict:
     """Run :func:`child_main` in a fresh interpreter; return its JSON or a failure record."""
@@ -128,6 +132,12 @@ def run_child(kind: str, args: dict | None = None, env: dict | None = None,
         payload = {"child_failed": True, "error": why,
                    "error_lines": first_lines(res["stderr"]) or first_lines(res["stdout"]),
                    "stderr_tail": last_lines(res["stderr"])}
+    # Compiler diagnostics (MLIR / LLVM) go to stderr before the Python exception,
+    # which alone is often just "PassManager::run failed".
+    diagnostics = [l.strip() for l in dcu_tools.clean_text(res["stderr"]).split("\n")
+                   if _DIAG.search(l)]
+    if diagnostics:
+        payload["diagnostics"] = diagnostics[:5]
     payload["child_seconds"] = res["seconds"]
     payload["child_timed_out"] = res["timed_out"]
     payload["child_rc"] = res["rc"]
@@ -383,23 +393,59 @@ def target_for(arch: str) -> tuple[str, Any, int]:
 
 
 def _child_smoke(args: dict) -> dict:
-    out: dict[str, Any] = {"ok": False, "stage": "import", "mode": args["mode"],
-                           "buffer_ops_env": os.environ.get(BUFFER_OPS_ENV)}
-    start = time.monotonic()
+    """Smoke-compile for each requested target in this process (one flag setting)."""
+    common: dict[str, Any] = {"mode": args["mode"], "buffer_ops_env": os.environ.get(BUFFER_OPS_ENV)}
+    targets = args.get("targets") or [None]
     try:
         import triton
-        out["triton_version"] = str(getattr(triton, "__version__", None))
-        knob = _buffer_ops_knob(triton)
-        out["buffer_ops_effective"] = knob.get("value")
+        common["triton_version"] = str(getattr(triton, "__version__", None))
+        common["buffer_ops_effective"] = _buffer_ops_knob(triton).get("value")
         from tko import smoke_kernel
-        if args["mode"] == "local":
-            _smoke_local(triton, smoke_kernel, out)
-        else:
-            _smoke_offline(triton, smoke_kernel, args["target"], out)
     except BaseException as exc:
-        out.update(_exc_record(exc))
-    out["seconds"] = round(time.monotonic() - start, 3)
-    return out
+        rec = {"ok": False, "stage": "import", **common, **_exc_record(exc)}
+        return {"results": [dict(rec) for _ in targets]}
+    results = []
+    for target in targets:
+        out: dict[str, Any] = {"ok": False, "stage": "compile", **common}
+        start = time.monotonic()
+        with _StderrCapture() as captured:
+            try:
+                if args["mode"] == "local":
+                    _smoke_local(triton, smoke_kernel, out)
+                else:
+                    _smoke_offline(triton, smoke_kernel, target, out)
+            except BaseException as exc:
+                out.update(_exc_record(exc))
+        text = captured.text
+        diagnostics = [l.strip() for l in dcu_tools.clean_text(text).split("\n") if _DIAG.search(l)]
+        if diagnostics:
+            out["diagnostics"] = diagnostics[:5]
+        if text.strip():
+            out["stderr_tail"] = last_lines(text)
+        out["seconds"] = round(time.monotonic() - start, 3)
+        results.append(out)
+    return {"results": results}
+
+
+class _StderrCapture:
+    """Capture file descriptor 2 (MLIR/LLVM write there directly, not via sys.stderr)."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self._tmp = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._tmp.fileno(), 2)
+        self.text = ""
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._tmp.seek(0)
+        self.text = self._tmp.read().decode("utf-8", errors="replace")
+        self._tmp.close()
+        return False
 
 
 def _record_asm(compiled, out: dict) -> None:
@@ -478,20 +524,44 @@ def smoke_env(variant: str) -> dict:
     return env
 
 
-def run_smoke(mode: str, target: str | None, timeout: float = SMOKE_TIMEOUT_S) -> dict:
-    """Both variants (flag unset, flag=1) of one smoke target, each in its own subprocess."""
-    runs = {}
+def run_smoke(mode: str, targets: Sequence[str | None],
+              timeout: float = SMOKE_TIMEOUT_S) -> list[dict]:
+    """Smoke runs, one per target, each with the flag unset and set to 1.
+
+    Each flag setting runs in its own subprocess (the flag is read at import on
+    old Triton); the offline targets of one setting share that subprocess.
+    """
+    by_variant = {}
     for variant in ("unset", "1"):
         env = smoke_env(variant)
         # A fresh Triton cache per child: a cached binary would hide a compile failure.
         cache = tempfile.mkdtemp(prefix="tko_smoke_cache_")
         env["TRITON_CACHE_DIR"] = cache
         try:
-            runs[variant] = run_child("smoke", {"mode": mode, "target": target}, env=env,
-                                      timeout=timeout)
+            res = run_child("smoke", {"mode": mode, "targets": list(targets)}, env=env,
+                            timeout=timeout * max(1, len(targets)))
         finally:
             shutil.rmtree(cache, ignore_errors=True)
-    return {"mode": mode, "target_requested": target, "variants": runs}
+        results = res.pop("results", None)
+        if not isinstance(results, list) or len(results) != len(targets):
+            # the child died or hung: every target of this setting failed with it
+            failed = {"ok": False, "stage": "subprocess", "mode": mode, **res}
+            results = [dict(failed) for _ in targets]
+        else:
+            for r in results:
+                r.update({k: v for k, v in res.items() if k.startswith("child_")})
+        by_variant[variant] = results
+    runs = []
+    for i, target in enumerate(targets):
+        variants = {v: by_variant[v][i] for v in by_variant}
+        record = {"mode": mode, "target_requested": target, "variants": variants}
+        known = archs.info(target) if target else None
+        if known and not known.upstream_triton and not all(r.get("ok") for r in variants.values()):
+            record["proxy_note"] = (f"{known.name} ({known.product}) is not an upstream Triton target: "
+                                    f"a DTK/FlagTree Triton compiles it; upstream Triton can compile "
+                                    f"the proxy {known.proxy} (--smoke-target {known.proxy})")
+        runs.append(record)
+    return runs
 
 
 # --------------------------------------------------------------------------- external tools
@@ -688,8 +758,10 @@ def probe_dcu_stack(tools: dict, timeout: float = TOOL_TIMEOUT_S) -> dict:
         stack["rocminfo"] = rec
     hysmi = tools.get("hy-smi", {})
     if hysmi.get("found"):
-        res = run_command([hysmi["path"], "--showproductname", "--showmeminfo", "vram",
-                           "--showuse", "--json"], timeout=timeout)
+        # the flag set of the public hy-smi --json captures (tests/fixtures/dcu/)
+        res = run_command([hysmi["path"], "--showid", "--showmeminfo", "vram", "--showpower",
+                           "--showserial", "--showuse", "--showtemp", "--showproductname",
+                           "--showuniqueid", "--json"], timeout=timeout)
         rec = {"rc": res["rc"], "error": res["error"]}
         parsed_json = dcu_tools.parse_smi_json(res["stdout"]) if "{" in res["stdout"] else None
         if parsed_json and parsed_json["cards"]:
@@ -841,6 +913,10 @@ def arch_check(devices: list[dict], expected: Sequence[str]) -> dict:
     """Mark each device ``arch_expected`` and say what the machine is."""
     expected_set = [archs.normalize(a) for a in expected]
     gpus = [d for d in devices if d.get("arch")]
+    if not gpus and devices:
+        return {"status": "unknown", "expected": expected_set,
+                "message": (f"{len(devices)} GPU(s) found by {devices[0].get('source')} but their "
+                            "arch is unknown (rocminfo or a torch build for this device reports it)")}
     if not gpus:
         return {"status": "no_device", "expected": expected_set,
                 "message": "no GPU found; the arch could not be checked"}
@@ -869,7 +945,22 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
           runtime_timeout: float = RUNTIME_TIMEOUT_S, smoke_timeout: float = SMOKE_TIMEOUT_S) -> dict:
     """Run every probe and return the ``triton_env/1`` payload (without header)."""
     warnings: list[str] = []
-    runtime = run_child("runtime", timeout=runtime_timeout)
+    roots = [p for p, _ in _install_roots()]
+    # The probes are independent processes: run them side by side (a torch import
+    # takes seconds, and so may rocminfo on a busy node).
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        f_runtime = pool.submit(run_child, "runtime", None, None, runtime_timeout)
+        f_native = pool.submit(run_child, "native", {"hip_roots": roots}, None, NATIVE_TIMEOUT_S)
+        f_bundled = pool.submit(probe_bundled_nvidia, tool_timeout)
+        f_tools = {spec.name: pool.submit(probe_tool, spec, None, None, tool_timeout)
+                   for spec in TOOLS}
+        tools = {name: f.result() for name, f in f_tools.items()}
+        f_dcu = pool.submit(probe_dcu_stack, tools, tool_timeout)
+        f_nvidia = pool.submit(probe_nvidia_stack, tools, tool_timeout)
+        dcu_stack, nvidia_stack = f_dcu.result(), f_nvidia.result()
+        nvidia_stack["triton_bundled"] = f_bundled.result()
+        native = f_native.result()
+        runtime = f_runtime.result()
     torch_info = runtime.get("torch") or {"importable": False, "error": runtime.get("error"),
                                           "error_lines": runtime.get("error_lines")}
     triton_info = runtime.get("triton") or {"importable": False, "error": runtime.get("error")}
@@ -884,28 +975,29 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
     if not triton_info.get("importable"):
         warnings.append(f"triton is not importable: {triton_info.get('error')}")
 
-    roots = [p for p, _ in _install_roots()]
-    native = run_child("native", {"hip_roots": roots}, timeout=NATIVE_TIMEOUT_S)
     for key in ("child_seconds", "child_timed_out", "child_rc"):
         native.pop(key, None)
-
-    tools = {spec.name: probe_tool(spec, timeout=tool_timeout) for spec in TOOLS}
-    bundled = probe_bundled_nvidia(tool_timeout)
-    dcu_stack = probe_dcu_stack(tools, tool_timeout)
-    nvidia_stack = probe_nvidia_stack(tools, tool_timeout)
-    nvidia_stack["triton_bundled"] = bundled
 
     devices = list(torch_info.get("devices") or [])
     if not devices:
         devices = list((dcu_stack.get("rocminfo") or {}).get("gpus") or [])
         for i, d in enumerate(devices):
             d.setdefault("index", i)
+        if not devices:
+            devices = _hysmi_devices(dcu_stack.get("hy_smi") or {})
         if not devices and nvidia_stack.get("nvidia_smi"):
             for row in nvidia_stack["nvidia_smi"]["gpus"]:
                 devices.append({"source": "nvidia-smi", "vendor": "nvidia", **row})
         if devices and torch_info.get("importable"):
-            warnings.append("torch sees no GPU but system tools do: is this a CPU-only torch build, "
-                            "or a torch built for another vendor?")
+            vendors = {d.get("vendor") for d in devices}
+            if torch_info.get("cuda") and vendors & {"hygon", "amd"}:
+                warnings.append(f"torch {torch_info.get('version')} is a CUDA build on a DCU/AMD "
+                                "machine: it cannot see the device; install the DTK/ROCm build of torch")
+            elif torch_info.get("hip") and vendors == {"nvidia"}:
+                warnings.append(f"torch {torch_info.get('version')} is a HIP build on an NVIDIA machine")
+            else:
+                warnings.append("torch sees no GPU but system tools do: is this a CPU-only torch "
+                                "build, or is the device hidden (*_VISIBLE_DEVICES)?")
     check = arch_check(devices, expected_archs)
     if check["status"] == "unexpected":
         warnings.append(check["message"])
@@ -944,8 +1036,20 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
     return payload
 
 
+def _hysmi_devices(hysmi: dict) -> list[dict]:
+    """Device records from hy-smi --json cards (no arch: hy-smi does not print it)."""
+    out = []
+    for card in (hysmi.get("json") or {}).get("cards", []):
+        mib = card.get("vram_total_mib")
+        out.append({"source": "hy-smi", "index": card.get("index"), "name": card.get("series"),
+                    "arch": None, "arch_full": None, "vendor": "hygon",
+                    "memory_bytes": int(mib * 1024 * 1024) if isinstance(mib, (int, float)) else None,
+                    "device_id": card.get("device_id")})
+    return out
+
+
 def _platform_kind(devices: list[dict]) -> str:
-    vendors = {d.get("vendor") for d in devices if d.get("arch")}
+    vendors = {d.get("vendor") for d in devices}
     if "hygon" in vendors:
         return "dcu"
     if "amd" in vendors:
@@ -959,19 +1063,20 @@ def run_smoke_all(torch_info: dict, targets: Sequence[str], timeout: float,
                   warnings: list[str]) -> dict:
     out: dict[str, Any] = {"runs": []}
     if torch_info.get("cuda_available"):
-        out["runs"].append(run_smoke("local", None, timeout))
+        out["runs"] += run_smoke("local", [None], timeout)
     else:
         out["local"] = ("no GPU visible to torch: nothing can be launched"
                         + ("" if targets else "; pass --smoke-target gfx942 (or sm_90) to compile offline"))
-    for t in targets:
-        out["runs"].append(run_smoke("offline", t, timeout))
+    if targets:
+        out["runs"] += run_smoke("offline", list(targets), timeout)
     for run in out["runs"]:
         label = run["target_requested"] or "local"
         for variant, res in run["variants"].items():
             if not res.get("ok"):
+                why = _why(res)
                 warnings.append(f"smoke {label} with {BUFFER_OPS_ENV} "
                                 f"{'unset' if variant == 'unset' else '=' + variant} failed at "
-                                f"{res.get('stage', '?')}: {res.get('error')}")
+                                f"{res.get('stage', '?')}: {why}")
         unset, forced = run["variants"].get("unset", {}), run["variants"].get("1", {})
         if "ptx" in (unset.get("asm_kind"), forced.get("asm_kind")):
             run["advice"] = (f"NVIDIA target: {BUFFER_OPS_ENV} does not apply; global memory is "
@@ -994,6 +1099,15 @@ def _fmt_bytes(n: Any) -> str:
     return f"{gib:.0f} GiB" if gib >= 1 else f"{n / 1024 ** 2:.0f} MiB"
 
 
+def _why(res: dict) -> str:
+    """The most telling failure line: a compiler 'error:' line, else the exception."""
+    diag = res.get("diagnostics") or []
+    if diag:
+        text = diag[0]
+        return text.split("error: ", 1)[1] if "error: " in text else text
+    return str(res.get("error"))
+
+
 def _smoke_line(run: dict) -> str:
     label = run.get("target_requested") or "local GPU"
     mode = "offline compile" if run.get("mode") == "offline" else "compile + launch"
@@ -1008,7 +1122,8 @@ def _smoke_line(run: dict) -> str:
                 extra = ", result ok" if res.get("result_ok") else ", RESULT WRONG"
             parts.append(f"{name}: ok ({ops_text}{extra})")
         else:
-            parts.append(f"{name}: FAILED at {res.get('stage', '?')}: {res.get('error')}")
+            why = _why(res)
+            parts.append(f"{name}: FAILED at {res.get('stage', '?')}: {why}")
     return f"smoke {label} ({mode}): " + " | ".join(parts)
 
 
@@ -1067,8 +1182,9 @@ def summary_lines(doc: dict) -> list[str]:
             lines.append(f"smoke: {smoke['local']}")
         for run in smoke.get("runs", []):
             lines.append(_smoke_line(run))
-            if run.get("advice"):
-                lines.append(f"  -> {run['advice']}")
+            for key in ("advice", "proxy_note"):
+                if run.get(key):
+                    lines.append(f"  -> {run[key]}")
     for w in doc.get("warnings", []):
         lines.append(f"WARNING: {w}")
     return lines
