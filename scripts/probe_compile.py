@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Compile a Triton kernel file for one or more targets across hint variants, without running it.
+
+    python scripts/probe_compile.py KERNEL.py --arch gfx942 [--arch gfx90a --arch sm_90] \
+        --json-out probe.json [--markdown-out probe.md] [--variants baseline,pointer_range,...]
+
+Each (variant, target) compiles in its own subprocess with a fresh Triton cache; the AMDGCN (or PTX)
+of every compile is scanned, and one table shows which change turns global_load into buffer_load or
+widens loads.  gfx936 / gfx938 and other DCU archs compile for their upstream proxy (said in the
+output).  Exit 0 when at least one compile succeeded, 1 when all failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
+
+SCHEMA = "compile_probe/1"
+
+
+def local_arch() -> str:
+    """The arch of GPU 0, or a usage error when there is none."""
+    try:
+        import torch
+        if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+            props = torch.cuda.get_device_properties(0)
+            gcn = getattr(props, "gcnArchName", None)
+            if gcn and getattr(torch.version, "hip", None):
+                return gcn.split(":")[0]
+            return f"sm_{props.major}{props.minor}"
+    except Exception:
+        pass
+    raise InputError("no GPU on this machine; name a compile target with --arch "
+                     "(e.g. --arch gfx942 --arch gfx90a --arch sm_90)")
+
+
+def build_parser() -> ArgumentParser:
+    from tko.probe import DEFAULT_VARIANTS
+
+    p = ArgumentParser(prog="probe_compile.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
+    p.add_argument("--arch", action="append", default=[],
+                   help="target (repeatable): gfx942, gfx90a, gfx938 (-> proxy), sm_90 ...; "
+                        "default: the local GPU")
+    p.add_argument("--kernel", help="jit function to compile (default: the file's entry kernel)")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help="comma list of baseline, buffer_ops_on, buffer_ops_off, pointer_range, assume, "
+                        "multiple_of, blocks, warps; join with '+' to combine (default: %(default)s)")
+    p.add_argument("--config", help="base config, e.g. 'XBLOCK=1024,num_warps=4' (default: captured "
+                                     "winner, first declared config, or a rule from size hints)")
+    p.add_argument("--signature", help="argument types for hand-written kernels, e.g. "
+                                       "'x_ptr=*fp32,y_ptr=*fp32,n=i32'")
+    p.add_argument("--launch-event", help="autotune.log (or one JSON event) with a 'launch' event of "
+                                          "this kernel: argument dtypes, scalar values, winner")
+    p.add_argument("--timeout", type=float, default=180.0, help="seconds per compile (default: %(default)s)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel compiles (default: CPU count)")
+    p.add_argument("--keep-dir", help="keep every variant's source, IR and asm in this folder")
+    p.add_argument("--json-out", required=True)
+    p.add_argument("--markdown-out")
+    return p
+
+
+def read_launch_event(path: str, kernel_names: set[str]) -> dict:
+    """The last 'launch' event for this kernel (plus the winner of its autotune event, if any)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such file")
+    launch, winner = None, None
+    for number, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn line: the summarizer reports these; here we only need one launch
+        if not isinstance(event, dict) or event.get("kernel") not in kernel_names:
+            continue
+        if event.get("event") == "launch":
+            launch = event
+        if isinstance(event.get("winner"), dict):
+            winner = event["winner"]
+    if launch is None:
+        raise InputError(f"{path}: no 'launch' event for {' / '.join(sorted(kernel_names))}")
+    launch = dict(launch)
+    if winner and "winner" not in launch:
+        launch["winner"] = winner
+    return launch
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    from tko import kernel_source, offline_compile, probe
+    from tko.artifact import write_artifact
+    from tko.atomic import write_text
+    from tko.versions import package_version
+
+    arches = args.arch or [local_arch()]
+    variant_names = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if not variant_names:
+        raise InputError("--variants is empty")
+    if args.timeout <= 0:
+        raise InputError("--timeout must be positive")
+    config = offline_compile.parse_config_flag(args.config) if args.config else None
+    signature = offline_compile.parse_signature_flag(args.signature) if args.signature else None
+    launch = None
+    if args.launch_event:
+        _, parsed = kernel_source.read_kernel_file(args.kernel_file)
+        chosen = kernel_source.select_kernel(parsed, args.kernel)
+        names = {chosen["name"], (chosen.get("inductor_facts") or {}).get("kernel_name")} - {None}
+        launch = read_launch_event(args.launch_event, names)
+
+    result = probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
+                             config=config, signature=signature, launch=launch, timeout=args.timeout,
+                             workers=args.jobs, keep_dir=args.keep_dir)
+    payload, _ = probe.assemble(result, arches, package_version("triton"))
+    payload["kernel_file"] = os.path.abspath(args.kernel_file)
+    if args.keep_dir:
+        payload["work_dir"] = result["work_dir"]
+    write_artifact(args.json_out, SCHEMA, "probe_compile.py", payload)
+    if args.markdown_out:
+        write_text(args.markdown_out, probe.markdown_table(payload))
+    ok = sum(1 for r in payload["results"] if r["status"] == "ok")
+    failed = sum(1 for r in payload["results"] if r["status"] == "error")
+    print(f"probe_compile.py: {ok} compiled, {failed} failed, "
+          f"{len(payload['results']) - ok - failed} skipped -> {args.json_out}")
+    if ok == 0 and failed:
+        raise ToolFailure(f"every compile failed; first error: "
+                          f"{next(r['error'] for r in payload['results'] if r['status'] == 'error').splitlines()[0]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog="probe_compile.py"))
