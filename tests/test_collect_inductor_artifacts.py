@@ -111,8 +111,23 @@ def test_kernel_filter_and_unknown_kernel(run_script, tmp_path):
     ghost = one["kernels"][1]
     assert ghost["artifacts"] == []
     assert {"output_code", "kernel_module", "triton_cache"} <= {m["kind"] for m in ghost["missing"]}
-    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == ["manifest.json",
-                                                                   "triton_poi_fused_gelu_1"]
+    assert sorted(p.name for p in (tmp_path / "one").iterdir()) == [
+        "manifest.json", "output_code", "triton_poi_fused_gelu_1"]
+
+
+def test_wrapper_modules_are_copied_once_and_listed_per_kernel(run_script, tmp_path):
+    mlp = H200 / "mlp_train_step"
+    doc = _collect(run_script, tmp_path / "o", "--log", mlp / "log_profile.txt", "--cache-root",
+                   mlp / "inductor_cache")
+    wrappers = {a["path"] for k in doc["kernels"] for a in k["artifacts"]
+                if a["kind"] == "output_code"}
+    # a training step compiles two graphs, forward and backward: two wrapper modules
+    assert len(wrappers) == 2 and all(w.startswith("output_code/") for w in wrappers)
+    assert sorted(p.name for p in (tmp_path / "o" / "output_code").iterdir()) == sorted(
+        Path(w).name for w in wrappers)
+    for k in doc["kernels"]:
+        (mine,) = [a for a in k["artifacts"] if a["kind"] == "output_code"]
+        assert f"async_compile.triton('{k['kernel']}'" in (tmp_path / "o" / mine["path"]).read_text()
 
 
 @pytest.fixture

@@ -329,7 +329,8 @@ class Collector:
         self.out_real = Path(os.path.realpath(self.out))
         self.refused: list[dict] = []
         self.notes: list[str] = []
-        self.used_dirs: dict[str, str] = {}
+        self.used_dirs: dict[str, str] = {"output_code": "", "debug": "", "manifest.json": ""}
+        self.shared: dict[Path, dict | None] = {}
 
     # -- writing, never outside --out
     def _dest(self, kernel_dir: str, *parts: str) -> Path:
@@ -357,6 +358,13 @@ class Collector:
         if label:
             item["label"] = label
         return item
+
+    def copy_shared(self, parts: list[str], source: Path, real: Path, kind: str) -> dict | None:
+        """Copy a file many kernels share (a wrapper module) once, to ``OUT/<parts>``."""
+        if real not in self.shared:
+            self.shared[real] = self.copy("", parts, source, real, kind)
+        item = self.shared[real]
+        return dict(item) if item else None
 
     def kernel_dir(self, kernel: str) -> str:
         base = safe_component(kernel)
@@ -479,14 +487,15 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
         hinted: list[str] = []
         for p, real, found in output_codes:
             if kernel in found:
-                add(col.copy(kdir, ["output_code", safe_filename(p.name)], p, real, "output_code"))
+                add(col.copy_shared(["output_code", safe_filename(p.name)], p, real,
+                                    "output_code"))
                 if found[kernel]:
                     hinted.append(found[kernel])
         for root, p, real, found in debug_codes:
             if kernel in found:
                 rel = p.relative_to(root.given).parts
-                add(col.copy(kdir, ["debug", *map(safe_filename, rel[:-1]), safe_filename(p.name)],
-                             p, real, "debug_output_code"))
+                add(col.copy_shared(["debug", *map(safe_filename, rel[:-1]),
+                                     safe_filename(p.name)], p, real, "debug_output_code"))
                 if found[kernel]:
                     hinted.append(found[kernel])
         if sources.log and not any(a["kind"] == "output_code" for a in artifacts):
