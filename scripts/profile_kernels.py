@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""Rank GPU kernels by device time from a profile, and say what launched each one.
+
+Sources (one of):
+  --trace trace.json[.gz]        torch.profiler / Kineto Chrome trace
+  --hipprof FILE                 hipprof .hipkernel.csv, or its console log (repeat the flag to
+                                 add the .hiptrace.csv HIP API summary of the same run)
+  --rocprof FILE                 rocprofv3 kernel_trace.csv (or legacy rocprof results.csv),
+                                 or a rocprofv3 --stats kernel_stats.csv
+  --nsys FILE                    nsys stats -r cuda_gpu_kern_sum --format csv
+  -- python repro.py args...     run the script under torch.profiler (no change to it needed);
+                                 the trace is kept next to the JSON
+
+Examples:
+  python scripts/profile_kernels.py --hipprof result_123.hipkernel.csv --json-out p.json --markdown-out p.md
+  python scripts/profile_kernels.py --json-out p.json --markdown-out p.md -- python repro.py --steps 5
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
+
+SCHEMA = "kernel_profile/1"
+TOOL = "profile_kernels.py"
+
+
+def build_parser() -> ArgumentParser:
+    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
+                       epilog=__doc__.split("\n\n", 1)[1],
+                       formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
+    src = p.add_argument_group("profile source (exactly one, or a command after --)")
+    src.add_argument("--trace", help="torch.profiler Chrome trace (.json or .json.gz)")
+    src.add_argument("--hipprof", action="append", default=[],
+                     help="hipprof .hipkernel.csv / .hiptrace.csv / console log (repeatable)")
+    src.add_argument("--rocprof", help="rocprofv3 kernel_trace.csv, rocprof results.csv or a --stats csv")
+    src.add_argument("--nsys", help="nsys stats cuda_gpu_kern_sum CSV")
+    p.add_argument("--pmc", help="hipprof PMC text (pmc_results_<pid>.txt) to join per kernel")
+    p.add_argument("--json-out", required=True, help="kernel_profile/1 JSON output")
+    p.add_argument("--markdown-out", help="Markdown table output")
+    p.add_argument("--top", type=int, default=20, help="kernels listed (default 20; totals cover all)")
+    p.add_argument("--triton-name", action="append", default=[], metavar="REGEX",
+                   help="kernel names matching REGEX are Triton kernels (user @triton.jit names)")
+    p.add_argument("--include-compile", action="store_true",
+                   help="keep kernels launched during compilation/autotuning (Chrome trace)")
+    run = p.add_argument_group("running a command (after --)")
+    run.add_argument("--trace-out", help="where the recorded trace goes (default: next to --json-out)")
+    run.add_argument("--with-stack", action="store_true",
+                     help="record Python frames too (bigger trace, slower run)")
+    run.add_argument("--record-shapes", action="store_true",
+                     help="record op inputs too; also exports the args of Inductor's launch ranges "
+                          "(kernel file, config, num_warps)")
+    run.add_argument("--timeout", type=float, default=None, help="seconds before the command is stopped")
+    return p
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+# --------------------------------------------------------------------------- running a command
+
+def bootstrap_command(cmd: list[str], trace_out: Path, with_stack: bool,
+                      record_shapes: bool = False) -> list[str]:
+    """``python [-X ...] repro.py args`` -> the same interpreter running the profiler bootstrap."""
+    bootstrap = str(Path(__file__).resolve().parent / "tko" / "profile_bootstrap.py")
+    first = os.path.basename(cmd[0])
+    if re.match(r"^python(\d+(\.\d+)*)?(\.exe)?$", first):
+        interp, rest = cmd[0], cmd[1:]
+    elif cmd[0].endswith(".py"):
+        interp, rest = sys.executable, cmd
+    else:
+        raise InputError(f"the command after -- must be 'python script.py ...' or 'python -m module ...' "
+                         f"(got {cmd[0]!r}); the profiler runs inside that interpreter")
+    if not rest:
+        raise InputError("no script given after the python interpreter")
+    if rest[0].startswith("-") and rest[0] != "-m":
+        raise InputError(f"interpreter option {rest[0]!r} is not supported here; put the script first")
+    opts = [str(trace_out)] + (["--with-stack"] if with_stack else []) + (
+        ["--record-shapes"] if record_shapes else [])
+    return [interp, bootstrap, *opts, "--", *rest]
+
+
+def record_trace(cmd: list[str], trace_out: Path, with_stack: bool, record_shapes: bool,
+                 timeout: float | None) -> dict:
+    full = bootstrap_command(cmd, trace_out, with_stack, record_shapes)
+    trace_out.parent.mkdir(parents=True, exist_ok=True)
+    if trace_out.exists():
+        trace_out.unlink()  # never rank a stale trace from an earlier run
+    try:
+        proc = subprocess.run(full, timeout=timeout)
+    except FileNotFoundError:
+        raise InputError(f"{cmd[0]}: interpreter not found") from None
+    except subprocess.TimeoutExpired:
+        raise ToolFailure(f"command ran past --timeout {timeout:g} s") from None
+    if not trace_out.exists():
+        raise ToolFailure(f"the command exited with status {proc.returncode} and wrote no trace "
+                          f"({trace_out})")
+    return {"command": cmd, "returncode": proc.returncode, "trace_file": str(trace_out)}
+
+
+# --------------------------------------------------------------------------- building the report
+
+def _api_rows(stats, top):
+    total = sum(r.total_ns for r in stats) or 1.0
+    rows = sorted(stats, key=lambda r: -r.total_ns)
+    return [{"name": r.name, "calls": r.calls, "total_us": round(r.total_ns / 1000.0, 3),
+             "share": r.total_ns / total} for r in rows[:top]]
+
+
+def _device_info(props) -> list[dict]:
+    keep = ("id", "name", "computeMajor", "computeMinor", "totalGlobalMem", "numSms", "gcnArchName",
+            "warpSize", "maxSharedMemoryPerBlock")
+    return [{k: d[k] for k in keep if k in d} for d in props if isinstance(d, dict)]
+
+
+def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict:
+    from tko import profile_formats as pf
+    from tko import profile_rank as pr
+
+    triton_names = []
+    for pat in args.triton_name:
+        try:
+            triton_names.append(re.compile(pat))
+        except re.error as exc:
+            raise InputError(f"--triton-name {pat!r}: bad regular expression ({exc})") from None
+
+    problems: list[str] = []
+    kernel_src = None
+    api_stats = None
+    formats = []
+    for flag, path in sources:
+        parsed = pf.read_profile(path)
+        formats.append({"flag": flag, "path": str(path), "format": parsed.format})
+        problems += [f"{Path(path).name}: {m}" for m in parsed.problems]
+        if parsed.trace is not None:
+            problems += [f"{Path(path).name}: {m}" for m in parsed.trace.problems]
+        if parsed.format == "hipprof_pmc":
+            raise InputError(f"{path}: is hipprof PMC text; pass it with --pmc next to a kernel profile")
+        has_kernels = bool(parsed.kernel_stats) or bool(parsed.dispatches) or (
+            parsed.trace is not None and parsed.trace.kernels)
+        if parsed.api_stats:
+            api_stats = parsed.api_stats
+        if has_kernels:
+            if kernel_src is not None:
+                raise InputError(f"{path}: a second kernel profile; give one kernel source per run")
+            kernel_src = (path, parsed)
+        elif parsed.trace is not None:
+            msg = (f"{path}: the trace holds no GPU kernel events (cat 'kernel'); record it with "
+                   "ProfilerActivity.CUDA (also HIP on ROCm/DTK torch) on a GPU")
+            if run_info:
+                raise ToolFailure(msg.replace(f"{path}: the trace", "the recorded trace"))
+            raise InputError(msg)
+        elif not parsed.api_stats:
+            raise InputError(f"{path}: holds no kernel rows")
+    if kernel_src is None:
+        raise InputError("no kernel statistics among the inputs (a .hiptrace.csv / 'HIP API statistics' "
+                         "table lists API calls only; pass the .hipkernel.csv of the same run)")
+
+    path, parsed = kernel_src
+    payload: dict = {"source": {"inputs": formats}}
+    if run_info:
+        payload["source"].update(run_info)
+        if run_info["returncode"] != 0:
+            problems.append(f"the command exited with status {run_info['returncode']}; "
+                            "the trace covers the run up to that point")
+    if parsed.kernel_stats is not None:
+        rows, summary, rank_problems = pr.rank_stats(parsed.kernel_stats, parsed.declared_total, triton_names)
+        problems += rank_problems
+        summary["gpu_busy_us"] = None
+        summary["wall_span_us"] = None
+        summary["gpu_utilization"] = None
+    else:
+        launches = pr.attribute_launches(parsed.trace) if parsed.trace is not None else None
+        dispatches = pr.dispatches_from(parsed)
+        rows, summary = pr.rank_dispatches(dispatches, launches, args.include_compile, triton_names)
+        if parsed.trace is not None:
+            lo, hi = parsed.trace.span_us
+            summary["wall_span_us"] = round(hi - lo, 3)
+            other = [(e.ts, e.end) for e in parsed.trace.gpu_other]
+            kernel_iv = [(d.start_us, d.start_us + d.dur_us) for i, d in enumerate(dispatches)
+                         if args.include_compile or not (launches and launches[i].compile_phase)]
+            summary["gpu_busy_us"] = round(pr._span_union(kernel_iv + other), 3)
+            summary["gpu_busy_kernels_only_us"] = round(pr._span_union(kernel_iv), 3)
+            attributed = sum(1 for i in launches.values() if i.runtime_call)
+            summary["launches_attributed"] = attributed
+            payload["device"] = _device_info(parsed.trace.device_properties)
+        else:
+            summary["wall_span_us"] = summary.get("kernel_span_us")
+        span = summary.get("wall_span_us")
+        summary["gpu_utilization"] = (summary["gpu_busy_us"] / span) if span else None
+        if summary["dispatches"] == 0:
+            raise InputError(f"{path}: every kernel was launched during compilation; "
+                             "pass --include-compile to rank them anyway")
+    rows, summary = pr.finish(rows, summary, args.top)
+    if args.pmc:
+        pmc = pf.read_profile(args.pmc)
+        if pmc.format != "hipprof_pmc":
+            raise InputError(f"{args.pmc}: is not hipprof PMC text (found {pmc.format})")
+        problems += [f"{Path(args.pmc).name}: {m}" for m in pmc.problems]
+        summary["pmc_kernels_joined"] = pr.join_pmc(rows, pmc.pmc)
+        formats.append({"flag": "--pmc", "path": str(args.pmc), "format": pmc.format})
+    payload["summary"] = summary
+    payload["kernels"] = rows
+    if api_stats:
+        payload["api_stats"] = _api_rows(api_stats, args.top)
+    payload["problems"] = problems
+    return payload
+
+
+# --------------------------------------------------------------------------- Markdown
+
+def _cell(text, width=90) -> str:
+    s = str(text).replace("|", "\\|").replace("\n", " ")
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _us(v) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.1f}" if v >= 100 else f"{v:.2f}"
+
+
+def render_markdown(doc: dict) -> str:
+    s = doc["summary"]
+    src = doc["source"]
+    lines = ["# GPU kernel profile", ""]
+    for inp in src["inputs"]:
+        lines.append(f"- source: `{inp['path']}` ({inp['format']})")
+    if src.get("command"):
+        lines.append(f"- command: `{' '.join(src['command'])}` (exit {src['returncode']})")
+    for d in doc.get("device", []):
+        lines.append(f"- device: {d.get('name', '?')}")
+    lines.append(f"- GPU kernel time: {_us(s['kernel_time_us'])} µs in {s['dispatches']} dispatches of "
+                 f"{s['kernels']} kernels; Triton share {s['triton_share'] * 100:.1f}%")
+    if s.get("gpu_busy_us") is not None:
+        util = s.get("gpu_utilization")
+        lines.append(f"- GPU busy: {_us(s['gpu_busy_us'])} µs of a {_us(s['wall_span_us'])} µs span"
+                     + (f" ({util * 100:.1f}%)" if util is not None else ""))
+    if s.get("excluded_compile_dispatches"):
+        lines.append(f"- left out: {s['excluded_compile_dispatches']} dispatches "
+                     f"({_us(s['excluded_compile_us'])} µs) launched during compilation/autotuning")
+    by = ", ".join(f"{k} {_us(v)} µs" for k, v in s["time_by_origin_us"].items())
+    lines += [f"- by origin: {by}", ""]
+    has_op = any("launch_op" in k for k in doc["kernels"])
+    head = "| # | kernel | origin | calls | total µs | mean µs | min µs | max µs | share |"
+    sep = "|---:|---|---|---:|---:|---:|---:|---:|---:|"
+    if has_op:
+        head += " launched from |"
+        sep += "---|"
+    lines += [head, sep]
+    for k in doc["kernels"]:
+        row = (f"| {k['rank']} | `{_cell(k['name'])}` | {k['origin']} | {k['calls']} | {_us(k['total_us'])} "
+               f"| {_us(k['mean_us'])} | {_us(k['min_us'])} | {_us(k['max_us'])} | {k['share'] * 100:.2f}% |")
+        if has_op:
+            row += f" {_cell(k.get('launch_op') or '–', 60)} |"
+        lines.append(row)
+    if s.get("shown") is not None and s["shown"] < s["kernels"]:
+        lines.append(f"\n{s['kernels'] - s['shown']} more kernels not listed (--top {s['shown']}).")
+    if doc.get("api_stats"):
+        lines += ["", "## Host API calls", "", "| API | calls | total µs | share |", "|---|---:|---:|---:|"]
+        for a in doc["api_stats"]:
+            lines.append(f"| `{_cell(a['name'], 60)}` | {a['calls']} | {_us(a['total_us'])} | "
+                         f"{a['share'] * 100:.2f}% |")
+    if doc.get("problems"):
+        lines += ["", "## Problems", ""] + [f"- {_cell(p, 300)}" for p in doc["problems"]]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, cmd = split_command(argv)
+    args = build_parser().parse_args(own)
+    sources: list[tuple[str, str]] = []
+    if args.trace:
+        sources.append(("--trace", args.trace))
+    sources += [("--hipprof", h) for h in args.hipprof]
+    if args.rocprof:
+        sources.append(("--rocprof", args.rocprof))
+    if args.nsys:
+        sources.append(("--nsys", args.nsys))
+    if args.top is not None and args.top < 0:
+        raise InputError("--top must be >= 0")
+    run_info = None
+    if cmd:
+        if sources:
+            raise InputError("give either a profile file or a command after --, not both")
+        json_out = Path(args.json_out)
+        trace_out = Path(args.trace_out) if args.trace_out else json_out.with_name(
+            json_out.stem + ".trace.json")
+        run_info = record_trace(cmd, trace_out, args.with_stack, args.record_shapes, args.timeout)
+        sources.append(("--", str(trace_out)))
+    elif not sources:
+        raise InputError("no profile given: pass --trace, --hipprof, --rocprof or --nsys, "
+                         "or a command after --")
+    kinds = {flag for flag, _ in sources}
+    if len(kinds - {"--hipprof"}) > 1 or (len(kinds) > 1 and "--hipprof" in kinds):
+        raise InputError("give one profile source per run (--hipprof may repeat for the same run)")
+
+    payload = analyse(args, sources, run_info)
+
+    from tko.artifact import write_artifact
+    from tko.atomic import write_text
+    doc = write_artifact(args.json_out, SCHEMA, TOOL, payload)
+    if args.markdown_out:
+        write_text(args.markdown_out, render_markdown(doc))
+    top = doc["kernels"][0] if doc["kernels"] else None
+    if top:
+        print(f"{TOOL}: {doc['summary']['kernels']} kernels, top {top['name'][:60]} "
+              f"{top['share'] * 100:.1f}% ({top['origin']}); wrote {args.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog=TOOL))
