@@ -297,7 +297,18 @@ def test_buffer_ops_source_of_triton_3_3(tmp_path):
     (amd / "compiler.py").write_text(
         'def use_buffer_ops():\n    return os.environ.get("AMDGCN_USE_BUFFER_OPS", "0") == "1"\n')
     rec = env_probe.buffer_ops_from_source(tmp_path)
-    assert rec == {"default": False, "source": "source text of triton/backends/amd/compiler.py"}
+    assert rec == {"default": False, "source": "source text of triton/backends/amd/compiler.py",
+                   "variable": "AMDGCN_USE_BUFFER_OPS"}
+
+
+def test_buffer_ops_source_of_old_hygon_fork(tmp_path):
+    # FlagTree's older hcu backend reads HCUGCN_USE_BUFFER_OPS, default "0" (amd_hygon.md 3.3).
+    hcu = tmp_path / "backends" / "hcu"
+    hcu.mkdir(parents=True)
+    (hcu / "compiler.py").write_text(
+        'use = os.environ.get("HCUGCN_USE_BUFFER_OPS", "0") == "1"\n')
+    rec = env_probe.buffer_ops_from_source(tmp_path)
+    assert rec["variable"] == "HCUGCN_USE_BUFFER_OPS" and rec["default"] is False
 
 
 @pytest.mark.parametrize("version, default", [

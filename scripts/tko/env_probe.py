@@ -230,7 +230,7 @@ def _buffer_ops_knob(triton_mod) -> dict:
         knobs = importlib.import_module("triton.knobs")
     except Exception:
         return out
-    for group in ("amd", "hcu"):       # hcu: Hygon FlagTree builds
+    for group in ("hcu", "amd"):       # hcu: Hygon FlagTree builds; it drives DCU codegen
         inst = getattr(knobs, group, None)
         if inst is None:
             continue
@@ -825,27 +825,38 @@ def probe_nvidia_stack(tools: dict, timeout: float = TOOL_TIMEOUT_S) -> dict:
 
 # --------------------------------------------------------------------------- buffer-op default
 
-_ENV_BOOL_RE = re.compile(r'env_bool\(\s*["\']AMDGCN_USE_BUFFER_OPS["\']\s*(?:,\s*(True|False))?\s*\)')
-_ENV_GET_RE = re.compile(r'environ\.get\(\s*["\']AMDGCN_USE_BUFFER_OPS["\']\s*,\s*["\'](\d)["\']\s*\)')
+_BUFFER_OPS_VARS = (BUFFER_OPS_ENV, "HCUGCN_USE_BUFFER_OPS")   # the second: older Hygon forks
+_SOURCE_FILES = ("knobs.py", "backends/amd/compiler.py", "backends/hcu/compiler.py",
+                 "backends/hcu/compiler_hcu.py", "backends/amd/compiler_hcu.py")
 
 
 def buffer_ops_from_source(pkg: Path | None) -> dict | None:
-    """Default of AMDGCN_USE_BUFFER_OPS read from the installed Triton's source text."""
+    """Default of the buffer-ops switch read from the installed Triton's source text.
+
+    Matches ``env_bool("AMDGCN_USE_BUFFER_OPS"[, True])`` (3.4+) and
+    ``os.environ.get("AMDGCN_USE_BUFFER_OPS", "0") == "1"`` (<= 3.3); an older
+    Hygon fork reads ``HCUGCN_USE_BUFFER_OPS`` instead, reported in ``variable``.
+    """
     if pkg is None:
         return None
-    for rel in ("knobs.py", "backends/amd/compiler.py", "backends/hcu/compiler.py",
-                "backends/amd/compiler_hcu.py"):
-        path = pkg / rel
+    texts = []
+    for rel in _SOURCE_FILES:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            texts.append((rel, (pkg / rel).read_text(encoding="utf-8", errors="replace")))
         except OSError:
             continue
-        m = _ENV_BOOL_RE.search(text)
-        if m:
-            return {"default": m.group(1) == "True", "source": f"source text of triton/{rel}"}
-        m = _ENV_GET_RE.search(text)
-        if m:
-            return {"default": m.group(1) == "1", "source": f"source text of triton/{rel}"}
+    for var in _BUFFER_OPS_VARS:
+        env_bool = re.compile(r'env_bool\(\s*["\']%s["\']\s*(?:,\s*(True|False))?\s*\)' % var)
+        env_get = re.compile(r'environ\.get\(\s*["\']%s["\']\s*,\s*["\'](\d)["\']\s*\)' % var)
+        for rel, text in texts:
+            m = env_bool.search(text)
+            if m:
+                return {"default": m.group(1) == "True", "source": f"source text of triton/{rel}",
+                        "variable": var}
+            m = env_get.search(text)
+            if m:
+                return {"default": m.group(1) == "1", "source": f"source text of triton/{rel}",
+                        "variable": var}
     return None
 
 
@@ -865,16 +876,17 @@ def _env_truthy(value: str, version: str | None) -> bool:
 
 
 def buffer_ops_record(triton_info: dict, pkg: Path | None) -> dict:
-    env_value = os.environ.get(BUFFER_OPS_ENV)
     version = triton_info.get("version") or package_version("triton")
     knob = triton_info.get("buffer_ops_knob") or {}
-    rec: dict[str, Any] = {"env": env_value, "set": env_value is not None,
+    from_src = None if knob.get("default") is not None else buffer_ops_from_source(pkg)
+    variable = (from_src or {}).get("variable", BUFFER_OPS_ENV)
+    env_value = os.environ.get(variable)
+    rec: dict[str, Any] = {"variable": variable, "env": env_value, "set": env_value is not None,
                            "triton_version": version}
     if knob.get("default") is not None:
         rec["default_when_unset"] = bool(knob["default"])
         rec["default_source"] = f"{knob['knob']} (installed triton)"
     else:
-        from_src = buffer_ops_from_source(pkg)
         if from_src:
             rec["default_when_unset"] = from_src["default"]
             rec["default_source"] = from_src["source"]
@@ -1174,7 +1186,7 @@ def summary_lines(doc: dict) -> list[str]:
     b = doc.get("buffer_ops", {})
     state = "unset" if not b.get("set") else f"={b.get('env')}"
     default = {True: "on", False: "off", None: "unknown"}[b.get("default_when_unset")]
-    lines.append(f"{BUFFER_OPS_ENV} {state}; default when unset: {default} ({b.get('default_source')}); "
+    lines.append(f"{b.get('variable') or BUFFER_OPS_ENV} {state}; default when unset: {default} ({b.get('default_source')}); "
                  f"effective now: {({True: 'on', False: 'off', None: 'unknown'})[b.get('effective')]}")
     smoke = doc.get("smoke")
     if smoke is not None:
