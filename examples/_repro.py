@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 
@@ -34,13 +35,35 @@ def run_steps(step, args, label: str) -> float:
 
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     for _ in range(args.warmup):
-        step()
+        out = step()
     sync()
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        step()
+        out = step()
     sync()
     ms = (time.perf_counter() - t0) * 1e3 / max(1, args.steps)
     print(f"{label}: {ms:.4f} ms/step over {args.steps} steps ({'eager' if args.eager else 'compiled'}, "
           f"{args.device})")
+    save_output(out)
     return ms
+
+
+def save_output(out) -> None:
+    """Save the last step's output where an A/B comparison asks for it (TKO_AB_OUTPUT)."""
+    path = os.environ.get("TKO_AB_OUTPUT")
+    if path and out is not None:
+        import torch
+
+        torch.save(_to_cpu(out), path)
+
+
+def _to_cpu(obj):
+    import torch
+
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    return obj

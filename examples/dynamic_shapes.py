@@ -20,8 +20,9 @@ def main():
     state = {"i": 0}
 
     def step():
-        g(inputs[state["i"] % len(inputs)], w)
+        out = g(inputs[state["i"] % len(inputs)], w)
         state["i"] += 1
+        return out
 
     run_steps(step, args, "dynamic_shapes")
 

@@ -30,6 +30,7 @@ def main():
         loss = fwd(x).float().pow(2).mean()
         loss.backward()
         opt.step()
+        return loss.detach()
 
     run_steps(step, args, "mlp_train_step")
 
