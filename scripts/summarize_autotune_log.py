@@ -12,6 +12,7 @@ TORCH_LOGS="+inductor" debug lines. Lines that cannot be read whole are listed i
 
 from __future__ import annotations
 
+import os
 import sys
 
 from tko import atomic
@@ -41,6 +42,9 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not args.spread_threshold >= 1.0:
         raise InputError(f"--spread-threshold must be >= 1.0, got {args.spread_threshold}")
+    for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):
+        if path and os.path.isdir(path):
+            raise InputError(f"{flag} {path}: is a directory, expected a file name")
     summary = summarize(parse_files(args.logs), args.spread_threshold)
     if args.json_out:
         write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)

@@ -694,7 +694,9 @@ def parse_files(paths: list[str | Path]) -> ParsedLogs:
 DEFAULT_SPREAD_THRESHOLD = 1.05
 
 FLAG_TEXT = {
-    "single_config": "only one config was declared or timed: this kernel was never tuned",
+    "single_config": "only one config was declared or timed: this kernel was never tuned here "
+                     "(Inductor's own logs do not say whether an autotune cache supplied it; "
+                     "the capture log does, as from_cache)",
     "from_cache": "an autotune cache supplied the config, so nothing was timed in this run",
     "flat_spread": "slowest/fastest is below the spread threshold: tuning these configs is pointless",
     "spills": "at least one config spills registers",

@@ -20,6 +20,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 OUTPUT_CODE_LINE = re.compile(r"Output code written to: (?P<path>\S+\.py)")
@@ -145,7 +146,16 @@ class CacheEntry:
     path: Path
     name: str
     files: list[tuple[Path, Path]] = field(default_factory=list)  # (path, real path)
-    meta: dict = field(default_factory=dict)
+
+    @cached_property
+    def meta(self) -> dict:
+        """``<name>.json``, read on first use (a user's cache can hold thousands of entries)."""
+        meta_file = next((real for p, real in self.files if p.name == f"{self.name}.json"), None)
+        try:
+            meta = json.loads(read_text(meta_file)) if meta_file else {}
+        except json.JSONDecodeError:
+            meta = {}
+        return meta if isinstance(meta, dict) else {}
 
     def label(self) -> dict:
         label = {k: self.meta[k] for k in LABEL_KEYS if k in self.meta}
@@ -212,15 +222,7 @@ def _entry(root: Root, folder: Path) -> CacheEntry | None:
         if not metas:
             return None
         name = metas[0].stem
-    entry = CacheEntry(key=folder.name, path=folder, name=name, files=files)
-    meta_file = next((real for p, real in files if p.name == f"{name}.json"), None)
-    if meta_file is not None:
-        try:
-            meta = json.loads(read_text(meta_file))
-            entry.meta = meta if isinstance(meta, dict) else {}
-        except json.JSONDecodeError:
-            entry.meta = {}
-    return entry
+    return CacheEntry(key=folder.name, path=folder, name=name, files=files)
 
 
 def entry_matches(entry: CacheEntry, kernel: str) -> bool:
