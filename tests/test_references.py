@@ -98,6 +98,8 @@ def _script_uses(text: str) -> list[tuple[str, list[str], str]]:
             if not m:
                 continue
             name = m.group(1)
+            if "scripts/tko/" in tok:
+                continue  # a core module, not a script (checked by test_links_and_local_files_resolve)
             in_scripts_dir = "scripts/" in tok
             if not in_scripts_dir and name not in SPEC_FLAGS and not (SCRIPTS / f"{name}.py").exists():
                 continue  # someone else's file (repro.py, output_code.py, a kernel file)
@@ -262,7 +264,8 @@ def test_links_and_local_files_resolve(doc):
             "/" not in name and (name.endswith((".md", ".yaml")) or name.startswith("hint_effects")))
         if not local or name in ("SKILL.md", "README.md"):
             continue  # source files of torch/triton/DTK, or top-level files written elsewhere
-        if name.startswith("scripts/") or (name.endswith(".py") and "/" not in name
+        if (name.startswith("scripts/") and not name.startswith("scripts/tko/")) or (
+                name.endswith(".py") and "/" not in name
                                            and Path(name).stem in SPEC_FLAGS):
             continue  # scripts are checked by test_scripts_and_flags_exist
         if _resolve(name) is None:
@@ -463,3 +466,90 @@ def test_hint_effects_table_matches_a_fresh_compile(tmp_path):
             assert got["verdict"] == want[0], (case, mode, got)
             if len(want) > 1:
                 assert _widest_load(got["ops"]) == want[1], (case, mode, got["ops"])
+
+
+# ----------------------------------------------------------------------------- artifact field paths
+
+# Output file names the documents use -> the schema tag documented in json_contracts.md.
+ARTIFACT_SCHEMAS = {
+    "triton_env": "triton_env/1", "autotune_summary": "autotune_summary/1",
+    "manifest": "artifact_manifest/1", "meta": "triton_meta/1", "isa_scan": "isa_scan/1",
+    "probe": "compile_probe/1", "run": "kernel_run/1", "profile": "kernel_profile/1",
+    "ab": "fallback_ab/1", "bench": "benchmark/1",
+}
+_ARTIFACT = re.compile(r"`(?:[\w./<>-]*/)?([a-z_]+)\.json`")
+_FIELD_PATH = re.compile(r"`([a-z_]+(?:\[\])?(?:\.[a-z_0-9]+(?:\[\])?)+|[a-z_]+\[\])`")
+
+
+def _contract_sections() -> dict[str, str]:
+    text = (REFS / "json_contracts.md").read_text(encoding="utf-8")
+    sections = {}
+    for part in re.split(r"^## ", text, flags=re.M)[1:]:
+        m = re.match(r"`([a-z0-9_]+/\d+)`", part)
+        if m:
+            sections[m.group(1)] = part
+    return sections
+
+
+def _schema_of(stem: str) -> str | None:
+    for prefix, tag in ARTIFACT_SCHEMAS.items():
+        if stem == prefix or stem.startswith(prefix + "_"):
+            return tag
+    return None
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_artifact_field_paths_are_documented(doc):
+    sections = _contract_sections()
+    problems, checked = [], 0
+    for line in _text(doc).splitlines():
+        mentions = list(_ARTIFACT.finditer(line))
+        for i, m in enumerate(mentions):
+            tag = _schema_of(m.group(1))
+            if tag is None:
+                continue  # e.g. a Triton cache <kernel>.json, not an artifact of this bundle
+            if tag not in sections:
+                continue  # contract not written yet; test_contracts.py covers the outputs
+            end = mentions[i + 1].start() if i + 1 < len(mentions) else len(line)
+            for path in _FIELD_PATH.findall(line[m.end():end]):
+                parts = path.replace("[]", "").split(".")
+                if parts[-1] in ("txt", "yaml", "py", "md", "json", "csv") or parts[0] in ("torch", "tl", "triton"):
+                    continue  # a file name or an API, not a field
+                for part in path.replace("[]", "").split("."):
+                    checked += 1
+                    if not re.search(rf"\b{re.escape(part)}\b", sections[tag]):
+                        problems.append(f"{m.group(0)} {path}: '{part}' not in the {tag} contract")
+    assert not problems, "\n".join(problems)
+    if doc != "dcu_notes.md":
+        assert checked, f"{doc}: no artifact field path found (extraction broken?)"
+
+
+# ----------------------------------------------------------------------------- decision thresholds
+
+def test_quoted_decision_thresholds_match_rules():
+    import yaml
+    rules_path = REFS / "decision_rules.yaml"
+    if not rules_path.exists():
+        pytest.skip("decision_rules.yaml not present")
+    rules = yaml.safe_load(rules_path.read_text(encoding="utf-8"))
+    thresholds = {k: v["value"] for k, v in rules["thresholds"].items()}
+    rule_ids = {r["id"] for r in rules["rules"]}
+    text = _text("optimization_patterns.md")
+    section = text.split("## 0.", 1)[1].split("\n## ", 1)[0]
+    quoted = re.findall(r"`([a-z_]+)` ([0-9]+(?:\.[0-9]+)?)", section)
+    quoted = [(name, value) for name, value in quoted if name in thresholds]
+    assert len(quoted) >= 6, "the thresholds of decision_rules.yaml are no longer quoted in §0"
+    for name, value in quoted:
+        assert float(value) == float(thresholds[name]), f"§0 quotes {name} {value}, rules say {thresholds[name]}"
+    named_rules = re.findall(r"^\| [^|]+ \| `([a-z_]+)`", section, re.M)
+    assert named_rules and set(named_rules) <= rule_ids, set(named_rules) - rule_ids
+
+
+def test_h200_measured_copy_matches_capture_summary():
+    summary = ROOT / "tests" / "fixtures" / "inductor_h200" / "summary.json"
+    if not summary.exists():
+        pytest.skip("H200 capture fixtures not present")
+    runs = json.loads(summary.read_text(encoding="utf-8"))["results"]
+    copy = next(r["copy_bandwidth"] for r in runs if "copy_bandwidth" in r)
+    h200 = next(r for r in _peaks() if r["name"] == "H200" and r["kind"] == "measured")
+    assert h200["copy_gbps"] == round(copy["gbps"], 1)
