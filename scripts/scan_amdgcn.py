@@ -36,6 +36,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--arch", help="judge occupancy for this arch (default: the listing's "
                                        "own target), e.g. gfx942, gfx936")
     parser.add_argument("--json-out", help="write the isa_scan/1 JSON here")
+    parser.add_argument("--sass", action="store_true",
+                        help="in a tree, also disassemble .cubin files that have a .ptx next to "
+                             "them (runs the bundled cuobjdump twice per file)")
     parser.add_argument("--quiet", action="store_true", help="no summary on stdout")
     return parser
 
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
     if args.arch and archs.info(args.arch) is None:
         known = ", ".join(sorted(archs.ARCHS))
         raise InputError(f"unknown --arch {args.arch!r}; known: {known}")
-    kernels = scan_path(args.artifacts, kernel=args.kernel, arch=args.arch)
+    kernels = scan_path(args.artifacts, kernel=args.kernel, arch=args.arch, sass=args.sass)
     verdicts: dict[str, int] = {}
     for k in kernels:
         verdicts[k["verdict"]] = verdicts.get(k["verdict"], 0) + 1

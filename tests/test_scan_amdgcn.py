@@ -271,10 +271,15 @@ def test_sass_text_with_resource_usage():
 @pytest.mark.skipif(nvidia_tool("cuobjdump") is None, reason="no cuobjdump (Triton wheel / CUDA)")
 def test_cubin_disassembled_with_bundled_cuobjdump():
     (k,) = [r for r in scan_path(ISA / "sm90" / "add_fp32.cubin")]
+    # cuobjdump -sass: 4 'LDG.E.128', 2 'STG.E.128'; --dump-resource-usage: 'REG:26'
     assert k["format"] == "sass" and k["arch"] == "sm_90"
     assert k["widths"]["LDG"] == {"E.128": 4} and k["widths"]["STG"] == {"E.128": 2}
     assert k["resources"]["registers"] == 26
     assert k["triton_metadata"]["num_warps"] == 4
+    # in a tree the cubin is disassembled only on request (a .ptx sits next to it)
+    assert [r["format"] for r in scan_path(ISA / "sm90", kernel="add_fp32")] == ["ptx"]
+    assert sorted(r["format"] for r in scan_path(ISA / "sm90", kernel="add_fp32", sass=True)) == \
+        ["ptx", "sass"]
 
 
 # ---- files, trees, filters --------------------------------------------------------------------
@@ -345,3 +350,85 @@ def test_cli_errors_are_one_line_exit_2(run_script, tmp_path):
     proc = run_script("scan_amdgcn.py", ISA / "gfx90a-pr32", "--arch", "gfx1234", cwd=tmp_path)
     assert proc.returncode == 2 and "unknown --arch" in proc.stderr
     assert run_script("scan_amdgcn.py", "--help", cwd=tmp_path).returncode == 0
+
+
+# ---- real TorchInductor kernels (captured on an H200, compiled here for AMD; README) ---------
+
+IND = ISA / "inductor"
+POI = "triton_poi_fused_add_gelu_mul_0"
+RED = "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0"
+IDX = "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
+def test_inductor_pointwise_buffer_only_with_pointer_range(arch):
+    (pr,) = scan_path(IND / f"{arch}-pr32" / f"{POI}.amdgcn")
+    (no,) = scan_path(IND / f"{arch}-nopr" / f"{POI}.amdgcn")
+    # grep -cE '^\s+buffer_load_dwordx2 ' -> 3 ; buffer_store_dwordx2 -> 1 (pr32);
+    # '^\s+global_load_dwordx2 ' -> 3 ; global_store_dwordx2 -> 1 (nopr): 4 fp16 per lane, 8 B
+    assert pr["widths"]["buffer_load"] == {"dwordx2": 3} and pr["widths"]["buffer_store"] == {"dwordx2": 1}
+    assert no["widths"]["global_load"] == {"dwordx2": 3} and no["widths"]["global_store"] == {"dwordx2": 1}
+    assert (pr["verdict"], no["verdict"]) == ("buffer", "global")
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
+def test_inductor_reduction_mixed_without_pointer_range(arch):
+    (pr,) = scan_path(IND / f"{arch}-pr32" / f"{RED}.amdgcn")
+    (no,) = scan_path(IND / f"{arch}-nopr" / f"{RED}.amdgcn")
+    # pr32: grep -cE '^\s+buffer_load_' -> 16, '^\s+buffer_store_' -> 8, global_ -> 0
+    # nopr: buffer_load_ -> 8, global_load_ -> 8, global_store_ -> 8
+    assert pr["data_ops"]["buffer"] == 24 and pr["verdict"] == "buffer"
+    assert (no["families"]["buffer_load"], no["families"]["global_load"],
+            no["families"]["global_store"]) == (8, 8, 8)
+    assert no["verdict"] == "mixed"
+    # 6 ds_bpermute_b32 + 5 ds_read_b32 + 5 ds_write_b32; LDS 192 B and 16 warps from the .json
+    assert (pr["families"]["ds_other"], pr["families"]["ds_read"], pr["families"]["ds_write"]) == (6, 5, 5)
+    assert pr["resources"]["lds_bytes"] == 192 and pr["resources"]["num_warps"] == 16
+
+
+def test_inductor_index_add_atomics_per_arch_and_hint():
+    def fam(folder):
+        (k,) = scan_path(IND / folder / f"{IDX}.amdgcn")
+        return k["families"]
+    # grep -cE '^\s+buffer_atomic_add_f32 ' gfx942-pr32 -> 4; '^\s+global_atomic_add_f32 ' gfx942-nopr
+    # -> 4; '^\s+global_atomic_cmpswap ' in both gfx90a listings -> 4
+    assert fam("gfx942-pr32")["buffer_atomic"] == 4
+    assert fam("gfx942-nopr")["global_atomic"] == 4
+    assert fam("gfx90a-pr32")["global_atomic_cas"] == 4
+    assert fam("gfx90a-nopr")["global_atomic_cas"] == 4
+
+
+def test_real_h200_inductor_cache_root():
+    # torch 2.11 / triton 3.6 on an H200: <cache root>/tmp*/triton/<key>/<name>.{ptx,cubin,json}
+    root = Path(__file__).resolve().parent / "fixtures" / "inductor_h200" / "scatter_index_add"
+    if not root.exists():
+        pytest.skip("inductor_h200 capture not present")
+    records = scan_path(root / "inductor_cache", kernel=IDX)
+    # without --sass the .cubin next to each .ptx is not disassembled
+    assert records and {(r["format"], r["arch"]) for r in records} == {("ptx", "sm_90")}
+    key = "FWLZZK6J6XAFW46MAJ6VUUM7O4VMIPQFES2V36W57OWFX4CH73DA"
+    (k,) = [r for r in records if key in r["source"]]
+    # grep -c 'atom.global' -> 4 ('atom.global.gpu.relaxed.add.v4.f32'); grep -c 'ld.global' -> 7
+    assert k["families"]["atom_global"] == 4
+    assert k["families"]["ld_global"] + k["families"]["ld_global_nc"] == 7
+    assert k["resources"]["shared_bytes"] == 2048 and k["resources"]["num_warps"] == 8
+    for r in records:   # every autotune variant: scanner count == a plain regex count
+        text = Path(r["source"]).read_text()
+        assert r["families"]["atom_global"] == text.count("atom.global.")
+
+
+def test_llvm_objdump_style_listing():
+    # llvm-objdump -d prints '<addr> <symbol>:' and '// <addr>: <encoding>' comments, no metadata
+    lines = ["", "0000000000001900 <add_fp32>:"]
+    for raw in read("gfx942-nopr/add_fp32.amdgcn").splitlines():
+        code = raw.split(";")[0].strip()
+        if code and not code.startswith(".") and not code.endswith(":") and code[0].islower() \
+                and "_" in code.split()[0]:
+            lines.append(f"\t{code:<50} // 000000001900: BF8C0000")
+        if code.startswith(".Lfunc_end"):
+            break
+    k = only(scan_text("\n".join(lines), arch="gfx942"))
+    assert k["name"] == "add_fp32"
+    real = only(scan_text(read("gfx942-nopr/add_fp32.amdgcn")))
+    assert k["families"] == real["families"] and k["verdict"] == "global"
+    assert k["occupancy"]["waves_per_simd"] is None and "vgpr_count" in k["occupancy"]["unknown"]

@@ -186,8 +186,12 @@ def _scan_file(path: Path, meta: dict | None, arch: str | None) -> list[dict]:
     return result["kernels"]
 
 
-def find_listings(root: Path) -> list[tuple[Path, Path | None]]:
-    """(listing, metadata json or None) for every listing under ``root``."""
+def find_listings(root: Path, sass: bool = False) -> list[tuple[Path, Path | None]]:
+    """(listing, metadata json or None) for every listing under ``root``.
+
+    A ``.cubin`` with a ``.ptx`` of the same kernel next to it is skipped unless ``sass``:
+    disassembling means two cuobjdump runs per file, slow on a large cache.
+    """
     found = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
@@ -195,6 +199,8 @@ def find_listings(root: Path) -> list[tuple[Path, Path | None]]:
         for fname in sorted(filenames):
             p = Path(dirpath) / fname
             if p.suffix not in ASM_SUFFIXES or fname.startswith("."):
+                continue
+            if p.suffix == ".cubin" and not sass and f"{p.stem}.ptx" in names:
                 continue
             meta = Path(dirpath) / (p.stem + ".json")
             found.append((p, meta if meta.name in names else None))
@@ -210,18 +216,19 @@ def _listing_for_json(path: Path) -> Path:
 
 
 def scan_path(path: str | os.PathLike, kernel: str | None = None, *,
-              arch: str | None = None) -> list[dict]:
+              arch: str | None = None, sass: bool = False) -> list[dict]:
     """Scan a listing, a Triton ``<name>.json`` or a tree; one record per kernel found.
 
     ``kernel`` keeps kernels whose name equals it or, when none does, contains it;
-    no match raises :class:`InputError` listing the names found.
+    no match raises :class:`InputError` listing the names found.  In a tree, ``sass``
+    also disassembles the ``.cubin`` files that have a ``.ptx`` next to them.
     """
     root = Path(path)
     if not root.exists():
         raise InputError(f"{root}: no such file or directory")
     records: list[dict] = []
     if root.is_dir():
-        listings = find_listings(root)
+        listings = find_listings(root, sass=sass)
         if not listings:
             raise InputError(f"{root}: no .amdgcn, .s, .ptx, .sass or .cubin listing found")
         skipped = 0

@@ -557,8 +557,8 @@ def mix_summary(scan: dict) -> dict:
 
 # Static VALU instructions per data byte one lane moves.  Machine balance for
 # reference: a BW1000 (gfx936) does ~14.9 T fp32 FMA lane-ops/s against ~1.34 TB/s
-# of measured HBM read bandwidth (public/samples/dcu/kra_machine_*), ~11 lane-ops
-# per byte; an MI300X ~15.  Fixtures (tests/fixtures/isa): a fp32 add has ~0.2,
+# of measured HBM read bandwidth (a public calibration, LearnMF/kernel-roofline-
+# analysis-tools machines/gfx936-bw1000.json), ~11 lane-ops per byte; an MI300X ~15.  Fixtures (tests/fixtures/isa): a fp32 add has ~0.2,
 # a row softmax ~4, exact-erf GELU on fp16 ~10.7.  Static counts ignore loop trip
 # counts, so this reads straight-line (pointwise / persistent) kernels only.
 BALANCED_VALU_PER_BYTE = 2.0

@@ -299,8 +299,8 @@ def scan_sass(text: str, resource_usage: str | None = None) -> dict:
         data_bytes = {"load": 0, "store": 0, "atomic": 0}
         for op, n in k["ops"].items():
             head = op.split(".")[0]
-            if head == "ATOM" or head == "ATOMG":
-                head = "ATOMG"
+            # generic ATOM and Hopper's REDG / ATOMG spellings roll into ATOMG / RED
+            head = {"ATOM": "ATOMG", "REDG": "RED"}.get(head, head)
             if head in families:
                 families[head] += n
                 widths.setdefault(head, Counter())[op[len(op.split(".")[0]):].lstrip(".") or "32"] += n
