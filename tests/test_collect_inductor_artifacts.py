@@ -223,14 +223,16 @@ def test_capture_dir_standalone_and_saved_inputs(run_script, tmp_path):
     events = (Path(__file__).parent / "fixtures" / "autotune_logs" / "autotune_events_contract.jsonl")
     lines = events.read_text().splitlines()
     launch = json.loads(lines[2])
-    launch["args"][1]["saved"] = "inputs/in_ptr1.pt"
+    launch["args"][1]["saved"] = f"{kernel}.inputs/arg1.pt"  # as autotune_capture_patch names it
     lines[2] = json.dumps(launch)
     (cap / "autotune.log").write_text("\n".join(lines) + "\n")
     module = next(p for p in (pc / "inductor_cache").rglob("*.py")
                   if f"def {kernel}(" in p.read_text() and "async_compile" not in p.read_text())
     (cap / f"{kernel}.py").write_bytes(module.read_bytes())  # named autotune_kernels/<kernel>.py
-    (cap / "inputs").mkdir()
-    (cap / "inputs" / "in_ptr1.pt").write_bytes(b"\x00" * 64)
+    (cap / f"{kernel}__s2.py").write_bytes(module.read_bytes())  # a second argument signature
+    (cap / f"{kernel}.inputs").mkdir()
+    (cap / f"{kernel}.inputs" / "arg1.pt").write_bytes(b"\x00" * 64)
+    (cap / f"{kernel}.inputs" / "arg2.pt").write_bytes(b"\x00" * 64)
     (cap / f"{kernel}_meta.json").write_text("{}")
     (cap / f"{kernel}0.py").write_text("another kernel")  # a longer name is not this kernel
     doc = _collect(run_script, tmp_path / "o", "--log", pc / "log_profile.txt", "--cache-root",
@@ -242,8 +244,10 @@ def test_capture_dir_standalone_and_saved_inputs(run_script, tmp_path):
     by_kind = {}
     for a in k["artifacts"]:
         by_kind.setdefault(a["kind"], []).append(a["path"])
-    assert by_kind["capture_standalone"] == [f"{kernel}/capture/{kernel}.py"]
-    assert by_kind["capture_input"] == [f"{kernel}/capture/inputs/in_ptr1.pt"]
+    assert sorted(by_kind["capture_standalone"]) == [f"{kernel}/capture/{kernel}.py",
+                                                     f"{kernel}/capture/{kernel}__s2.py"]
+    assert sorted(by_kind["capture_input"]) == [f"{kernel}/capture/{kernel}.inputs/arg1.pt",
+                                                f"{kernel}/capture/{kernel}.inputs/arg2.pt"]
     assert by_kind["capture_file"] == [f"{kernel}/capture/{kernel}_meta.json"]
     assert "capture_standalone" not in {m["kind"] for m in k["missing"]}
     other = next(x for x in doc["kernels"] if x["kernel"] == "triton_red_fused_sum_0")

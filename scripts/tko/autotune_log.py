@@ -211,6 +211,7 @@ class KernelFacts:
     num_bytes: int | None = None
     bytes_source: str | None = None
     standalone_file: str | None = None
+    standalone_files: list[str] = field(default_factory=list)  # one per argument signature
     device: dict | None = None
     saved_inputs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -332,7 +333,9 @@ class _FileParser:
         fact = self.out.fact(kernel)
         fact.add_source(event.get("source_file"))
         if isinstance(event.get("standalone_file"), str):
-            fact.standalone_file = event["standalone_file"]
+            fact.standalone_file = fact.standalone_file or event["standalone_file"]
+            if event["standalone_file"] not in fact.standalone_files:
+                fact.standalone_files.append(event["standalone_file"])
         if isinstance(event.get("device"), dict):
             fact.device = event["device"]
         if isinstance(event.get("kind"), str):

@@ -590,20 +590,26 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
                     missing.append({"kind": s, "reason": f"no cache entry of {kernel} has a .{s} "
                                                          "file"})
 
-        # the capture: standalone file, saved inputs, other files named after the kernel
+        # the capture: standalone files (one per argument signature: <kernel>.py,
+        # <kernel>__s2.py, ...), saved inputs (<kernel>.inputs/), other files named after it
         if capture is not None:
             fact = capture_facts.get(kernel)
-            wanted = [("capture_standalone", fact.standalone_file)] if fact and \
-                fact.standalone_file else []
-            wanted.append(("capture_standalone", f"{kernel}.py"))
+            wanted = [("capture_standalone", f) for f in (fact.standalone_files if fact else [])]
             wanted += [("capture_input", s) for s in (fact.saved_inputs if fact else [])]
+            standalone = re.compile(re.escape(kernel) + r"(?:__s\d+)?\.py$")
             prefix = tuple(kernel + sep for sep in "._-")
-            wanted += [("capture_file", p.name) for p in capture.children(capture.given)
-                       if p.name.startswith(prefix) and p.name != f"{kernel}.py"]
-            sub = capture.given / kernel
-            if sub.is_dir() and not sub.is_symlink():
-                wanted += [("capture_file", str(p.relative_to(capture.given)))
-                           for p, _ in capture.files(sub)]
+            for child in capture.children(capture.given):
+                if not (child.name.startswith(prefix) or child.name == kernel):
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    kind = "capture_input" if child.name == kernel + ".inputs" else "capture_file"
+                    wanted += [(kind, str(p.relative_to(capture.given)))
+                               for p, _ in capture.files(child)]
+                elif child.is_dir():
+                    capture.inside(child)  # a linked folder: refused when it leaves the root
+                else:
+                    wanted.append(("capture_standalone" if standalone.match(child.name)
+                                   else "capture_file", child.name))
             seen_real: set[Path] = set()
             for kind, raw in wanted:
                 p = _in_capture(raw, capture)
@@ -613,8 +619,7 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
                 if real is None or real in seen_real or not real.is_file():
                     continue
                 seen_real.add(real)
-                rel = p.relative_to(capture.given).parts if capture.given in p.parents \
-                    else (p.name,)
+                rel = real.relative_to(capture.real).parts
                 add(col.copy(kdir, ["capture", *map(safe_filename, rel[:-1]),
                                     safe_filename(rel[-1])], p, real, kind))
             if not any(a["kind"] == "capture_standalone" for a in artifacts):
