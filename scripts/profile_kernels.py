@@ -192,8 +192,9 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
                          if args.include_compile or not (launches and launches[i].compile_phase)]
             summary["gpu_busy_us"] = round(pr._span_union(kernel_iv + other), 3)
             summary["gpu_busy_kernels_only_us"] = round(pr._span_union(kernel_iv), 3)
-            attributed = sum(1 for i in launches.values() if i.runtime_call)
-            summary["launches_attributed"] = attributed
+            linked = [i.linked_by for i in launches.values()]
+            summary["launches_attributed"] = sum(1 for x in linked if x)
+            summary["launches_linked_by"] = {k: linked.count(k) for k in sorted({x for x in linked if x})}
             payload["device"] = _device_info(parsed.trace.device_properties)
         else:
             summary["wall_span_us"] = summary.get("kernel_span_us")
@@ -231,6 +232,12 @@ def _us(v) -> str:
     return f"{v:,.1f}" if v >= 100 else f"{v:.2f}"
 
 
+def _pct(share) -> str:
+    """Percent with enough digits that a small non-zero share does not read as 0."""
+    p = share * 100
+    return f"{p:.1f}%" if p >= 1 or p == 0 else f"{p:.2g}%"
+
+
 def render_markdown(doc: dict) -> str:
     s = doc["summary"]
     src = doc["source"]
@@ -242,7 +249,7 @@ def render_markdown(doc: dict) -> str:
     for d in doc.get("device", []):
         lines.append(f"- device: {d.get('name', '?')}")
     lines.append(f"- GPU kernel time: {_us(s['kernel_time_us'])} µs in {s['dispatches']} dispatches of "
-                 f"{s['kernels']} kernels; Triton share {s['triton_share'] * 100:.1f}%")
+                 f"{s['kernels']} kernels; Triton share {_pct(s['triton_share'])}")
     if s.get("gpu_busy_us") is not None:
         util = s.get("gpu_utilization")
         lines.append(f"- GPU busy: {_us(s['gpu_busy_us'])} µs of a {_us(s['wall_span_us'])} µs span"

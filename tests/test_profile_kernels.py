@@ -285,6 +285,7 @@ def test_h200_pointwise_chain_trace(run_script, tmp_path):
     doc, md = run_profile(run_script, tmp_path, "--trace", H200 / "pointwise_chain" / "trace.json.gz")
     s = doc["summary"]
     assert (s["dispatches"], s["excluded_compile_dispatches"]) == (16, 624)
+    assert s["launches_linked_by"] == {"correlation": 640}
     assert s["kernel_time_us"] == pytest.approx(806.363)
     assert s["excluded_compile_us"] == pytest.approx(19631.485)
     top = doc["kernels"][0]
@@ -403,3 +404,39 @@ def test_command_on_gpu_ranks_compiled_kernels(run_script, tmp_path):
     assert fused["inductor"]["kernel_file"].endswith(".py") and "XBLOCK" in fused["inductor"]["kernel_kwargs"]
     assert doc["kernels"][0]["launch_op"] == "aten::mm" and doc["kernels"][0]["origin"] == "library"
     assert "step" in doc["kernels"][0]["op_chain"]
+
+
+def test_nsys_kernel_summary_layout(run_script, tmp_path):
+    # Layout of `nsys stats --report cuda_gpu_kern_sum --format csv` as its report script documents
+    # it (Time (%), Total Time (ns), Instances, Avg/Med/Min/Max/StdDev (ns), Name; a title line before
+    # the header, thousands separators); the kernel rows are made up for this test, no real capture.
+    text = (" ** CUDA GPU Kernel Summary (cuda_gpu_kern_sum):\n\n"
+            '"Time (%)","Total Time (ns)","Instances","Avg (ns)","Med (ns)","Min (ns)","Max (ns)",'
+            '"StdDev (ns)","Name"\n'
+            '"75.0","3,000,000","3","1,000,000.0","1,000,000.0","900,000","1,100,000","100,000.0",'
+            '"triton_poi_fused_add_0"\n'
+            '"25.0","1,000,000","1","1,000,000.0","1,000,000.0","1,000,000","1,000,000","0.0",'
+            '"void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)"\n')
+    path = tmp_path / "report_cuda_gpu_kern_sum.csv"
+    path.write_text(text)
+    doc, _ = run_profile(run_script, tmp_path, "--nsys", path)
+    assert doc["source"]["inputs"][0]["format"] == "nsys_kern_sum"
+    k = doc["kernels"][0]
+    assert (k["name"], k["calls"], k["total_us"], k["min_us"], k["max_us"], k["share"]) == (
+        "triton_poi_fused_add_0", 3, 3000.0, 900.0, 1100.0, 0.75)
+    assert doc["kernels"][1]["origin"] == "library" and doc["problems"] == []
+
+
+def test_external_id_links_kernels_when_runtime_events_are_missing(run_script, tmp_path):
+    # Same H200 trace with every runtime call and flow event removed: the kernels' External id
+    # still names the CPU op that launched them, so the ranking and attribution do not change.
+    src = json.loads(gzip.open(H200 / "pointwise_chain" / "trace.json.gz").read())
+    src["traceEvents"] = [e for e in src["traceEvents"]
+                          if e.get("cat") not in ("cuda_runtime", "cuda_driver", "ac2g")]
+    path = tmp_path / "no_runtime.json"
+    path.write_text(json.dumps(src))
+    doc, _ = run_profile(run_script, tmp_path, "--trace", path)
+    assert doc["summary"]["launches_linked_by"] == {"external_id": 640}
+    assert doc["summary"]["dispatches"] == 16  # the compile-phase launches are still recognised
+    top = doc["kernels"][0]
+    assert top["launch_op"] == "## Call CompiledFxGraph None ##" and top["total_us"] == pytest.approx(642.748)

@@ -58,6 +58,7 @@ def classify(name: str, triton_launch: bool = False, triton_names: list[re.Patte
 @dataclass
 class LaunchInfo:
     runtime_call: str | None = None
+    linked_by: str | None = None                            # correlation / flow / external_id
     chain: list[str] = field(default_factory=list)          # enclosing op names, innermost first
     python_stack: list[str] = field(default_factory=list)   # innermost first
     inductor: dict | None = None                            # args of Inductor's launch record
@@ -116,10 +117,18 @@ def attribute_launches(trace: ChromeTrace) -> dict[int, LaunchInfo]:
         if "s" in ends and "f" in ends:
             flow_by_kernel_pos[ends["f"]] = ends["s"]
 
+    op_by_ext = {}
+    for op in trace.cpu_ops:
+        ext = op.args.get("External id")
+        if ext is not None and op.cat == "cpu_op":
+            op_by_ext.setdefault(ext, op)
     launch_of: dict[int, TraceEvent] = {}
+    link: dict[int, str] = {}
     for idx, k in enumerate(trace.kernels):
         rt = runtime_by_corr.get(k.args.get("correlation"))
+        link[idx] = "correlation"
         if rt is None:
+            link[idx] = "flow"
             s = flow_by_kernel_pos.get((k.pid, k.tid, k.ts))
             if s is not None:
                 key = (s[0], s[1])
@@ -127,6 +136,11 @@ def attribute_launches(trace: ChromeTrace) -> dict[int, LaunchInfo]:
                 j = bisect.bisect_left(starts, s[2] - 0.01)
                 if j < len(starts) and abs(starts[j] - s[2]) < 0.5:
                     rt = runtime_by_thread[key][j]
+        if rt is None:
+            # no runtime event (some ROCm traces): the kernel's External id names its CPU op
+            op = op_by_ext.get(k.args.get("External id"))
+            if op is not None:
+                rt, link[idx] = op, "external_id"
         if rt is not None:
             launch_of[idx] = rt
     # enclosing CPU ops and python frames of every launching runtime call, one sweep per thread
@@ -148,8 +162,12 @@ def attribute_launches(trace: ChromeTrace) -> dict[int, LaunchInfo]:
         rt = launch_of.get(idx)
         if rt is None:
             continue
-        info.runtime_call = rt.name
+        info.linked_by = link[idx]
         ops = ops_of.get(id(rt), [])
+        if rt.cat in ("cpu_op", "user_annotation"):
+            ops = [rt] + ops  # linked by External id: the op itself is the innermost
+        else:
+            info.runtime_call = rt.name
         for op in ops:
             if info.inductor is None and op.args.get("kernel_backend") is not None:
                 info.inductor = {a: op.args[a] for a in (
