@@ -367,7 +367,9 @@ class _FileParser:
             tuning = Tuning(kernel=kernel, origin=self.where(lineno), fmt=FMT_EVENTS, phase=kind,
                             pid=_int(event.get("pid")),
                             statistic=str(event.get("statistic") or "unknown"),
-                            statistic_basis="recorded by the capture patch"
+                            statistic_basis=("recorded by the capture patch"
+                                             + (f" (benchmarker: {event['benchmarker']})"
+                                                if event.get("benchmarker") else ""))
                             if event.get("statistic") else "not recorded")
             for item in timings:
                 cfg = normalize_config(item.get("config")) if isinstance(item, dict) else None
