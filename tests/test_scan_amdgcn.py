@@ -369,6 +369,7 @@ def test_inductor_pointwise_buffer_only_with_pointer_range(arch):
     assert pr["widths"]["buffer_load"] == {"dwordx2": 3} and pr["widths"]["buffer_store"] == {"dwordx2": 1}
     assert no["widths"]["global_load"] == {"dwordx2": 3} and no["widths"]["global_store"] == {"dwordx2": 1}
     assert (pr["verdict"], no["verdict"]) == ("buffer", "global")
+    assert any(f.startswith("widest data load moves 8 B per lane") for f in pr["findings"])
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
@@ -381,6 +382,7 @@ def test_inductor_reduction_mixed_without_pointer_range(arch):
     assert (no["families"]["buffer_load"], no["families"]["global_load"],
             no["families"]["global_store"]) == (8, 8, 8)
     assert no["verdict"] == "mixed"
+    assert any("(8 buffer, 16 global; 33% buffer)" in f for f in no["findings"])
     # 6 ds_bpermute_b32 + 5 ds_read_b32 + 5 ds_write_b32; LDS 192 B and 16 warps from the .json
     assert (pr["families"]["ds_other"], pr["families"]["ds_read"], pr["families"]["ds_write"]) == (6, 5, 5)
     assert pr["resources"]["lds_bytes"] == 192 and pr["resources"]["num_warps"] == 16

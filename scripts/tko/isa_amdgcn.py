@@ -482,8 +482,16 @@ def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[s
                        "pointer is global")
     else:
         parts = ", ".join(f"{n} {p}" for p, n in counts.items() if n and p != "mls")
-        out.append(f"mixed addressing ({parts}): some pointers got buffer ops and others did "
-                   f"not; compare their offset formulas and hints argument by argument")
+        share = round(100 * counts["buffer"] / total)
+        out.append(f"mixed addressing ({parts}; {share}% buffer): some pointers got buffer ops "
+                   f"and others did not; compare their offset formulas and hints argument by "
+                   f"argument")
+    load_widths = [lane_bytes(f, w) for f in LOAD_FAMILIES for w in widths.get(f, {})]
+    if load_widths and min(load_widths) >= 4 and max(load_widths) < 16:
+        widest = max(load_widths)
+        out.append(f"widest data load moves {widest} B per lane (no dwordx4): fewer elements per "
+                   f"lane than a 16-byte access needs; for a pointwise kernel, more elements per "
+                   f"lane (XBLOCK / (num_warps * 64)) or contiguity/divisibility hints may widen it")
     narrow = []
     for family in LOAD_FAMILIES + STORE_FAMILIES:
         for width, n in widths.get(family, {}).items():
