@@ -173,6 +173,43 @@ def test_without_torch_and_triton(run_script, tmp_path, fixtures_dir):
     assert "NOT importable" in res.stdout
 
 
+_CRASH_ON_TORCH_IMPORT = """
+import os, signal, sys, time
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            {action}
+        return None
+sys.meta_path.insert(0, _Finder())
+"""
+
+
+def test_torch_import_crash_is_recorded_and_triton_still_probed(run_script, tmp_path):
+    """A torch whose import kills the interpreter (as a broken driver stack can) is one record."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        _CRASH_ON_TORCH_IMPORT.format(action="os.kill(os.getpid(), signal.SIGSEGV)"))
+    res = run_script("check_env.py", "--out", "env.json", cwd=tmp_path,
+                     env={"PYTHONPATH": str(site)})
+    assert res.returncode == 0, res.stderr
+    doc = _load(tmp_path / "env.json")
+    assert doc["torch"]["importable"] is False
+    assert "status -11" in doc["torch"]["error"]
+    assert doc["triton"]["importable"] is True       # probed in its own subprocess
+    assert any("torch is not importable" in w for w in doc["warnings"])
+
+
+def test_hanging_import_times_out(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_CRASH_ON_TORCH_IMPORT.format(action="time.sleep(60)"))
+    env = dict(os.environ, PYTHONPATH=str(site))
+    child = env_probe.run_child("torch", env=env, timeout=2)
+    rec = env_probe._import_record(child, "torch")
+    assert rec["importable"] is False and "timed out after 2 s" in rec["error"]
+
+
 # --------------------------------------------------------------------------- fake DCU tools
 
 def _fake_tool(folder, name, script):

@@ -150,7 +150,8 @@ def child_main(kind: str, args_json: str) -> None:
     """Entry point of a probe child: print one marker line with the JSON result."""
     args = json.loads(args_json)
     handlers: dict[str, Callable[[dict], dict]] = {
-        "runtime": _child_runtime, "native": _child_native, "smoke": _child_smoke}
+        "torch": _child_torch, "triton": _child_triton, "native": _child_native,
+        "smoke": _child_smoke}
     try:
         result = handlers[kind](args)
     except BaseException as exc:  # the parent records whatever happened
@@ -247,59 +248,63 @@ def _buffer_ops_knob(triton_mod) -> dict:
     return out
 
 
-def _child_runtime(args: dict) -> dict:
-    result: dict[str, Any] = {}
+def _child_torch(args: dict) -> dict:
     torch_info: dict[str, Any] = {"importable": False}
     try:
         import torch  # noqa: F401
-        torch_info.update(importable=True, version=str(torch.__version__),
-                          hip=getattr(torch.version, "hip", None),
-                          cuda=getattr(torch.version, "cuda", None),
-                          git_version=getattr(torch.version, "git_version", None),
-                          file=getattr(torch, "__file__", None))
-        backend = "hip" if torch_info["hip"] else ("cuda" if torch_info["cuda"] else "cpu")
-        torch_info["backend"] = backend
-        try:
-            torch_info["cuda_available"] = bool(torch.cuda.is_available())
-            torch_info["device_count"] = int(torch.cuda.device_count())
-        except Exception as exc:
-            torch_info.update(cuda_available=False, device_count=0)
-            torch_info["device_error"] = _exc_record(exc)["error"]
-        devices = []
-        if torch_info.get("cuda_available"):
-            for i in range(torch_info["device_count"]):
-                try:
-                    props = torch.cuda.get_device_properties(i)
-                    devices.append(device_from_torch_props(props, i, torch_info["hip"]))
-                except Exception as exc:
-                    devices.append({"source": "torch", "index": i, **_exc_record(exc)})
-        torch_info["devices"] = devices
     except BaseException as exc:
         torch_info.update(_exc_record(exc))
-    result["torch"] = torch_info
+        return torch_info
+    torch_info.update(importable=True, version=str(torch.__version__),
+                      hip=getattr(torch.version, "hip", None),
+                      cuda=getattr(torch.version, "cuda", None),
+                      git_version=getattr(torch.version, "git_version", None),
+                      file=getattr(torch, "__file__", None))
+    torch_info["backend"] = "hip" if torch_info["hip"] else ("cuda" if torch_info["cuda"] else "cpu")
+    try:
+        torch_info["cuda_available"] = bool(torch.cuda.is_available())
+        torch_info["device_count"] = int(torch.cuda.device_count())
+    except Exception as exc:
+        torch_info.update(cuda_available=False, device_count=0)
+        torch_info["device_error"] = _exc_record(exc)["error"]
+    devices = []
+    if torch_info.get("cuda_available"):
+        for i in range(torch_info["device_count"]):
+            try:
+                props = torch.cuda.get_device_properties(i)
+                devices.append(device_from_torch_props(props, i, torch_info["hip"]))
+            except Exception as exc:
+                devices.append({"source": "torch", "index": i, **_exc_record(exc)})
+    torch_info["devices"] = devices
+    if devices:
+        # Triton's drivers decide through torch whether they are active, so the
+        # target Triton would compile for is asked here, next to the device.
+        try:
+            import triton
+            target = triton.runtime.driver.active.get_current_target()
+            torch_info["triton_active_target"] = {"backend": target.backend, "arch": str(target.arch),
+                                                  "warp_size": target.warp_size}
+        except BaseException as exc:
+            torch_info["triton_active_target_error"] = _exc_record(exc)["error"]
+    return torch_info
 
+
+def _child_triton(args: dict) -> dict:
     triton_info: dict[str, Any] = {"importable": False}
     try:
         import triton
-        triton_info.update(importable=True, version=str(getattr(triton, "__version__", None)),
-                           file=getattr(triton, "__file__", None))
-        try:
-            from triton.backends import backends as registered
-            triton_info["backends"] = sorted(registered)
-        except Exception as exc:
-            triton_info["backends_error"] = _exc_record(exc)["error"]
-        triton_info["buffer_ops_knob"] = _buffer_ops_knob(triton)
-        if torch_info.get("cuda_available"):
-            try:
-                target = triton.runtime.driver.active.get_current_target()
-                triton_info["active_target"] = {"backend": target.backend, "arch": str(target.arch),
-                                                "warp_size": target.warp_size}
-            except Exception as exc:
-                triton_info["active_target_error"] = _exc_record(exc)["error"]
     except BaseException as exc:
         triton_info.update(_exc_record(exc))
-    result["triton"] = triton_info
-    return result
+        return triton_info
+    triton_info.update(importable=True, version=str(getattr(triton, "__version__", None)),
+                       file=getattr(triton, "__file__", None))
+    try:
+        from triton.backends import backends as registered
+        triton_info["backends"] = sorted(registered)
+    except Exception as exc:
+        triton_info["backends_error"] = _exc_record(exc)["error"]
+    triton_info["buffer_ops_knob"] = _buffer_ops_knob(triton)
+    return triton_info
 
 
 def _child_native(args: dict) -> dict:
@@ -961,7 +966,8 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
     # The probes are independent processes: run them side by side (a torch import
     # takes seconds, and so may rocminfo on a busy node).
     with ThreadPoolExecutor(max_workers=8) as pool:
-        f_runtime = pool.submit(run_child, "runtime", None, None, runtime_timeout)
+        f_torch = pool.submit(run_child, "torch", None, None, runtime_timeout)
+        f_triton = pool.submit(run_child, "triton", None, None, runtime_timeout)
         f_native = pool.submit(run_child, "native", {"hip_roots": roots}, None, NATIVE_TIMEOUT_S)
         f_bundled = pool.submit(probe_bundled_nvidia, tool_timeout)
         f_tools = {spec.name: pool.submit(probe_tool, spec, None, None, tool_timeout)
@@ -972,12 +978,11 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
         dcu_stack, nvidia_stack = f_dcu.result(), f_nvidia.result()
         nvidia_stack["triton_bundled"] = f_bundled.result()
         native = f_native.result()
-        runtime = f_runtime.result()
-    torch_info = runtime.get("torch") or {"importable": False, "error": runtime.get("error"),
-                                          "error_lines": runtime.get("error_lines")}
-    triton_info = runtime.get("triton") or {"importable": False, "error": runtime.get("error")}
-    if runtime.get("child_failed"):
-        warnings.append(f"the torch/triton import probe failed: {runtime.get('error')}")
+        torch_info = _import_record(f_torch.result(), "torch")
+        triton_info = _import_record(f_triton.result(), "triton")
+    for key in ("active_target", "active_target_error"):
+        if f"triton_{key}" in torch_info:
+            triton_info[key] = torch_info.pop(f"triton_{key}")
     torch_info["dist_version"] = package_version("torch")
     triton_info["dist_version"] = package_version("triton")
     pkg = triton_package_dir()
@@ -1046,6 +1051,20 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
         payload["smoke"] = run_smoke_all(torch_info, smoke_targets, smoke_timeout, warnings)
     payload["warnings"] = warnings
     return payload
+
+
+def _import_record(child: dict, package: str) -> dict:
+    """The torch/triton record of a probe child; a child that died or hung becomes a failed import."""
+    for key in ("child_timed_out", "child_rc"):
+        child.pop(key, None)
+    if not child.get("child_failed"):
+        child.pop("stderr_tail", None)       # import-time warnings of a working package
+        child.pop("diagnostics", None)
+        return child
+    return {"importable": False,
+            "error": f"importing {package} in a subprocess failed: {child.get('error')}",
+            "error_lines": child.get("error_lines") or [], "stderr_tail": child.get("stderr_tail") or [],
+            "child_seconds": child.get("child_seconds")}
 
 
 def _hysmi_devices(hysmi: dict) -> list[dict]:
