@@ -40,7 +40,7 @@ def test_hot_memory_inefficient_kernel_is_tuned_with_cited_evidence():
     (dict(scatter=True), "atomic_or_scatter_heavy", "rewrite_model"),
     (dict(name_is_gemm=True, matrix_ops=0), "scalarized_gemm", "disable_compiled_region"),
     (dict(mean_us=3.0, calls=640), "launch_bound", "rewrite_model"),
-    (dict(pct_copy_peak=0.2, valu_per_byte=5.0), "arithmetic_bound", "rewrite_model"),
+    (dict(pct_copy_peak=0.2, valu_per_byte=9.0), "arithmetic_bound", "rewrite_model"),
     (dict(multi_pass=True, pct_copy_peak=0.3), "multi_pass_reduction", "disable_compiled_region"),
 ])
 def test_rule_fires_and_decides(override, rule, verdict):
@@ -56,7 +56,7 @@ def test_rule_fires_and_decides(override, rule, verdict):
     (dict(atomics=0, scatter=False), "atomic_or_scatter_heavy"),
     (dict(name_is_gemm=True, matrix_ops=64), "scalarized_gemm"),  # uses the matrix cores
     (dict(mean_us=3.0, calls=5), "launch_bound"),                 # tiny but rare
-    (dict(pct_copy_peak=0.2, valu_per_byte=0.5), "arithmetic_bound"),
+    (dict(pct_copy_peak=0.2, valu_per_byte=3.95), "arithmetic_bound"),  # tanh-GELU PTX, memory-bound
     (dict(multi_pass=True, pct_copy_peak=0.7), "multi_pass_reduction"),
 ])
 def test_rule_stays_silent_just_outside_its_evidence(override, rule):

@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""Merge the scripts' JSON outputs into one kernel's investigation report (Markdown + JSON twin).
+
+    python scripts/make_investigation_report.py --autotune-summary autotune_summary.json \
+        --meta meta.json --isa isa_scan.json --kernel triton_poi_fused_add_0 \
+        --out triton_investigation.md [--profile profile.json --env triton_env.json --run run.json
+        --probe probe.json --benchmark sweep.json --ab ab.json]
+
+Every input is optional except --kernel and --out: a missing input becomes a listed gap.
+The decision comes from references/decision_rules.yaml; each fired rule cites its evidence.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tko import atomic
+from tko.artifact import write_artifact
+from tko.errors import ArgumentParser, run_main
+
+TOOL = "make_investigation_report.py"
+
+
+def main(argv=None) -> int:
+    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    p.add_argument("--kernel", required=True, help="kernel name, e.g. triton_poi_fused_add_0")
+    p.add_argument("--out", required=True, help="Markdown report path")
+    p.add_argument("--json-out", default=None, help="JSON twin (default: --out with .json)")
+    p.add_argument("--autotune-summary", help="summarize_autotune_log.py output")
+    p.add_argument("--meta", help="inspect_triton_meta.py output")
+    p.add_argument("--isa", help="scan_amdgcn.py output")
+    p.add_argument("--profile", help="profile_kernels.py output")
+    p.add_argument("--env", help="check_env.py output")
+    p.add_argument("--run", help="run_captured_kernel.py output")
+    p.add_argument("--probe", help="probe_compile.py output")
+    p.add_argument("--benchmark", help="triton_benchmark_template.py or sweep output")
+    p.add_argument("--ab", help="eager_fallback_ab.py output")
+    p.add_argument("--peak-gbps", type=float, default=None,
+                   help="copy bandwidth to judge GB/s against (default: measured store, then references/device_peaks.yaml)")
+    p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
+    a = p.parse_args(argv)
+    from tko import decide, report
+
+    paths = {"autotune_summary": a.autotune_summary, "meta": a.meta, "isa": a.isa, "profile": a.profile,
+             "env": a.env, "run": a.run, "probe": a.probe, "benchmark": a.benchmark, "ab": a.ab}
+    docs = report.load_inputs(paths)
+    labels = {k: Path(v).name for k, v in paths.items() if v}
+    rules = decide.load_rules(Path(a.rules)) if a.rules else None
+    result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
+    json_out = a.json_out or str(Path(a.out).with_suffix(".json"))
+    write_artifact(json_out, "investigation_report/1", TOOL, result)
+    atomic.write_text(a.out, report.render_markdown(result))
+    print(f"{a.kernel}: {result['decision_text']}"
+          + (f" (rule {result['decision']['rule']})" if result["decision"]["rule"] else ""))
+    print(f"report: {a.out}; JSON: {json_out}; {len(result['gaps'])} gap(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog=TOOL))

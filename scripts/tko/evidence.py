@@ -1,0 +1,279 @@
+"""Gather one kernel's evidence from the artifacts of the other scripts.
+
+Each artifact is optional. ``gather`` returns the sections the report shows and the facts the
+decision rules read (``tko.decide.Fact`` with the artifact and field each value came from);
+an artifact that is absent or does not mention the kernel becomes a listed gap, never an error.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import archs
+from .decide import Fact
+
+GEMM_NAME = re.compile(r"(^|_)(mm|bmm|addmm|baddbmm|matmul|gemm)(_|$)")
+
+
+@dataclass
+class Evidence:
+    kernel: str
+    facts: dict[str, Fact] = field(default_factory=dict)
+    sections: dict[str, Any] = field(default_factory=dict)
+    gaps: list[str] = field(default_factory=list)
+
+    def fact(self, name: str, value: Any, source: str) -> None:
+        if value is not None:
+            self.facts[name] = Fact(value, source)
+
+
+def find_kernel(records: list[dict], kernel: str, key: str) -> tuple[int, dict] | tuple[None, None]:
+    """The record whose ``key`` names the kernel: exact name first, then a unique prefix match."""
+    for i, rec in enumerate(records):
+        if rec.get(key) == kernel:
+            return i, rec
+    prefixed = [(i, r) for i, r in enumerate(records) if str(r.get(key, "")).startswith(kernel)]
+    return prefixed[0] if len(prefixed) == 1 else (None, None)
+
+
+def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no profile (profile_kernels.py): profile rank and time share unknown")
+        return
+    i, rec = find_kernel(doc.get("kernels", []), ev.kernel, "name")
+    if rec is None:
+        ev.gaps.append(f"{label}: kernel not among the {len(doc.get('kernels', []))} ranked kernels "
+                       f"(run with a larger --top, or it did not run in the profiled program)")
+        return
+    where = f"{label}: kernels[{i}]"
+    ev.sections["profile"] = {k: rec.get(k) for k in ("rank", "name", "origin", "calls", "total_us",
+                                                       "mean_us", "share", "launch_op", "op_chain")}
+    ev.sections["profile"]["kernel_time_us"] = doc.get("summary", {}).get("kernel_time_us")
+    ev.sections["profile"]["ranked"] = len(doc.get("kernels", []))
+    ev.fact("share", rec.get("share"), f"{where}.share")
+    ev.fact("calls", rec.get("calls"), f"{where}.calls")
+    ev.fact("mean_us", rec.get("mean_us"), f"{where}.mean_us")
+
+
+def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no autotune summary (summarize_autotune_log.py): configs tried unknown")
+        return
+    i, rec = find_kernel(doc.get("kernels", []), ev.kernel, "kernel")
+    if rec is None:
+        ev.gaps.append(f"{label}: kernel not in the autotune summary (no capture of it)")
+        return
+    where = f"{label}: kernels[{i}]"
+    timed = [c for c in rec.get("configs", []) if c.get("ms") is not None]
+    ev.sections["autotune"] = {k: rec.get(k) for k in (
+        "kind", "winner", "winner_from", "fastest_ms", "slowest_ms", "spread", "configs", "flags",
+        "statistic", "from_cache", "num_bytes", "bytes_source", "standalone_file", "notes")}
+    launch = rec.get("launch")
+    if launch:
+        ev.sections["inputs"] = launch
+    else:
+        ev.gaps.append(f"{where}: no launch recorded (capture log without a launch event): input shapes unknown")
+    ev.fact("n_configs", len(timed) or (1 if rec.get("winner") else None), f"{where}.configs (timed)")
+    ev.fact("spread", rec.get("spread"), f"{where}.spread")
+    ev.fact("from_cache", rec.get("from_cache"), f"{where}.from_cache")
+    winner = rec.get("winner") or {}
+    ev.sections.setdefault("timing", {})["autotune_winner_ms"] = winner.get("ms")
+    if winner.get("gb_per_s") is not None:
+        ev.sections["timing"]["autotune_winner_gb_per_s"] = winner["gb_per_s"]
+        ev.sections["timing"].setdefault("gb_per_s_source", f"{where}.winner.gb_per_s")
+
+
+def _entry(meta: dict, kernel: str) -> tuple[int, dict] | tuple[None, None]:
+    kernels = meta.get("kernels", [])
+    for i, k in enumerate(kernels):
+        if k.get("name") == meta.get("entry_kernel"):
+            return i, k
+    return find_kernel(kernels, kernel, "name")
+
+
+def from_meta(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no kernel metadata (inspect_triton_meta.py): pointer hints and access kinds unknown")
+        return
+    i, k = _entry(doc, ev.kernel)
+    if k is None:
+        ev.gaps.append(f"{label}: no @triton.jit function matches the kernel")
+        return
+    where = f"{label}: kernels[{i}]"
+    ops = k.get("memory_ops", [])
+    loads = [o for o in ops if o.get("op") == "load"]
+    stores = [o for o in ops if o.get("op") == "store"]
+    atomics = k.get("atomics", [])
+    pointer_params = [p for p in k.get("params", []) if p.get("kind") == "pointer"]
+    hints = k.get("pointer_hints") or {}
+    ev.sections["meta"] = {
+        "name": k.get("name"), "kind": k.get("kind"), "source": doc.get("source"),
+        "pointers": [{"name": p["name"], "dtype": p.get("dtype"),
+                      "divisibility": (hints.get(p["name"]) or {}).get("tt.divisibility"),
+                      "pointer_range": (hints.get(p["name"]) or {}).get("tt.pointer_range")}
+                     for p in pointer_params],
+        "scalars": [{"name": p["name"], "dtype": p.get("dtype")} for p in k.get("params", [])
+                    if p.get("kind") == "scalar"],
+        "hint_calls": [h.get("text") for h in k.get("hint_calls", [])],
+        "loads": len(loads), "stores": len(stores), "atomics": len(atomics),
+        "gathers": sum(1 for o in ops if o.get("kind") == "gather"),
+        "scatters": sum(1 for o in ops + atomics if o.get("kind") == "scatter"),
+        "reductions": [r.get("op") for r in k.get("reductions", [])],
+        "findings": k.get("findings", []),
+        "inductor_facts": k.get("inductor_facts"),
+    }
+    ev.fact("loads", len(loads), f"{where}.memory_ops (op=load)")
+    ev.fact("stores", len(stores), f"{where}.memory_ops (op=store)")
+    ev.fact("atomics", len(atomics), f"{where}.atomics")
+    ev.fact("scatter", any(o.get("kind") == "scatter" or o.get("indirect") for o in stores + atomics),
+            f"{where}.memory_ops/atomics (kind=scatter or indirect offset)")
+    # Multi-pass: an input pointer loaded at several places of a reduction kernel (Inductor's
+    # looped reductions re-read the row once per pass).
+    if k.get("reductions"):
+        bases: dict[str, int] = {}
+        for o in loads:
+            for b in o.get("bases", []):
+                bases[b] = bases.get(b, 0) + 1
+        reread = sorted(b for b, n in bases.items() if n > 1)
+        ev.sections["meta"]["reread_inputs"] = reread
+        ev.fact("multi_pass", bool(reread), f"{where}.memory_ops (same base loaded {reread or 'once'})")
+    else:
+        ev.fact("multi_pass", False, f"{where}.reductions (none)")
+
+
+def _isa_record(doc: dict, kernel: str, num_warps: int | None) -> tuple[int, dict] | tuple[None, None]:
+    matches = [(i, r) for i, r in enumerate(doc.get("kernels", [])) if r.get("name") == kernel]
+    if not matches:
+        found = find_kernel(doc.get("kernels", []), kernel, "name")
+        matches = [found] if found[1] is not None else []
+    if not matches:
+        return None, None
+    if num_warps is not None:
+        for i, r in matches:
+            if (r.get("triton_metadata") or {}).get("num_warps") == num_warps:
+                return i, r
+    return matches[0]
+
+
+def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no ISA scan (scan_amdgcn.py): load/store instruction families unknown")
+        return
+    winner = (ev.sections.get("autotune") or {}).get("winner") or {}
+    i, rec = _isa_record(doc, ev.kernel, (winner.get("config") or {}).get("num_warps"))
+    if rec is None:
+        ev.gaps.append(f"{label}: no listing of this kernel among {len(doc.get('kernels', []))} scanned")
+        return
+    where = f"{label}: kernels[{i}]"
+    fam = rec.get("families", {})
+    res = rec.get("resources", {})
+    mix = rec.get("mix", {})
+    info = archs.info(rec.get("arch") or "")
+    ev.sections["isa"] = {k: rec.get(k) for k in ("name", "format", "arch", "source", "verdict",
+                                                   "data_ops", "widths", "resources", "occupancy",
+                                                   "findings")}
+    ev.sections["isa"]["families"] = {k: v for k, v in fam.items() if v}
+    ev.sections["isa"]["mix"] = mix
+    ev.sections["isa"]["records_for_kernel"] = sum(1 for r in doc.get("kernels", []) if r.get("name") == ev.kernel)
+    matrix = sum(fam.get(k, 0) for k in ("mfma", "mmac", "mma", "wgmma", "HMMA", "HGMMA", "IMMA"))
+    atomics = sum(fam.get(k, 0) for k in ("buffer_atomic", "global_atomic", "global_atomic_cas",
+                                          "flat_atomic", "atom_global", "red_global", "ATOMG", "RED"))
+    spills = sum(res.get(k) or 0 for k in ("vgpr_spill_count", "sgpr_spill_count"))
+    spills += fam.get("ld_local", 0) + fam.get("st_local", 0) + fam.get("LDL", 0) + fam.get("STL", 0)
+    ev.fact("matrix_ops", matrix, f"{where}.families (mfma/mmac/mma/wgmma)")
+    if atomics and "atomics" not in ev.facts:
+        ev.fact("atomics", atomics, f"{where}.families (atomic)")
+    ev.fact("spills", spills, f"{where}.resources spill counts / local memory ops")
+    ev.fact("valu_per_byte", mix.get("valu_per_byte"), f"{where}.mix.valu_per_byte")
+    ev.fact("memory_verdict", rec.get("verdict"), f"{where}.verdict")
+    ev.fact("vendor", info.vendor if info else ("nvidia" if rec.get("format") in ("ptx", "sass") else None),
+            f"{where}.arch ({rec.get('arch')})")
+
+
+def from_run(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no standalone run (run_captured_kernel.py): time outside the program unknown")
+        return
+    best = doc.get("best") or doc.get("fastest")
+    if doc.get("status") != "ok" or not best:
+        ev.gaps.append(f"{label}: standalone run {doc.get('status')}: {doc.get('error')}")
+        return
+    t = ev.sections.setdefault("timing", {})
+    t.update({"standalone_ms": best.get("ms"), "standalone_config": best.get("config"),
+              "standalone_bytes": best.get("bytes"), "standalone_gb_per_s": best.get("gb_per_s"),
+              "fastest_config_ms": (doc.get("fastest") or {}).get("ms")})
+    if best.get("gb_per_s") is not None:
+        t["gb_per_s_source"] = f"{label}: best.gb_per_s"
+
+
+def from_peak(ev: Evidence, peak: dict | None, device_name: str | None, arch: str | None) -> None:
+    t = ev.sections.setdefault("timing", {})
+    gbps = t.get("standalone_gb_per_s", t.get("autotune_winner_gb_per_s"))
+    ev.fact("gb_per_s", gbps, t.get("gb_per_s_source", "timing"))
+    if not peak:
+        ev.gaps.append(f"no peak bandwidth known for {device_name or 'the device'} {arch or ''}".rstrip()
+                       + ": run measure_peak_bandwidth.py on it, so GB/s gets a % of peak")
+        return
+    t["peak"] = {k: peak.get(k) for k in ("peak_gbps", "basis", "source", "kind", "where", "device", "arch")}
+    if gbps is not None and peak.get("copy_gbps"):
+        ev.fact("pct_copy_peak", gbps / peak["copy_gbps"],
+                f"{t.get('gb_per_s_source')} / copy peak {peak['copy_gbps']:.0f} GB/s ({peak['source']})")
+        t["pct_copy_peak"] = gbps / peak["copy_gbps"]
+
+
+def from_probe(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        ev.gaps.append("no compile probe (probe_compile.py): effect of hints on the ISA unknown")
+        return
+    results = doc.get("results", [])
+    base = {r["arch"]: r for r in results if r.get("variant") == "baseline" and r.get("status") == "ok"}
+    rows, found = [], None
+    for r in results:
+        s = r.get("summary") or {}
+        rows.append({"variant": r.get("variant"), "arch": r.get("arch"), "compiled_for": r.get("compiled_for"),
+                     "status": r.get("status"), "verdict": s.get("verdict"),
+                     "buffer_load": s.get("buffer_load"), "global_load": s.get("global_load"),
+                     "load_width": s.get("load_width"), "error": (r.get("error") or "")[:160] or None})
+        b = base.get(r.get("arch"))
+        if (found is None and b and r.get("status") == "ok" and r.get("variant") != "baseline"
+                and s.get("buffer_load", 0) > (b.get("summary") or {}).get("buffer_load", 0)
+                and s.get("verdict") == "buffer"):
+            found = r.get("variant")
+    ev.sections["probe"] = {"targets": doc.get("targets"), "rows": rows,
+                            "findings": doc.get("findings", []), "triton_version": doc.get("triton_version")}
+    ev.fact("probe_buffer_variant", found, f"{label}: results (first variant turning loads into buffer loads)")
+
+
+def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        return
+    ev.sections["tuning_runs"] = {"schema": doc.get("schema"), "summary": doc.get("summary"),
+                                  "cases": doc.get("cases"), "label": label}
+
+
+def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:
+    if doc is None:
+        return
+    ev.sections["fallback_ab"] = {k: doc.get(k) for k in ("disable", "arms", "speedup_fallback_over_compiled",
+                                                          "noise_spread", "verdict", "output_check")}
+
+
+def from_env(ev: Evidence, doc: dict | None) -> tuple[str | None, str | None]:
+    if doc is None:
+        ev.gaps.append("no environment record (check_env.py): versions and device unknown")
+        return None, None
+    devices = doc.get("devices") or []
+    dev = devices[0] if devices else {}
+    ev.sections["env"] = {"torch": (doc.get("torch") or {}).get("version"),
+                          "triton": (doc.get("triton") or {}).get("version"),
+                          "device": dev.get("name"), "arch": dev.get("arch"),
+                          "platform_kind": doc.get("platform_kind"),
+                          "arch_check": (doc.get("arch_check") or {}).get("message"),
+                          "buffer_ops": doc.get("buffer_ops")}
+    return dev.get("name"), dev.get("arch")
+
+
+def name_facts(ev: Evidence) -> None:
+    ev.fact("name_is_gemm", bool(GEMM_NAME.search(ev.kernel)), "kernel name")

@@ -1,0 +1,132 @@
+"""Build one kernel's investigation report: evidence -> decision -> Markdown + JSON twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import decide, evidence
+from .artifact import read_artifact
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+
+DECISION_TEXT = {
+    "leave_as_is": "leave the kernel as it is (no tuning)",
+    "tune_triton": "continue Triton tuning",
+    "disable_compiled_region": "disable the compiled region (@torch._dynamo.disable on the smallest region)",
+    "rewrite_model": "rewrite the model code",
+    None: "undecided: not enough evidence",
+}
+
+# (report key, schema names accepted, evidence adapter)
+INPUTS = {
+    "profile": ("kernel_profile", evidence.from_profile),
+    "autotune_summary": ("autotune_summary", evidence.from_summary),
+    "meta": ("triton_meta", evidence.from_meta),
+    "isa": ("isa_scan", evidence.from_isa),
+    "run": ("kernel_run", evidence.from_run),
+    "probe": ("compile_probe", evidence.from_probe),
+    "benchmark": (("benchmark", "variant_sweep"), evidence.from_benchmark_or_sweep),
+    "ab": ("fallback_ab", evidence.from_ab),
+}
+
+
+def load_inputs(paths: dict[str, str | None]) -> dict[str, dict | None]:
+    docs = {}
+    for key, path in paths.items():
+        if key == "env":
+            docs[key] = read_artifact(path, "triton_env") if path else None
+        elif key in INPUTS:
+            docs[key] = read_artifact(path, INPUTS[key][0]) if path else None
+    return docs
+
+
+def impact_text(ev: evidence.Evidence) -> str:
+    parts = []
+    t = ev.sections.get("timing", {})
+    runs = ev.sections.get("tuning_runs")
+    if runs and runs.get("summary"):
+        best = (runs["summary"] or {}).get("best")
+        parts.append(f"Variant measurements ({runs['label']}): best {best}.")
+    ab = ev.sections.get("fallback_ab")
+    if ab and ab.get("speedup_fallback_over_compiled"):
+        parts.append(f"Eager fallback: {ab['speedup_fallback_over_compiled']:.3f}x end to end "
+                     f"({ab['verdict']}).")
+    if not parts:
+        base = t.get("standalone_ms") or t.get("autotune_winner_ms")
+        parts.append("No change measured yet" + (f"; baseline {base:.4f} ms per launch." if base else "."))
+    return " ".join(parts)
+
+
+def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
+          peak_override: float | None = None, rules: dict | None = None) -> dict:
+    ev = evidence.Evidence(kernel)
+    device_name, arch = evidence.from_env(ev, docs.get("env"))
+    for key in ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab"):
+        INPUTS[key][1](ev, docs.get(key), labels.get(key, key))
+    if arch is None and ev.sections.get("isa"):
+        arch = ev.sections["isa"].get("arch")
+    if peak_override:
+        peak = {"peak_gbps": peak_override, "copy_gbps": peak_override, "basis": "copy_gbps",
+                "source": "--peak-gbps", "kind": "given", "where": "command line",
+                "device": device_name, "arch": arch}
+    else:
+        from . import peaks
+
+        peak = peaks.lookup(device_name, arch) if (device_name or arch) else None
+    evidence.from_peak(ev, peak, device_name, arch)
+    evidence.name_facts(ev)
+    decision = decide.decide(ev.facts, rules, kernel=kernel)
+    gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
+    return {
+        "kernel": kernel,
+        "decision": decision.as_dict(),
+        "decision_text": DECISION_TEXT.get(decision.verdict, decision.verdict),
+        "facts": {k: {"value": f.value, "source": f.source} for k, f in sorted(ev.facts.items())},
+        "sections": ev.sections,
+        "impact": impact_text(ev),
+        "gaps": gaps,
+        "inputs": {k: labels.get(k) for k, v in docs.items() if v is not None},
+    }
+
+
+def render_markdown(report: dict) -> str:
+    import jinja2  # lazy: only the report needs it
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.ChainableUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    template = env.get_template("investigation_report.md.j2")
+    sections = report["sections"]
+    return tidy_markdown(template.render(
+        kernel=report["kernel"], decision=report["decision"], decision_text=report["decision_text"],
+        facts=report["facts"], impact=report["impact"], gaps=report["gaps"],
+        profile=sections.get("profile"), timing=sections.get("timing", {}), autotune=sections.get("autotune"),
+        meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
+        inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
+        fallback_ab=sections.get("fallback_ab"),
+    ))
+
+
+def _block(line: str) -> str:
+    if line.startswith("|"):
+        return "table"
+    if line.startswith("- "):
+        return "list"
+    if line.startswith("#"):
+        return "heading"
+    return "text" if line.strip() else "blank"
+
+
+def tidy_markdown(text: str) -> str:
+    """One blank line between blocks of different kinds (headings, tables, lists, paragraphs)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        kind = _block(line)
+        if kind == "blank":
+            if out and out[-1] != "":
+                out.append("")
+            continue
+        if out and out[-1] != "" and (kind == "heading" or _block(out[-1]) in ("heading",)
+                                      or kind != _block(out[-1])):
+            out.append("")
+        out.append(line)
+    return "\n".join(out).strip() + "\n"
