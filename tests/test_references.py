@@ -553,3 +553,34 @@ def test_h200_measured_copy_matches_capture_summary():
     copy = next(r["copy_bandwidth"] for r in runs if "copy_bandwidth" in r)
     h200 = next(r for r in _peaks() if r["name"] == "H200" and r["kind"] == "measured")
     assert h200["copy_gbps"] == round(copy["gbps"], 1)
+
+
+# ----------------------------------------------------------------------------- worked example
+
+def test_worked_example_numbers_match_the_capture(tmp_path, run_script):
+    capture = ROOT / "tests" / "fixtures" / "inductor_h200" / "scatter_index_add"
+    if not (capture / "trace.json.gz").exists():
+        pytest.skip("H200 scatter capture not present")
+    text = _text("investigation_workflow.md")
+    example = text.split("## Worked example", 1)[1].split("\n## ", 1)[0]
+
+    proc = run_script("profile_kernels.py", "--trace", capture / "trace.json.gz",
+                      "--json-out", tmp_path / "p.json", "--markdown-out", tmp_path / "p.md")
+    assert proc.returncode == 0, proc.stderr
+    kernels = {k["name"]: k for k in json.loads((tmp_path / "p.json").read_text())["kernels"]}
+    scatter = kernels["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"]
+    init = kernels["triton_poi_fused_zeros_like_0"]
+    assert f"`share` {scatter['share']:.3f} ({scatter['calls']} calls, `mean_us` {scatter['mean_us']:.1f})" in example
+    assert f"has {init['share']:.3f}" in example and f"{init['mean_us']:.2f} µs per call" in example
+
+    proc = run_script("summarize_autotune_log.py", capture / "log_profile.txt",
+                      "--json-out", tmp_path / "a.json", "--markdown-out", tmp_path / "a.md")
+    assert proc.returncode == 0, proc.stderr
+    tuned = {k["kernel"]: k for k in json.loads((tmp_path / "a.json").read_text())["kernels"]}
+    s = tuned["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"]
+    assert f"`spread` {s['spread']:.2f}" in example and s["statistic"] == "min"
+    ms = sorted(c["ms"] for c in s["configs"] if c["ms"] is not None)[:3]
+    assert f"{ms[0]:.4f}-{ms[2]:.4f} ms" in example
+    i = tuned["triton_poi_fused_zeros_like_0"]
+    assert "flat_spread" in i["flags"] and f"({i['spread']:.3f})" in example
+    assert f"timed at {i['fastest_ms']:.4f} ms" in example
