@@ -64,6 +64,7 @@ def test_triton_one_line_form():
     assert fwd["winner"]["config"]["num_stages"] == 2
     assert fwd["tunings"][0]["duration_s"] == 2.41
     assert names["matmul_kernel"]["winner"]["config"]["kwargs"]["GROUP_SIZE_M"] == 8
+    assert summary["skipped"] == []  # the '#' header quoting the print statement is a comment
 
 
 def test_four_line_message_cut_off_is_skipped_not_fatal(tmp_path):
@@ -253,3 +254,20 @@ def test_capture_log_events_to_the_contract():
     assert "truncated" in skipped["9"] and "autotune_event/2" in skipped["10"]
     # the cut-off autotune line of pid 4102 did not become a second tuning
     assert len(add["tunings"]) == 1
+
+
+def test_noise_in_a_text_log_is_ignored_but_garbage_in_a_capture_log_is_reported(tmp_path):
+    text = tmp_path / "run.log"
+    text.write_text('{"loss": 0.25, "step": 3}\n' + ONE_LINE.read_text())
+    summary = summarize(parse_files([text]))
+    assert summary["skipped"] == [] and len(summary["kernels"]) == 2
+    events = tmp_path / "autotune.log"
+    lines = EVENTS.read_text().splitlines()[:3]
+    events.write_text("\n".join(lines[:2] + ["\x00\x00 torn write", '{"loss": 0.25}'] + lines[2:])
+                      + "\n")
+    summary = summarize(parse_files([events]))
+    reasons = {s["where"].rsplit(":", 1)[1]: s["reason"] for s in summary["skipped"]}
+    assert reasons == {"3": "not a JSON line in a JSON Lines capture log",
+                       "4": "JSON line with schema 'missing', expected autotune_event/1"}
+    (k,) = summary["kernels"]
+    assert k["num_bytes"] == 33558528  # the launch line after the garbage is still read

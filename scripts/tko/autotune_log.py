@@ -285,7 +285,7 @@ class _FileParser:
 
     # -- driver
     def parse(self, text: str) -> None:
-        lines = text.splitlines()
+        lines = text.split("\n")  # not splitlines(): form feeds etc. must not shift line numbers
         for lineno, raw in enumerate(lines, 1):
             line = raw.rstrip("\r")
             if self.triton_block is not None and self._triton_block_line(lineno, line):
@@ -294,9 +294,11 @@ class _FileParser:
                 if self._csv_line(lineno, line):
                     continue
             stripped = line.strip()
-            if not stripped:
+            if not stripped or stripped.startswith("#"):  # blank, or a comment / fixture header
                 continue
-            if stripped.startswith("{"):
+            if stripped.startswith("{") and (self.formats.get(FMT_EVENTS)
+                                             or '"schema"' in stripped[:200]
+                                             or '"event"' in stripped[:200]):
                 self._json_line(lineno, stripped)
                 continue
             if self._csv_header_line(stripped):
@@ -613,6 +615,8 @@ class _FileParser:
             return
         if any(anchor in msg for anchor in _ANCHORS):
             self.skip(lineno, "autotune log line in an unrecognised or truncated form")
+        elif self.formats.keys() == {FMT_EVENTS}:
+            self.skip(lineno, "not a JSON line in a JSON Lines capture log")
         elif "num_warps" in msg and _CFG_FIELD.match(msg) and parse_config_str(msg) is None \
                 and (m is None or m.group("site").split(":")[0].endswith(_TUNER_SITES)):
             self.skip(lineno, "config line cut short")
@@ -679,7 +683,7 @@ def parse_files(paths: list[str | Path]) -> ParsedLogs:
         data = path.read_bytes()
         if not data.strip():
             raise InputError(f"{path}: empty file")
-        if b"\x00" in data[:4096]:
+        if data[:4096].count(b"\x00") > 64:  # a few NULs (a torn write) do not make it binary
             raise InputError(f"{path}: binary file, expected a text autotune log")
         parser = _FileParser(path, out)
         parser.parse(data.decode("utf-8", errors="replace"))
