@@ -68,6 +68,11 @@ def main(argv=None) -> int:
                       debug_dirs=debug_dirs)
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out}: exists and is not a directory")
+    roots = [sources.capture_dir, sources.cache_root, *sources.triton_caches, *debug_dirs]
+    out_real = os.path.realpath(args.out)
+    for root in filter(None, roots):
+        if os.path.realpath(root) == out_real:
+            raise InputError(f"--out {args.out}: is also a folder to collect from; pick a new one")
     facts = {}
     if sources.capture_dir is not None:
         log = sources.capture_dir / "autotune.log"

@@ -211,6 +211,9 @@ def test_bad_usage_exits_2(run_script, tmp_path):
     res = run_script("collect_inductor_artifacts.py", "--cache-root", tmp_path / "nope",
                      "--out", tmp_path / "o")
     assert res.returncode == 2 and "not a directory" in res.stderr
+    res = run_script("collect_inductor_artifacts.py", "--cache-root", ROW / "inductor_cache",
+                     "--out", ROW / "inductor_cache")
+    assert res.returncode == 2 and "also a folder to collect from" in res.stderr
 
 
 def test_capture_dir_standalone_and_saved_inputs(run_script, tmp_path):
