@@ -120,7 +120,7 @@ def main(argv=None) -> int:
     result = probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
                              config=config, signature=signature, launch=launch, timeout=args.timeout,
                              workers=args.jobs, keep_dir=args.keep_dir)
-    payload, _ = probe.assemble(result, arches, package_version("triton"))
+    payload = probe.assemble(result, arches, package_version("triton"))
     payload["kernel_file"] = os.path.abspath(args.kernel_file)
     if args.keep_dir:
         payload["work_dir"] = result["work_dir"]

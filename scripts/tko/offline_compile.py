@@ -499,10 +499,32 @@ def compile_plan(fn: Any, plan: CompilePlan, arch: str, env: dict | None = None)
 
 
 def compile_error_text(exc: BaseException, max_lines: int = 6) -> str:
-    """The first informative lines of a compiler error, without the Python traceback."""
-    text = f"{type(exc).__name__}: {exc}".strip()
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    return "\n".join(lines[:max_lines])
+    """The compiler's reason first, then the source context; no Python traceback.
+
+    Triton's CompilationError reads ``at L:C:`` / source lines / caret / reason: the reason (after the
+    caret) is what a reader needs, so it goes on the first line.
+    """
+    lines = [ln.rstrip() for ln in str(exc).splitlines() if ln.strip()]
+    kind = type(exc).__name__
+    caret = next((i for i, ln in enumerate(lines) if set(ln.strip()) == {"^"}), None)
+    if caret is not None and caret + 1 < len(lines):
+        reason = " ".join(ln.strip() for ln in lines[caret + 1:])
+        where = lines[0].rstrip(":")
+        code = lines[caret - 1].strip() if caret >= 1 else ""
+        return "\n".join([f"{kind}: {reason}", f"{where}: {code}"])
+    if not lines:
+        return kind
+    return "\n".join([f"{kind}: {lines[0]}"] + lines[1:max_lines])
+
+
+def stderr_diagnostics(stderr: str, limit: int = 4) -> list[str]:
+    """``file:line:col: error: ...`` lines the MLIR/LLVM passes print to stderr (not in the exception)."""
+    found = []
+    for line in stderr.splitlines():
+        m = re.search(r"\berror:\s*(.+)", line)
+        if m and "Failures have been detected" not in line:
+            found.append(m.group(1).strip())
+    return list(dict.fromkeys(found))[:limit]
 
 
 def compile_kernel_file(path: str | os.PathLike, arch: str, *, kernel: str | None = None,

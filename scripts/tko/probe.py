@@ -317,6 +317,12 @@ def _run_job(job: Job, kernel_name: str, base_spec: dict, timeout: float) -> dic
                          + (": " + " | ".join(tail) if tail else ""), "seconds": seconds}
     result = json.loads(result_file.read_text(encoding="utf-8"))
     result["seconds"] = seconds
+    if not result.get("ok"):
+        diagnostics = offline_compile.stderr_diagnostics(proc.stderr or "")
+        if diagnostics:
+            result["diagnostics"] = diagnostics
+            first, _, rest = str(result.get("error", "")).partition("\n")
+            result["error"] = f"{first}: {diagnostics[0]}" + (f"\n{rest}" if rest else "")
     result["buffer_ops_env"] = env.get(BUFFER_OPS_ENV)
     return result
 
@@ -397,59 +403,25 @@ def _safe(name: str) -> str:
 
 LOAD_STORE_FAMILIES = ("buffer_load", "global_load", "flat_load", "buffer_store", "global_store",
                        "flat_store", "buffer_atomic", "global_atomic")
-_AMDGCN_MEM = re.compile(r"^\s*((buffer|global|flat)_(load|store|atomic)_(\w+))", re.M)
-_PTX_MEM = re.compile(r"^\s*(?:@!?%p\d+\s+)?(ld|st|atom|red)\.global((?:\.\w+)*)", re.M)
 
 
-def _temporary_scan(text: str, fmt: str) -> dict:
-    """Stand-in used only while tko.isa is unavailable: memory families and widths."""
-    families: dict[str, int] = {}
-    widths: dict[str, dict[str, int]] = {}
-    if fmt == "amdgcn":
-        for m in _AMDGCN_MEM.finditer(text):
-            line_end = text.find("\n", m.end())
-            line = text[m.start(): line_end if line_end >= 0 else None]
-            if "Folded Spill" in line or "Folded Reload" in line:
-                continue
-            family = f"{m.group(2)}_{m.group(3)}"
-            families[family] = families.get(family, 0) + 1
-            widths.setdefault(family, {})
-            widths[family][m.group(4)] = widths[family].get(m.group(4), 0) + 1
-    else:
-        for m in _PTX_MEM.finditer(text):
-            family = {"ld": "global_load", "st": "global_store"}.get(m.group(1), "global_atomic")
-            families[family] = families.get(family, 0) + 1
-            vec = re.search(r"\.v(\d)", m.group(2))
-            width = f"v{vec.group(1)}" if vec else "scalar"
-            widths.setdefault(family, {})
-            widths[family][width] = widths[family].get(width, 0) + 1
-    data = {k: v for k, v in families.items() if not k.endswith("atomic")}
-    buf = sum(v for k, v in data.items() if k.startswith("buffer"))
-    glb = sum(v for k, v in data.items() if not k.startswith("buffer"))
-    verdict = "none" if not data else ("buffer" if glb == 0 else ("global" if buf == 0 else "mixed"))
-    return {"families": families, "widths": widths, "resources": {}, "verdict": verdict}
+def scan_compiled(texts: dict, arch: str, metadata: dict) -> dict:
+    """ISA summary of one compile: the tko.isa kernel record of its AMDGCN (or PTX)."""
+    from .isa import scan_text
 
-
-def scan_compiled(texts: dict, arch: str, metadata: dict) -> tuple[dict, str]:
-    """ISA summary of one compile via tko.isa.scan_text (fallback: the temporary counter)."""
     if texts.get("amdgcn"):
         text, fmt = texts["amdgcn"], "amdgcn"
     elif texts.get("ptx"):
         text, fmt = texts["ptx"], "ptx"
     else:
-        return {"verdict": None, "families": {}, "widths": {}, "resources": {}}, "none"
-    try:
-        from .isa import scan_text
-    except ImportError:
-        return _temporary_scan(text, fmt), "temporary"
+        return {"verdict": None, "families": {}, "widths": {}, "resources": {}}
     result = scan_text(text, fmt, arch=arch, shared_bytes=metadata.get("shared"),
                        num_warps=metadata.get("num_warps"))
     kernels = result.get("kernels") or []
     name = metadata.get("name")
     chosen = next((k for k in kernels if k.get("name") == name), kernels[0] if kernels else {})
-    summary = {key: chosen.get(key) for key in ("verdict", "families", "widths", "resources",
-                                                "occupancy", "findings") if key in chosen}
-    return summary, "tko.isa"
+    return {key: chosen.get(key) for key in ("verdict", "families", "widths", "resources",
+                                            "occupancy", "findings") if key in chosen}
 
 
 def width_bits(width: str) -> int:
@@ -529,11 +501,10 @@ def compare_to_baseline(results: list[dict]) -> list[str]:
     return findings
 
 
-def assemble(probe: dict, arches: list[str], triton_version: str | None) -> tuple[dict, str]:
-    """The compile_probe/1 payload and which scanner produced the ISA summaries."""
+def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict:
+    """The compile_probe/1 payload."""
     from .archs import compile_target, normalize
 
-    scanners = set()
     results = []
     for row in probe["rows"]:
         arch = normalize(row["arch"])
@@ -547,8 +518,7 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> tupl
             entry["buffer_ops_env"] = result.get("buffer_ops_env")
             if result.get("ok"):
                 outcome = result["outcome"]
-                scan, scanner = scan_compiled(row.get("texts", {}), compiled_for, outcome["metadata"])
-                scanners.add(scanner)
+                scan = scan_compiled(row.get("texts", {}), compiled_for, outcome["metadata"])
                 entry.update(status="ok", metadata=outcome["metadata"], attrs=outcome["attrs"],
                              options=outcome["options"], config=outcome["config"],
                              summary=cell_summary(scan), scan=scan)
@@ -559,6 +529,8 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> tupl
             else:
                 entry.update(status="error", error_kind=result.get("error_kind"),
                              error="\n".join(str(result.get("error", "")).splitlines()[:6]))
+                if result.get("diagnostics"):
+                    entry["diagnostics"] = result["diagnostics"]
         results.append(entry)
     findings = compare_to_baseline(results)
     kernel, plan = probe["kernel"], probe["plan"]
@@ -580,9 +552,9 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> tupl
         "variants": [v.to_json() for v in probe["variants"]],
         "results": results,
         "findings": findings,
-        "scanner": sorted(scanners)[0] if len(scanners) == 1 else sorted(scanners),
+        "scanner": "tko.isa",
     }
-    return payload, payload["scanner"]
+    return payload
 
 
 def markdown_table(payload: dict) -> str:
