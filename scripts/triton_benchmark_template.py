@@ -1,0 +1,886 @@
+#!/usr/bin/env python3
+"""Editable standalone Triton benchmark for controlled kernel experiments.
+
+Copy this file, edit the sections marked "EDIT HERE" (kernel, reference, inputs, launch, variants,
+sweep grid), and run it. For every size and dtype it:
+
+  1. checks every variant against a float64 reference on fresh random inputs (never zeros), with
+     the outputs poisoned first so an element the kernel never writes fails; NaN never passes;
+     tolerance by dtype (relative norm error plus an element-wise bound);
+  2. times the variants that passed with triton.testing.do_bench (median, p20, p80), cycling through
+     several input sets whose total size exceeds twice the L2 cache, and re-checks the timed outputs;
+  3. reports bytes moved (Inductor's rule: every tensor argument once, in/out twice), GB/s and % of
+     the device's copy bandwidth (tko.peaks: the measurement stored by measure_peak_bandwidth.py,
+     else references/device_peaks.yaml; or --peak-gbps), and ranks the variants that passed;
+     variants within the run-to-run noise of the best are flagged as ties. A variant that fails its
+     check is reported as failed and never ranked.
+
+AMDGCN_USE_BUFFER_OPS: when set to 1 (or true/yes/on) it is removed from the environment before
+Triton is imported, and the run says so: on the validated torch 2.9.0 / triton 3.3.0 / gfx938
+stack, hand-written Triton autotune kernels failed LLVM lowering with it forced to 1. Pass
+--keep-buffer-ops to keep it (a deliberate buffer-op experiment). Note that Triton >= 3.6 turns
+buffer ops on by default when the variable is unset; the run reports the effective setting.
+
+Without a GPU the kernels run in the Triton interpreter (TRITON_INTERPRET=1 is set when no GPU is
+visible and the variable is not set): correctness is checked, timing is reported as unavailable,
+and the exit code is 0. --cpu-timer times the interpreted kernels with the host clock instead, to
+exercise the timing and ranking path on a CPU; those numbers say nothing about a GPU.
+
+Shared core: the checks, timing, byte count, ranking, peak lookup and JSON writing come from the
+bundle's tko package (scripts/tko), found next to this file, in --tko-path, or in $TKO_SCRIPTS. A
+copy of this file on its own falls back to the small inline core at the end of the file (the same
+checks and do_bench timing; no peak lookup, so pass --peak-gbps for "% of peak") and says so.
+
+The kernel can be compiled offline for an AMD target, without a GPU, to read its loads and
+stores: probe_compile.py triton_benchmark_template.py --arch gfx942 --kernel fused_silu_mul_kernel
+--config 'BLOCK_SIZE=1024,HINTS=1,EVEN=0,num_warps=4' --signature
+'x_ptr=*bf16,y_ptr=*bf16,out_ptr=*bf16,n_elements=i32' --json-out probe.json
+
+Exit code: 0 when every size/dtype case has at least one variant that passed its check; 1 when
+some case has none (or a failure outside the variants); 2 for bad arguments.
+
+Examples:
+  python triton_benchmark_template.py
+  python triton_benchmark_template.py --sweep --dtype bf16 --size 16777216 --json-out bench.json
+  python triton_benchmark_template.py --only 'hints|baseline' --markdown-out bench.md
+  TRITON_INTERPRET=1 python triton_benchmark_template.py --size 4113 --dtype fp32
+"""
+
+# --------------------------------------------------------------------------- environment first
+# Everything here runs before triton is imported: the buffer-op switch and the interpreter
+# switch are read when Triton is imported or when a kernel is decorated.
+import os
+import sys
+
+BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
+_TRUTHY = ("1", "true", "yes", "on", "y")
+_QUIET = any(a in ("-h", "--help") for a in sys.argv[1:])
+
+
+def _prepare_environment(argv: list, as_script: bool) -> dict:
+    """Clear the buffer-op switch and pick the interpreter when there is no GPU (script runs only:
+    importing this file, e.g. to compile its kernel offline, changes nothing)."""
+    keep = "--keep-buffer-ops" in argv
+    if not as_script:
+        before = os.environ.get(BUFFER_OPS_ENV)
+        return {"env_before": before, "action": "unset" if before is None else "kept",
+                "message": None, "keep_requested": keep, "auto_interpret": False}
+    before = os.environ.get(BUFFER_OPS_ENV)
+    if before is not None and before.strip().lower() in _TRUTHY and not keep:
+        del os.environ[BUFFER_OPS_ENV]
+        action = "cleared"
+        message = (f"{BUFFER_OPS_ENV}={before} cleared before importing triton (raw Triton autotune "
+                   f"kernels failed that lowering on torch 2.9.0 / triton 3.3.0 / gfx938); pass "
+                   f"--keep-buffer-ops to keep it")
+    elif before is None:
+        action, message = "unset", None
+    else:
+        action = "kept"
+        message = f"{BUFFER_OPS_ENV}={before} kept" + (" (--keep-buffer-ops)" if keep else "")
+    auto_interpret = False
+    if "TRITON_INTERPRET" not in os.environ:       # an explicit value is the user's choice
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
+            auto_interpret = True
+    state = {"env_before": before, "action": action, "message": message,
+             "keep_requested": keep, "auto_interpret": auto_interpret}
+    if not _QUIET:
+        if message:
+            print(f"[bench] {message}", file=sys.stderr)
+        if auto_interpret:
+            print("[bench] no GPU visible: running the kernels in the Triton interpreter "
+                  "(TRITON_INTERPRET=1) to check correctness; timing is unavailable", file=sys.stderr)
+    return state
+
+
+ENV_STATE = _prepare_environment(sys.argv[1:], as_script=__name__ == "__main__")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from typing import Any, Callable, Optional  # noqa: E402
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+TOOL = "triton_benchmark_template.py"
+SCHEMA = "benchmark/1"
+
+
+# =========================================================================== EDIT HERE: kernel
+# The example: a fused SiLU-gate product, out = silu(x) * y, as in a SwiGLU MLP. Pointwise and
+# memory-bound: 2 reads and 1 write per element, so GB/s against the copy bandwidth is the measure.
+KERNEL_NAME = "fused_silu_mul"
+
+
+@triton.jit
+def fused_silu_mul_kernel(x_ptr, y_ptr, out_ptr, n_elements,
+                          BLOCK_SIZE: tl.constexpr, HINTS: tl.constexpr, EVEN: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    if HINTS:
+        # Facts the compiler cannot prove alone: non-negative offsets (what AMD buffer ops need)
+        # and contiguous, block-aligned runs (wide vector loads).
+        tl.assume(pid >= 0)
+        tl.assume(n_elements > 0)
+        offsets = tl.max_contiguous(tl.multiple_of(offsets, BLOCK_SIZE), BLOCK_SIZE)
+    if EVEN:
+        # No mask: only valid when n_elements is a multiple of BLOCK_SIZE (see `requires`).
+        x = tl.load(x_ptr + offsets).to(tl.float32)
+        y = tl.load(y_ptr + offsets).to(tl.float32)
+        tl.store(out_ptr + offsets, (x * tl.sigmoid(x) * y).to(out_ptr.dtype.element_ty))
+    else:
+        mask = offsets < n_elements
+        x = tl.load(x_ptr + offsets, mask=mask).to(tl.float32)
+        y = tl.load(y_ptr + offsets, mask=mask).to(tl.float32)
+        tl.store(out_ptr + offsets, (x * tl.sigmoid(x) * y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# =========================================================================== EDIT HERE: inputs
+def make_inputs(size: int, dtype: torch.dtype, generator: torch.Generator) -> dict:
+    """Kernel inputs (tensors and scalars) by argument name, on ``generator.device``.
+
+    Random data, never zeros: zeros hide unwritten outputs and wrong indexing.
+    """
+    device = generator.device
+    x = torch.randn(size, generator=generator, dtype=torch.float32, device=device) * 2.0
+    y = torch.randn(size, generator=generator, dtype=torch.float32, device=device)
+    return {"x_ptr": x.to(dtype), "y_ptr": y.to(dtype), "n_elements": size}
+
+
+def make_outputs(inputs: dict) -> dict:
+    """Output tensors by argument name (their contents are overwritten with poison)."""
+    return {"out_ptr": torch.empty_like(inputs["x_ptr"])}
+
+
+# =========================================================================== EDIT HERE: reference
+def reference(inputs: dict) -> dict:
+    """Expected outputs by output name, computed in float64."""
+    x = inputs["x_ptr"].double()
+    y = inputs["y_ptr"].double()
+    return {"out_ptr": x * torch.sigmoid(x) * y}
+
+
+# Tolerance dtype per output when it differs from the output's own dtype, e.g. {"out_ptr": "tf32"}
+# for a float32 result of a tl.dot with Triton's default (tf32) input precision.
+TOLERANCE_DTYPE: dict = {}
+
+# Argument order of the kernel; names starting with "in_out_ptr" count twice in the byte rule.
+ARG_ORDER = ("x_ptr", "y_ptr", "out_ptr", "n_elements")
+
+
+# =========================================================================== EDIT HERE: launch
+def launch(variant: "Variant", inputs: dict, outputs: dict) -> None:
+    n_elements = inputs["n_elements"]
+
+    def grid(meta):
+        return (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+
+    args = {**inputs, **outputs}
+    fused_silu_mul_kernel[grid](*(args[name] for name in ARG_ORDER), **variant.meta,
+                                num_warps=variant.num_warps, num_stages=variant.num_stages,
+                                **variant.extras)
+
+
+# =========================================================================== EDIT HERE: variants
+@dataclass
+class Variant:
+    name: str
+    meta: dict                          # constexpr arguments of the kernel
+    num_warps: int = 4
+    num_stages: int = 1
+    extras: dict = field(default_factory=dict)   # backend options, e.g. {"waves_per_eu": 2} (AMD)
+    backends: Optional[tuple] = None    # run only on these: "cuda", "hip" (None: everywhere)
+    requires: Optional[Callable[[dict], bool]] = None   # inputs -> applicable?
+    requires_text: str = ""
+
+    def config(self) -> dict:
+        return {"meta": dict(self.meta), "num_warps": self.num_warps,
+                "num_stages": self.num_stages, "extras": dict(self.extras)}
+
+
+def _even(block: int):
+    return lambda inputs: inputs["n_elements"] % block == 0
+
+
+VARIANTS = [
+    # The first variant is the baseline every speedup is quoted against.
+    Variant("baseline", {"BLOCK_SIZE": 1024, "HINTS": False, "EVEN": False}, num_warps=4),
+    Variant("hints", {"BLOCK_SIZE": 1024, "HINTS": True, "EVEN": False}, num_warps=4),
+    Variant("even_unmasked", {"BLOCK_SIZE": 1024, "HINTS": True, "EVEN": True}, num_warps=4,
+            requires=_even(1024), requires_text="n_elements % 1024 == 0"),
+    Variant("block4096_w8", {"BLOCK_SIZE": 4096, "HINTS": False, "EVEN": False}, num_warps=8),
+    Variant("block512_w2", {"BLOCK_SIZE": 512, "HINTS": False, "EVEN": False}, num_warps=2),
+    Variant("waves_per_eu2", {"BLOCK_SIZE": 1024, "HINTS": False, "EVEN": False}, num_warps=4,
+            extras={"waves_per_eu": 2}, backends=("hip",)),
+]
+
+# --sweep: the cross product of these (EVEN variants need n_elements % BLOCK_SIZE == 0).
+SWEEP_GRID = {
+    "BLOCK_SIZE": [256, 512, 1024, 2048, 4096],
+    "num_warps": [2, 4, 8],
+    "num_stages": [1, 2],
+    "HINTS": [False, True],
+    "waves_per_eu": [None, 2],          # AMD only; None = not set
+}
+
+DEFAULT_DTYPES = ("bfloat16",)
+DEFAULT_SIZES_GPU = (1 << 20, 1 << 24, (1 << 24) + 17)
+DEFAULT_SIZES_INTERPRETER = (4096, 4113)
+
+
+def sweep_variants() -> list:
+    import itertools
+
+    keys = list(SWEEP_GRID)
+    out = []
+    for values in itertools.product(*(SWEEP_GRID[k] for k in keys)):
+        cfg = dict(zip(keys, values))
+        block, wpe = cfg["BLOCK_SIZE"], cfg["waves_per_eu"]
+        name = (f"sweep_b{block}_w{cfg['num_warps']}_s{cfg['num_stages']}"
+                f"{'_hints' if cfg['HINTS'] else ''}{f'_wpe{wpe}' if wpe else ''}")
+        out.append(Variant(name, {"BLOCK_SIZE": block, "HINTS": cfg["HINTS"], "EVEN": False},
+                           num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                           extras={"waves_per_eu": wpe} if wpe else {},
+                           backends=("hip",) if wpe else None))
+    return out
+
+
+# =========================================================================== machinery
+# Nothing below needs editing for a new kernel.
+
+def load_core(tko_path: Optional[str], no_tko: bool) -> tuple:
+    """The tko core when importable, else the inline fallback; plus a record of which."""
+    if no_tko:
+        return InlineCore(), {"source": "inline", "path": None,
+                              "note": "--no-tko: the inline fallback core is used"}
+    candidates = [tko_path, os.environ.get("TKO_SCRIPTS"), os.path.dirname(os.path.abspath(__file__))]
+    for cand in candidates:
+        if cand and os.path.isdir(os.path.join(cand, "tko")) and cand not in sys.path:
+            sys.path.insert(0, cand)
+    try:
+        from tko import artifact, bench, peaks
+    except ImportError as exc:
+        return InlineCore(), {"source": "inline", "path": None,
+                              "note": f"tko not importable ({exc}): using the inline fallback core "
+                                      f"(no peak lookup; pass --tko-path <skill>/scripts or "
+                                      f"--peak-gbps)"}
+    import tko
+
+    return TkoCore(bench, peaks, artifact), {"source": "tko", "path": os.path.dirname(
+        os.path.dirname(os.path.abspath(tko.__file__))), "note": None}
+
+
+class TkoCore:
+    def __init__(self, bench, peaks, artifact):
+        self.bench, self.peaks, self.artifact = bench, peaks, artifact
+        self.poison_ = bench.poison_
+        self.bytes_of = bench.bytes_of
+        self.rank_variants = bench.rank_variants
+        self.rotation_count = bench.rotation_count
+        self.device_l2_bytes = bench.device_l2_bytes
+
+    def check(self, out, ref, dtype):
+        return self.bench.check_outputs(out, ref, dtype).to_dict()
+
+    def time(self, fn, warmup_ms, rep_ms, rotate, bench=None):
+        timing = self.bench.time_fn(fn, warmup_ms, rep_ms, rotate=rotate, bench=bench).to_dict()
+        if bench is not None:
+            timing["timer"] = "cpu wall clock (--cpu-timer)"
+        return timing
+
+    def lookup_peak(self, name, arch, store):
+        peak = self.peaks.lookup(name, arch, store=store)
+        return peak, self.peaks.describe(peak)
+
+    def write_json(self, path, payload):
+        self.artifact.write_artifact(path, SCHEMA, TOOL, payload)
+
+
+def device_info(interpret: bool) -> dict:
+    if interpret:
+        return {"backend": "interpreter", "device": "cpu", "name": None, "arch": None,
+                "index": None, "l2_bytes": None}
+    idx = torch.cuda.current_device()
+    props = torch.cuda.get_device_properties(idx)
+    gcn = getattr(props, "gcnArchName", None)
+    if torch.version.hip or (gcn and str(gcn).startswith("gfx")):
+        backend, arch = "hip", str(gcn).split(":")[0] if gcn else None
+    else:
+        backend, arch = "cuda", f"sm_{props.major}{props.minor}"
+    return {"backend": backend, "device": "cuda", "name": props.name, "arch": arch,
+            "arch_full": str(gcn) if gcn else arch, "index": idx,
+            "l2_bytes": getattr(props, "L2_cache_size", None),
+            "compute_units": getattr(props, "multi_processor_count", None)}
+
+
+def buffer_ops_state(backend: str) -> dict:
+    state = {k: ENV_STATE[k] for k in ("env_before", "action", "keep_requested", "message")}
+    state["env_now"] = os.environ.get(BUFFER_OPS_ENV)
+    effective, source = None, None
+    try:
+        from triton import knobs
+
+        for group in ("amd", "hcu"):  # hcu: Hygon FlagTree builds
+            inst = getattr(knobs, group, None)
+            if inst is not None and hasattr(inst, "use_buffer_ops"):
+                effective, source = bool(inst.use_buffer_ops), f"triton.knobs.{group}.use_buffer_ops"
+                break
+    except Exception:
+        pass
+    if source is None:
+        # Triton <= 3.3 has no knobs: buffer ops only when the variable is exactly "1".
+        effective, source = state["env_now"] == "1", "environment (triton < 3.4 rule)"
+    state["effective"] = effective
+    state["effective_source"] = source
+    state["applies"] = backend == "hip"
+    if effective and state["action"] == "cleared":
+        state["note"] = (f"this Triton turns buffer ops on when {BUFFER_OPS_ENV} is unset; set "
+                         f"{BUFFER_OPS_ENV}=0 to turn them off")
+    return state
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:400]
+
+
+def select_variants(args, parser) -> list:
+    variants = sweep_variants() if args.sweep else list(VARIANTS)
+    if args.sweep and not args.no_baseline:
+        variants = [VARIANTS[0]] + variants
+    if args.only:
+        try:
+            pattern = re.compile(args.only)
+        except re.error as exc:
+            parser.error(f"--only {args.only!r}: not a regular expression ({exc})")
+        variants = [v for v in variants if pattern.search(v.name)]
+    if not variants:
+        parser.error(f"no variant matches --only {args.only!r}")
+    return variants
+
+
+def run_case(core, variants, size, dtype, device, args, seeds, peak) -> dict:
+    dname = str(dtype).replace("torch.", "")
+    def generator():
+        return torch.Generator(device=device["device"]).manual_seed(next(seeds))
+
+    probe_inputs = make_inputs(size, dtype, generator())
+    probe_outputs = make_outputs(probe_inputs)
+    named = {**probe_inputs, **probe_outputs}
+    num_bytes = core.bytes_of([named[n] for n in ARG_ORDER], names=list(ARG_ORDER))
+    set_bytes = sum(v.numel() * v.element_size() for v in named.values() if isinstance(v, torch.Tensor))
+    timing_ok = device["backend"] != "interpreter" or args.cpu_timer
+    case = {"size": size, "dtype": dname, "bytes": num_bytes, "set_bytes": set_bytes,
+            "rotate_sets": None, "results": [], "noise_rel": None, "baseline": variants[0].name}
+
+    def tol_dtype(name, tensor):
+        return TOLERANCE_DTYPE.get(name, tensor.dtype)
+
+    def check_once(variant):
+        inputs = make_inputs(size, dtype, generator())
+        outputs = make_outputs(inputs)
+        for t in outputs.values():
+            core.poison_(t)
+        launch(variant, inputs, outputs)
+        sync()
+        refs = reference(inputs)
+        names = list(outputs)
+        return core_check(core, [outputs[n] for n in names], [refs[n] for n in names],
+                          [tol_dtype(n, outputs[n]) for n in names])
+
+    rotate = None
+    refs_rot = None
+    if timing_ok:
+        l2 = device.get("l2_bytes")
+        free = None
+        if device["backend"] != "interpreter":
+            try:
+                free = torch.cuda.mem_get_info()[0]
+            except Exception:
+                pass
+        n_sets = args.rotate_sets or core.rotation_count(
+            set_bytes, l2, factor=args.rotate_factor, max_sets=args.max_rotate_sets,
+            budget_bytes=int(free * 0.5) if free else None)
+        rotate = []
+        for _ in range(n_sets):
+            inputs = make_inputs(size, dtype, generator())
+            rotate.append((inputs, make_outputs(inputs)))
+        case["rotate_sets"] = n_sets
+        case["l2_bytes"] = l2
+
+    for variant in variants:
+        res = {"name": variant.name, "config": variant.config(), "status": None, "reason": None,
+               "checks": [], "post_timing_check": None, "timing": None, "median_ms": None,
+               "p20_ms": None, "p80_ms": None, "gb_per_s": None, "pct_of_peak": None,
+               "rank": None, "x_best": None, "speedup_vs_baseline": None, "ties_best": None}
+        case["results"].append(res)
+        if variant.backends and device["backend"] not in variant.backends:
+            res["status"] = "skipped"
+            res["reason"] = (f"runs only on {'/'.join(variant.backends)}; this run: "
+                             f"{device['backend']}")
+            continue
+        if variant.requires is not None and not variant.requires(probe_inputs):
+            res["status"] = "skipped"
+            res["reason"] = f"needs {variant.requires_text or 'a condition'}; not met at size {size}"
+            continue
+        try:
+            for _ in range(args.checks):
+                chk = check_once(variant)
+                res["checks"].append(chk)
+                if not chk["passed"]:
+                    break
+        except Exception as exc:  # a compile or launch failure is this variant's result
+            res["status"], res["reason"] = "error", _short(exc)
+            continue
+        failed = next((c for c in res["checks"] if not c["passed"]), None)
+        if failed:
+            res["status"], res["reason"] = "failed", failed["reason"]
+            continue
+        res["status"] = "passed"
+        if not timing_ok:
+            continue
+        try:
+            res["timing"], post = time_variant(core, variant, rotate, args, tol_dtype)
+        except Exception as exc:
+            res["status"], res["reason"] = "error", "timing: " + _short(exc)
+            continue
+        res["post_timing_check"] = post
+        if not post["passed"]:
+            res["status"], res["reason"] = "failed", "after timing: " + post["reason"]
+            continue
+        res["median_ms"] = res["timing"]["median_ms"]
+        res["p20_ms"] = res["timing"]["p20_ms"]
+        res["p80_ms"] = res["timing"]["p80_ms"]
+        res["gb_per_s"] = num_bytes / (res["median_ms"] * 1e-3) / 1e9
+        if peak:
+            res["pct_of_peak"] = 100.0 * res["gb_per_s"] / peak["peak_gbps"]
+
+    # Run-to-run noise: the first timed variant timed again, after all the others.
+    first = next((r for r in case["results"] if r["median_ms"] is not None), None)
+    if first is not None:
+        variant = next(v for v in variants if v.name == first["name"])
+        try:
+            again, _ = time_variant(core, variant, rotate, args, tol_dtype)
+            case["retime_ms"] = {"variant": first["name"], "first": first["median_ms"],
+                                 "again": again["median_ms"]}
+            case["noise_rel"] = abs(again["median_ms"] - first["median_ms"]) / min(
+                again["median_ms"], first["median_ms"])
+        except Exception as exc:
+            case["retime_ms"] = {"variant": first["name"], "error": _short(exc)}
+    ranking = core.rank_variants(
+        [{"name": r["name"], "passed": r["status"] == "passed", "reason": r["reason"],
+          "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"]}
+         for r in case["results"] if r["status"] != "skipped"], noise_rel=case["noise_rel"] or 0.0)
+    case["ranking"] = ranking
+    by_name = {r["name"]: r for r in case["results"]}
+    base = by_name.get(variants[0].name)
+    for entry in ranking["ranked"]:
+        r = by_name[entry["name"]]
+        r["rank"], r["x_best"], r["ties_best"] = entry["rank"], entry["x_best"], entry["ties_best"]
+        if base and base["median_ms"]:
+            r["speedup_vs_baseline"] = base["median_ms"] / r["median_ms"]
+    return case
+
+
+def core_check(core, outs, refs, dtypes) -> dict:
+    results = [core.check(o, r, d) for o, r, d in zip(outs, refs, dtypes)]
+    bad = next((r for r in results if not r["passed"]), None)
+    if len(results) == 1:
+        return results[0]
+    merged = dict(bad or results[0])
+    merged["rel_err"] = max((r["rel_err"] for r in results if r["rel_err"] is not None), default=None)
+    merged["outputs"] = results
+    return merged
+
+
+def sync() -> None:
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        torch.cuda.synchronize()
+
+
+def cpu_wall_bench(fn, warmup, rep, quantiles):
+    """do_bench's contract on the host clock, for --cpu-timer runs in the interpreter."""
+    import time
+
+    deadline = time.perf_counter() + warmup * 1e-3
+    fn()
+    while time.perf_counter() < deadline:
+        fn()
+    times: list = []
+    deadline = time.perf_counter() + rep * 1e-3
+    while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 1000):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    return [times[min(len(times) - 1, int(round(q * (len(times) - 1))))] for q in quantiles]
+
+
+def time_variant(core, variant, rotate, args, tol_dtype):
+    for _, outputs in rotate:
+        for t in outputs.values():
+            core.poison_(t)
+    timing = core.time(lambda inputs, outputs: launch(variant, inputs, outputs),
+                       args.warmup_ms, args.rep_ms, rotate,
+                       bench=cpu_wall_bench if args.cpu_timer else None)
+    sync()
+    # Re-check what the timed runs wrote: a moving error under repetition is a race.
+    used = min(timing["calls"], len(rotate))
+    checks = []
+    for i in sorted({0, used - 1}):
+        inputs, outputs = rotate[i]
+        refs = reference(inputs)
+        names = list(outputs)
+        checks.append(core_check(core, [outputs[n] for n in names], [refs[n] for n in names],
+                                 [tol_dtype(n, outputs[n]) for n in names]))
+    post = next((c for c in checks if not c["passed"]), checks[0])
+    return timing, post
+
+
+def _fmt(value, spec, none="-"):
+    if value is None:
+        return none
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return format(value, spec)
+
+
+def markdown_report(doc: dict) -> str:
+    dev = doc["device"]
+    lines = [f"# Benchmark: {doc['kernel']}", ""]
+    lines.append(f"- device: {dev.get('name') or dev['backend']} ({dev.get('arch') or '-'}, "
+                 f"backend {dev['backend']})")
+    lines.append(f"- timing: {'triton.testing.do_bench median (p20-p80)' if doc['timing']['available'] else 'unavailable: ' + doc['timing']['reason']}")
+    lines.append(f"- peak: {doc['peak_description']}")
+    lines.append(f"- {BUFFER_OPS_ENV}: {doc['buffer_ops']['action']} (before: "
+                 f"{doc['buffer_ops']['env_before']}; effective buffer ops: "
+                 f"{doc['buffer_ops']['effective']})")
+    lines.append(f"- core: {doc['core']['source']}")
+    for case in doc["cases"]:
+        lines += ["", f"## size {case['size']}, {case['dtype']}: {case['bytes']} bytes per launch"
+                  + (f", {case['rotate_sets']} rotating input sets" if case.get("rotate_sets") else ""),
+                  ""]
+        if case.get("noise_rel") is not None:
+            lines += [f"Run-to-run noise (first timed variant timed twice): "
+                      f"{100 * case['noise_rel']:.1f}%", ""]
+        lines.append("| rank | variant | status | ms (p20-p80) | GB/s | % peak | vs baseline | rel err | note |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        ordered = sorted(case["results"], key=lambda r: (r["rank"] is None, r["rank"] or 0))
+        for r in ordered:
+            rel = r["checks"][-1]["rel_err"] if r["checks"] else None
+            ms = (f"{r['median_ms']:.4f} ({r['p20_ms']:.4f}-{r['p80_ms']:.4f})"
+                  if r["median_ms"] is not None else "-")
+            note = r["reason"] or ("tie with best (within noise)" if r["ties_best"] else "")
+            lines.append(
+                f"| {r['rank'] or '-'} | {r['name']} | {r['status']} | {ms} | "
+                f"{_fmt(r['gb_per_s'], '.1f')} | {_fmt(r['pct_of_peak'], '.1f')} | "
+                f"{_fmt(r['speedup_vs_baseline'], '.3f')} | {_fmt(rel, '.2e')} | "
+                f"{note.replace('|', '/')} |")
+    lines += ["", "Failed, skipped and errored variants are never ranked."]
+    return "\n".join(lines) + "\n"
+
+
+def parse_dtype(text: str) -> torch.dtype:
+    names = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
+             "float": "float32", "fp64": "float64"}
+    name = names.get(text.lower(), text.lower())
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise argparse.ArgumentTypeError(f"unknown dtype {text!r}")
+    return dtype
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    intro, examples = __doc__.split("Examples:", 1)
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # one line, exit 2
+            self.exit(2, f"{self.prog}: error: {message}\n")
+
+    p = Parser(prog=TOOL, description=intro.strip(), epilog="examples:" + examples,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--size", type=positive_int, action="append", default=None,
+                   help="problem size (repeatable); default: "
+                        f"{', '.join(map(str, DEFAULT_SIZES_GPU))} on a GPU, "
+                        f"{', '.join(map(str, DEFAULT_SIZES_INTERPRETER))} in the interpreter")
+    p.add_argument("--dtype", type=parse_dtype, action="append", default=None,
+                   help=f"dtype (repeatable; bf16, fp16, fp32); default {', '.join(DEFAULT_DTYPES)}")
+    p.add_argument("--sweep", action="store_true",
+                   help="time the SWEEP_GRID cross product (plus the baseline) instead of VARIANTS")
+    p.add_argument("--no-baseline", action="store_true", help="with --sweep: leave the baseline out")
+    p.add_argument("--only", metavar="REGEX", help="keep the variants whose name matches")
+    p.add_argument("--list", action="store_true", help="list the variants and exit")
+    p.add_argument("--checks", type=positive_int, default=2,
+                   help="correctness checks per variant, each on fresh random inputs (default 2)")
+    p.add_argument("--seed", type=int, default=0, help="seed of all random inputs (default 0)")
+    p.add_argument("--warmup-ms", type=float, default=25.0, help="do_bench warm-up, ms (default 25)")
+    p.add_argument("--rep-ms", type=float, default=100.0, help="do_bench repetition, ms (default 100)")
+    p.add_argument("--rotate-factor", type=float, default=2.0,
+                   help="rotating input sets total at least this many times L2 (default 2)")
+    p.add_argument("--max-rotate-sets", type=positive_int, default=64, help="(default 64)")
+    p.add_argument("--rotate-sets", type=positive_int, default=None,
+                   help="cycle exactly this many input sets (default: from the L2 size)")
+    p.add_argument("--cpu-timer", action="store_true",
+                   help="in the interpreter, time with the host clock anyway: runs the whole "
+                        "timing and ranking path on a CPU; the numbers say nothing about a GPU")
+    p.add_argument("--peak-gbps", type=float, default=None,
+                   help="peak bandwidth for %% of peak (overrides the lookup)")
+    p.add_argument("--peak-store", metavar="FILE", default=None,
+                   help="measurement store to read (default: $TKO_PEAKS_FILE or ~/.cache/...)")
+    p.add_argument("--json-out", metavar="FILE", help="write the benchmark/1 JSON here")
+    p.add_argument("--markdown-out", metavar="FILE", help="write the Markdown table here")
+    p.add_argument("--keep-buffer-ops", action="store_true",
+                   help=f"keep {BUFFER_OPS_ENV}=1 (read before triton is imported)")
+    p.add_argument("--tko-path", metavar="DIR",
+                   help="folder holding the tko package (the bundle's scripts/)")
+    p.add_argument("--no-tko", action="store_true", help="use the inline fallback core")
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.warmup_ms <= 0 or args.rep_ms <= 0 or args.rotate_factor <= 0:
+        parser.error("--warmup-ms, --rep-ms and --rotate-factor must be positive")
+    if args.tko_path and not os.path.isdir(os.path.join(args.tko_path, "tko")):
+        parser.error(f"--tko-path {args.tko_path}: no tko package in that folder")
+    variants = select_variants(args, parser)
+    if args.list:
+        for v in variants:
+            print(f"{v.name}: {json.dumps(v.config())}"
+                  + (f" backends={list(v.backends)}" if v.backends else "")
+                  + (f" requires {v.requires_text}" if v.requires_text else ""))
+        return 0
+    core, core_info = load_core(args.tko_path, args.no_tko)
+    if core_info["note"]:
+        print(f"[bench] {core_info['note']}", file=sys.stderr)
+    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    device = device_info(interpret)
+    timing_reason = None
+    if interpret and not args.cpu_timer:
+        timing_reason = ("kernels run in the Triton interpreter (TRITON_INTERPRET=1"
+                         + (", set because no GPU is visible" if ENV_STATE["auto_interpret"] else "")
+                         + "): correctness only, no device to time on")
+    peak, peak_text = None, "no device: no peak"
+    if args.peak_gbps:
+        peak = {"peak_gbps": args.peak_gbps, "basis": "given", "source": "--peak-gbps",
+                "kind": "given"}
+        peak_text = f"peak {args.peak_gbps:.1f} GB/s given by --peak-gbps"
+    elif not interpret:
+        if isinstance(core, TkoCore):
+            peak, peak_text = core.lookup_peak(device["name"], device["arch"], args.peak_store)
+        else:
+            peak_text = "no peak lookup without tko: pass --peak-gbps"
+    sizes = args.size or list(DEFAULT_SIZES_INTERPRETER if interpret else DEFAULT_SIZES_GPU)
+    dtypes = args.dtype or [getattr(torch, d) for d in DEFAULT_DTYPES]
+    counter = iter(range(args.seed * 1_000_003, args.seed * 1_000_003 + 10**9))
+    cases = []
+    for dtype in dtypes:
+        for size in sizes:
+            cases.append(run_case(core, variants, size, dtype, device, args, counter, peak))
+    counts: dict = {}
+    for case in cases:
+        for r in case["results"]:
+            counts[r["status"]] = counts.get(r["status"], 0) + 1
+    unranked = [f"{c['size']}/{c['dtype']}" for c in cases
+                if not any(r["status"] == "passed" for r in c["results"])]
+    warnings = []
+    if unranked:
+        warnings.append("no variant passed its check for: " + ", ".join(unranked))
+    bops = buffer_ops_state(device["backend"])
+    if bops.get("note") and bops["applies"]:
+        warnings.append(bops["note"])
+    doc = {
+        "kernel": KERNEL_NAME,
+        "template": os.path.abspath(__file__),
+        "core": core_info,
+        "device": device,
+        "buffer_ops": bops,
+        "timing": {"available": timing_reason is None, "reason": timing_reason,
+                   "timer": (None if timing_reason else "cpu wall clock (--cpu-timer)"
+                             if args.cpu_timer else "triton.testing.do_bench"),
+                   "statistic": "median", "quantiles": ["p20", "p80"],
+                   "warmup_ms": args.warmup_ms, "rep_ms": args.rep_ms,
+                   "rotate_factor": args.rotate_factor},
+        "peak": peak,
+        "peak_description": peak_text,
+        "settings": {"sizes": sizes, "dtypes": [str(d).replace("torch.", "") for d in dtypes],
+                     "checks": args.checks, "seed": args.seed, "sweep": args.sweep,
+                     "only": args.only, "variants": [v.name for v in variants]},
+        "cases": cases,
+        "summary": {"cases": len(cases), "status_counts": counts,
+                    "best": {f"{c['size']}/{c['dtype']}": c["ranking"]["best"] for c in cases}},
+        "warnings": warnings,
+    }
+    if args.json_out:
+        core.write_json(args.json_out, doc)
+    md = markdown_report(doc)
+    if args.markdown_out:
+        _write_text(args.markdown_out, md)
+    if timing_reason:
+        print(f"[bench] timing unavailable: {timing_reason}", file=sys.stderr)
+    for w in warnings:
+        print(f"[bench] warning: {w}", file=sys.stderr)
+    print(md, end="")
+    return 1 if unranked else 0
+
+
+def _write_text(path: str, text: str) -> None:
+    # Temp file + rename: a reader never sees half a report.
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".bench.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# =========================================================================== inline fallback core
+# Used only when this file runs without the tko package. Same rules as tko.bench, less detail:
+# plain NaN poison (an unwritten element and a computed NaN are not told apart), same tolerances.
+
+INLINE_TOLERANCES = {  # rel_norm, rtol, atol (atol is relative to rms(ref)); mirrors tko.bench
+    "float64": (1e-12, 1e-9, 1e-12), "float32": (1e-5, 1e-4, 1e-5), "tf32": (1e-3, 1e-2, 1e-3),
+    "float16": (1e-3, 1e-2, 1e-3), "bfloat16": (1e-2, 5e-2, 1e-2),
+}
+
+
+class InlineCore:
+    def poison_(self, t):
+        return t.fill_(float("nan")) if t.dtype.is_floating_point else t.fill_(-0x5B)
+
+    def bytes_of(self, values, names):
+        return sum(v.numel() * v.element_size() * (2 if n.startswith("in_out_ptr") else 1)
+                   for v, n in zip(values, names) if isinstance(v, torch.Tensor))
+
+    def check(self, out, ref, dtype):
+        name = str(dtype).replace("torch.", "")
+        rel_tol, rtol, atol = INLINE_TOLERANCES.get(name, (0.0, 0.0, 0.0))
+        ref64 = ref.to(device=out.device, dtype=torch.float64)
+        out64 = out.to(torch.float64)
+        nan = int(torch.isnan(out64).sum())
+        diff = (out64 - ref64).abs()
+        ref_norm = float(torch.linalg.vector_norm(ref64))
+        rel = math.inf if nan else (float(torch.linalg.vector_norm(diff)) / ref_norm if ref_norm
+                                    else (0.0 if float(diff.max()) == 0 else math.inf))
+        rms = ref_norm / math.sqrt(max(1, ref64.numel()))
+        mism = int(((diff > rtol * ref64.abs() + atol * rms) | torch.isnan(out64)).sum())
+        if nan:
+            reason = f"{nan} NaN or unwritten elements in the output"
+        elif not rel <= rel_tol:
+            reason = f"relative error {rel:.3g} > {rel_tol:g} ({name})"
+        elif mism:
+            reason = f"{mism} elements outside the element-wise bound"
+        else:
+            reason = "ok"
+        finite = diff[~torch.isnan(diff)]
+        return {"passed": reason == "ok", "reason": reason, "rel_err": rel,
+                "max_abs": float(finite.max()) if finite.numel() else None, "nan_count": nan,
+                "unwritten_count": None, "mismatch_count": mism, "numel": out.numel(),
+                "dtype": name, "tolerance": {"rel_norm": rel_tol, "rtol": rtol, "atol": atol}}
+
+    def rotation_count(self, set_bytes, l2_bytes, factor=2.0, max_sets=64, budget_bytes=None):
+        if not l2_bytes or set_bytes <= 0:
+            return 1
+        n = max(1, min(int(factor * l2_bytes / set_bytes) + 1, max_sets))
+        return max(1, min(n, budget_bytes // set_bytes)) if budget_bytes else n
+
+    def time(self, fn, warmup_ms, rep_ms, rotate, bench=None):
+        from triton.testing import do_bench
+
+        do_bench = bench or do_bench
+        state = {"calls": 0}
+
+        def step():
+            inputs, outputs = rotate[state["calls"] % len(rotate)]
+            state["calls"] += 1
+            fn(inputs, outputs)
+
+        med, p20, p80 = do_bench(step, warmup=warmup_ms, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+        return {"median_ms": med, "p20_ms": p20, "p80_ms": p80, "rotate_sets": len(rotate),
+                "calls": state["calls"], "sets_used": min(state["calls"], len(rotate)),
+                "timer": "cpu wall clock (--cpu-timer)" if bench else "triton.testing.do_bench",
+                "warmup_ms": warmup_ms, "rep_ms": rep_ms}
+
+    def rank_variants(self, results, noise_rel=0.0):
+        ok = sorted((r for r in results if r["passed"] and r["median_ms"]),
+                    key=lambda r: r["median_ms"])
+        best = ok[0] if ok else None
+
+        def tie(a, b):
+            return (abs(a["median_ms"] - b["median_ms"]) <= noise_rel * min(a["median_ms"], b["median_ms"])
+                    or (a["p20_ms"] <= b["p80_ms"] and b["p20_ms"] <= a["p80_ms"]))
+
+        ranked = [{"rank": i + 1, "name": r["name"], "median_ms": r["median_ms"],
+                   "x_best": r["median_ms"] / best["median_ms"], "ties_best": i > 0 and tie(r, best),
+                   "ties": [o["name"] for o in ok if o is not r and tie(r, o)]}
+                  for i, r in enumerate(ok)]
+        excluded = [{"name": r["name"], "reason": "failed its check: " + str(r["reason"])
+                     if not r["passed"] else "not timed"} for r in results if r not in ok]
+        return {"ranked": ranked, "excluded": excluded, "best": best["name"] if best else None,
+                "best_is_clear": bool(ranked) and not any(x["ties_best"] for x in ranked),
+                "noise_rel": noise_rel}
+
+    def write_json(self, path, payload):
+        import platform
+        from datetime import datetime, timezone
+
+        def clean(obj):
+            if isinstance(obj, float) and not math.isfinite(obj):
+                return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+            if isinstance(obj, dict):
+                return {str(k): clean(v) for k, v in obj.items()}
+            if isinstance(obj, (list, tuple)):
+                return [clean(v) for v in obj]
+            return obj
+
+        doc = {"schema": SCHEMA, "tool": TOOL,
+               "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "versions": {"python": platform.python_version(), "platform": sys.platform,
+                            "torch": torch.__version__, "triton": triton.__version__, "tko": None}}
+        doc.update(payload)
+        _write_text(path, json.dumps(clean(doc), indent=2, default=str) + "\n")
+
+
+def _run() -> int:
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{TOOL}: interrupted", file=sys.stderr)
+        return 130
+    except OSError as exc:  # an output path that cannot be written
+        if os.environ.get("TKO_DEBUG") == "1":
+            raise
+        print(f"{TOOL}: error: {_short(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if os.environ.get("TKO_DEBUG") == "1":
+            raise
+        print(f"{TOOL}: error: unexpected {_short(exc)} (set TKO_DEBUG=1 for a traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(_run())
