@@ -29,6 +29,9 @@ def run_profile(run_script, tmp_path, *args, name="p"):
     assert res.returncode == 0, res.stderr
     doc = json.loads(out_json.read_text())
     assert contract_problems(doc) == []
+    assert all(0.0 <= k["share"] <= 1.0 for k in doc["kernels"])
+    assert [k["rank"] for k in doc["kernels"]] == list(range(1, len(doc["kernels"]) + 1))
+    assert all(a["total_us"] >= b["total_us"] for a, b in zip(doc["kernels"], doc["kernels"][1:]))
     return doc, out_md.read_text()
 
 
@@ -440,3 +443,27 @@ def test_external_id_links_kernels_when_runtime_events_are_missing(run_script, t
     assert doc["summary"]["dispatches"] == 16  # the compile-phase launches are still recognised
     top = doc["kernels"][0]
     assert top["launch_op"] == "## Call CompiledFxGraph None ##" and top["total_us"] == pytest.approx(642.748)
+
+
+def test_h200_python_stacks_name_the_user_code(run_script, tmp_path):
+    # Recorded on the H200 by `profile_kernels.py --with-stack -- python repro_eager_stack.py`.
+    # Hand check: 23 kernel events, 461.882 us; the q @ k^T GEMM ran 3 times, 93.823 + 93.567 +
+    # 93.855 = 281.245 us.
+    doc, md = run_profile(run_script, tmp_path, "--trace", PROFILES / "h200_eager_stack.trace.json.gz")
+    s = doc["summary"]
+    assert (s["dispatches"], s["kernels"]) == (23, 8) and s["kernel_time_us"] == pytest.approx(461.882)
+    assert s["triton_share"] == 0.0 and set(s["time_by_origin_us"]) == {"library"}
+    top = doc["kernels"][0]
+    assert top["name"].startswith("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8")
+    assert top["total_us"] == pytest.approx(281.245) and top["share"] == pytest.approx(281.245 / 461.882)
+    assert top["launch_op"] == "aten::mm" and top["op_chain"] == ["aten::mm", "aten::matmul"]
+    # the innermost Python frames are the user's functions, not the profiler bootstrap or runpy
+    assert top["user_frame"].endswith("repro_eager_stack.py(13): attention_scores")
+    assert top["python_stack"][1].endswith("repro_eager_stack.py(21): main")
+    assert not any("profile_bootstrap" in f or "runpy" in f for k in doc["kernels"] for f in k["python_stack"])
+    second = doc["kernels"][1]
+    assert second["user_frame"].endswith("repro_eager_stack.py(17): layer")
+    softmax = next(k for k in doc["kernels"] if "softmax_warp_forward" in k["name"])
+    assert softmax["origin"] == "library"  # no library marker in its name: an aten:: op launched it
+    assert softmax["python_stack"][0].startswith("<built-in method softmax")
+    assert softmax["user_frame"].endswith("attention_scores")

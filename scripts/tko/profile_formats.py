@@ -155,7 +155,6 @@ def _first_content_line(lines: list[str]) -> str:
     return ""
 
 
-_STATS_NAME = ("name",)
 _DISPATCH_NAME = ("kernel_name", "kernelname")
 
 
@@ -386,13 +385,15 @@ def parse_hipprof_console(text: str) -> Parsed:
     if not tables:
         raise InputError("hipprof log holds no statistics table (run hipprof with --hip-trace)")
     parsed = Parsed(format="hipprof_console", problems=problems)
+    # "HIPOPS API statistics" is the GPU-op (kernel) table; "HIP API statistics" the host calls
     for name, (rows, total) in tables.items():
         parsed.tables[name] = rows
-        if name.upper().startswith("HIPOPS") or (not _looks_like_api(rows) and parsed.kernel_stats is None
-                                                 and not name.upper().startswith("HIP API")):
+        if name.upper().startswith("HIPOPS"):
             parsed.kernel_stats, parsed.declared_total = rows, total
-        elif name.upper().startswith("HIP API"):
-            parsed.api_stats = rows
+        elif name.upper().startswith("HIP API") or _looks_like_api(rows):
+            parsed.api_stats = parsed.api_stats or rows
+        elif parsed.kernel_stats is None:
+            parsed.kernel_stats, parsed.declared_total = rows, total
     return parsed
 
 
