@@ -61,11 +61,10 @@ def _prepare_environment(argv: list, as_script: bool) -> dict:
     """Clear the buffer-op switch and pick the interpreter when there is no GPU (script runs only:
     importing this file, e.g. to compile its kernel offline, changes nothing)."""
     keep = "--keep-buffer-ops" in argv
+    before = os.environ.get(BUFFER_OPS_ENV)
     if not as_script:
-        before = os.environ.get(BUFFER_OPS_ENV)
         return {"env_before": before, "action": "unset" if before is None else "kept",
                 "message": None, "keep_requested": keep, "auto_interpret": False}
-    before = os.environ.get(BUFFER_OPS_ENV)
     if before is not None and before.strip().lower() in _TRUTHY and not keep:
         del os.environ[BUFFER_OPS_ENV]
         action = "cleared"
@@ -102,7 +101,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import re  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
-from typing import Any, Callable, Optional  # noqa: E402
+from typing import Callable, Optional  # noqa: E402
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -368,6 +367,7 @@ def select_variants(args, parser) -> list:
 
 def run_case(core, variants, size, dtype, device, args, seeds, peak) -> dict:
     dname = str(dtype).replace("torch.", "")
+
     def generator():
         return torch.Generator(device=device["device"]).manual_seed(next(seeds))
 
@@ -396,7 +396,6 @@ def run_case(core, variants, size, dtype, device, args, seeds, peak) -> dict:
                           [tol_dtype(n, outputs[n]) for n in names])
 
     rotate = None
-    refs_rot = None
     if timing_ok:
         l2 = device.get("l2_bytes")
         free = None

@@ -20,7 +20,6 @@ import os
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from .errors import InputError, ToolFailure
 
