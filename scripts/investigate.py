@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The whole investigation in one command.
+
+    python scripts/investigate.py --out investigation -- python repro.py --steps 20   # on the GPU
+    python scripts/investigate.py --from-capture examples/recorded_h200 --out investigation  # anywhere
+
+Online: env check, capture run (autotune_capture_patch + Inductor logs), profile run, peak copy
+bandwidth, then the offline part. Offline (--from-capture): summarize, collect, and for the top-N
+Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
+run where a GPU is present (else a recorded run), and one report per kernel plus an index
+(investigation.md). A failed step is recorded and becomes a gap; it never stops the chain.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tko.errors import ArgumentParser, InputError, run_main
+
+TOOL = "investigate.py"
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1:]
+    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
+                       epilog="Online mode: the repro command follows '--'.")
+    p.add_argument("--from-capture", metavar="DIR", help="offline: a recorded capture directory")
+    p.add_argument("--out", default="investigation", help="output folder (default ./investigation)")
+    p.add_argument("--top", type=int, default=3, help="Triton kernels to investigate (default 3)")
+    p.add_argument("--probe-arch", action="append", default=None, metavar="ARCH",
+                   help="offline compile-probe target (repeatable; default gfx942, the DCU proxy; 'none' skips)")
+    p.add_argument("--probe-variants", default=None,
+                   help="probe_compile.py --variants for each kernel (default: its full set)")
+    p.add_argument("--no-run", action="store_true", help="do not time standalone kernels")
+    p.add_argument("--smoke", action="store_true", help="online: check_env --smoke")
+    p.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to judge GB/s against")
+    p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
+    a = p.parse_args(argv)
+    if bool(a.from_capture) == bool(cmd):
+        raise InputError("give either --from-capture DIR or a repro command after '--', not both or neither")
+    if a.top < 1:
+        raise InputError("--top must be at least 1")
+    from tko import pipeline
+
+    out = Path(a.out).resolve()
+    chain = pipeline.Chain(out, timeout=a.timeout)
+    if cmd:
+        cap = out / "capture"
+        pipeline.capture_online(chain, cmd, cap, a.smoke)
+        mode = "online"
+    else:
+        cap = Path(a.from_capture).resolve()
+        if not cap.is_dir():
+            raise InputError(f"{a.from_capture}: no such capture directory")
+        mode = "offline"
+    archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
+    kernels = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps, a.probe_variants)
+    result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
+              "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
+    pipeline.write_index(out, result)
+    print(pipeline.index_markdown(result))
+    failed = [s for s in chain.steps if s.status != "ok"]
+    print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
+          f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
+    return 0 if kernels else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_main(main, prog=TOOL))

@@ -1,0 +1,260 @@
+"""The whole investigation chain, as the scripts a user would run by hand, one step each.
+
+Online (``investigate.py -- python repro.py``, needs the GPU the repro runs on): env check,
+capture run (the capture patch, Inductor logs, a private Inductor cache), profile run, peak
+bandwidth, then the offline part. Offline (``--from-capture DIR``): summarize, collect, and for
+the top-N Triton kernels inspect, scan, compile-probe and, where a GPU exists or a recorded run
+is present, the standalone timing; then one report per kernel and an index.
+
+A step that fails is recorded (status, the error's last line) and the chain goes on: its
+absence shows up as a gap in the reports. Every step is a subprocess running a script of
+``scripts/``, so what ``investigate.py`` does can be repeated by hand from ``investigation.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import atomic
+from .artifact import dumps
+from .errors import InputError
+
+SCRIPTS = Path(__file__).resolve().parents[1]
+
+# Layout of a capture directory (what the online mode records and --from-capture reads).
+CAPTURE_LOG = "log_profile.txt"
+CAPTURE_KERNELS = "autotune_kernels"
+INDUCTOR_CACHE = "inductor_cache"
+PROFILE_DIR = "profile"
+RUNS_DIR = "runs"
+ENV_FILE = "triton_env.json"
+PEAKS_FILE = "device_peaks.json"
+
+CAPTURE_BOOTSTRAP = """
+import os, runpy, sys
+sys.path.insert(0, {scripts!r})
+import autotune_capture_patch  # noqa: F401  (patches before the repro compiles anything)
+script = os.path.abspath(sys.argv[1])
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(script))
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+@dataclass
+class Step:
+    name: str
+    cmd: list[str]
+    status: str = "pending"
+    seconds: float | None = None
+    error: str | None = None
+    output: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "command": " ".join(shlex.quote(c) for c in self.cmd),
+                "status": self.status, "seconds": self.seconds, "error": self.error, "output": self.output}
+
+
+@dataclass
+class Chain:
+    out: Path
+    steps: list[Step] = field(default_factory=list)
+    timeout: float = 1800.0
+
+    def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
+            log: Path | None = None, cwd: Path | None = None) -> bool:
+        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        self.steps.append(step)
+        print(f"[investigate] {name}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        t0 = time.perf_counter()
+        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        try:
+            if log is not None:
+                with open(log, "w") as fh:
+                    proc = subprocess.run(step.cmd, stdout=fh, stderr=subprocess.STDOUT, text=True,
+                                          env=full_env, timeout=self.timeout, cwd=cwd)
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            else:
+                proc = subprocess.run(step.cmd, capture_output=True, text=True, env=full_env,
+                                      timeout=self.timeout, cwd=cwd)
+                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+            ok = proc.returncode == 0
+            if not ok:
+                step.error = f"exit {proc.returncode}: " + " | ".join(tail)
+        except subprocess.TimeoutExpired:
+            ok, step.error = False, f"timed out after {self.timeout:.0f} s"
+        step.seconds = round(time.perf_counter() - t0, 2)
+        step.status = "ok" if ok else "failed"
+        if not ok:
+            print(f"[investigate] {name} failed: {step.error}", flush=True)
+        return ok
+
+
+def script(name: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / name)]
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None:
+    """Run the repro under capture and under the profiler, recording a capture directory."""
+    if not cmd or not cmd[-1]:
+        raise InputError("no repro command after '--'")
+    argv = cmd[1:] if Path(cmd[0]).name.startswith("python") else cmd
+    if not argv or not argv[0].endswith(".py") or not Path(argv[0]).is_file():
+        raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
+    cap.mkdir(parents=True, exist_ok=True)
+    chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
+              + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
+    env = {"TRITON_CAPTURE_DIR": str(cap / CAPTURE_KERNELS), "TRITON_CAPTURE_FORCE_RETUNE": "1",
+           "TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
+    chain.run("capture", [sys.executable, "-c", CAPTURE_BOOTSTRAP.format(scripts=str(SCRIPTS)), *argv],
+              env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS)
+    (cap / PROFILE_DIR).mkdir(exist_ok=True)
+    chain.run("profile", script("profile_kernels.py") + [
+        "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
+        "--", sys.executable, *argv], env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)},
+        output=cap / PROFILE_DIR / "profile.json")
+    chain.run("peak_bandwidth", script("measure_peak_bandwidth.py") + ["--out", cap / PEAKS_FILE],
+              output=cap / PEAKS_FILE)
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
+    names: list[str] = []
+    if profile:
+        names = [k["name"] for k in profile.get("kernels", []) if k.get("origin") == "triton"]
+    if not names and summary:
+        names = [k["kernel"] for k in summary.get("kernels", [])]
+    return names[:top]
+
+
+def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
+    modules = sorted((out / "artifacts" / kernel / "kernel_module").glob("*.py"))
+    if modules:
+        return modules[0]
+    standalone = cap / CAPTURE_KERNELS / f"{kernel}.py"
+    return standalone if standalone.is_file() else None
+
+
+def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
+            peak_gbps: float | None, probe_variants: str | None = None) -> list[dict]:
+    out.mkdir(parents=True, exist_ok=True)
+    kdir = cap / CAPTURE_KERNELS
+    logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
+    if not logs:
+        raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory")
+    chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
+              "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
+    collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
+    if (cap / CAPTURE_LOG).is_file():
+        collect += ["--log", cap / CAPTURE_LOG]
+    if kdir.is_dir():
+        collect += ["--capture-dir", kdir]
+    if (cap / INDUCTOR_CACHE).is_dir():
+        collect += ["--cache-root", cap / INDUCTOR_CACHE]
+    chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
+    profile_json = cap / PROFILE_DIR / "profile.json"
+    if not profile_json.is_file():
+        traces = sorted((cap / PROFILE_DIR).glob("*.json*")) if (cap / PROFILE_DIR).is_dir() else []
+        if traces:
+            chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+                      "--markdown-out", out / "profile.md"], output=out / "profile.json")
+            profile_json = out / "profile.json"
+    profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
+    kernels = top_kernels(profile, summary, top)
+    env_json = cap / ENV_FILE
+    local_gpu = gpu_available()
+    reports = []
+    for kernel in kernels:
+        kd = out / "kernels" / kernel
+        kd.mkdir(parents=True, exist_ok=True)
+        src = kernel_source(out, cap, kernel)
+        args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
+                "--autotune-summary": out / "autotune_summary.json", "--env": env_json}
+        if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
+                src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
+            args["--meta"] = kd / "meta.json"
+        if chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
+                     "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
+            args["--isa"] = kd / "isa_scan.json"
+        if src is not None and probe_archs:
+            probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
+                                                 "--markdown-out", kd / "probe.md"]
+            for arch in probe_archs:
+                probe += ["--arch", arch]
+            if probe_variants:
+                probe += ["--variants", probe_variants]
+            if (kdir / "autotune.log").is_file():
+                probe += ["--launch-event", kdir / "autotune.log"]
+            if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
+                args["--probe"] = kd / "probe.json"
+        recorded = cap / RUNS_DIR / f"{kernel}.json"
+        standalone = kdir / f"{kernel}.py"
+        if run_kernels and local_gpu and standalone.is_file():
+            if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
+                         "--json-out", kd / "run.json"], output=kd / "run.json"):
+                args["--run"] = kd / "run.json"
+        elif recorded.is_file():
+            args["--run"] = recorded
+        report = script("make_investigation_report.py")
+        for flag, value in args.items():
+            if flag == "--env" and not Path(value).is_file():
+                continue
+            if flag == "--profile" and not Path(value).is_file():
+                continue
+            report += [flag, value]
+        if peak_gbps:
+            report += ["--peak-gbps", str(peak_gbps)]
+        env = {"TKO_PEAKS_FILE": str(cap / PEAKS_FILE)} if (cap / PEAKS_FILE).is_file() else None
+        chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
+        rep = _load(kd / "report.json")
+        reports.append({"kernel": kernel, "dir": str(kd.relative_to(out)),
+                        "verdict": (rep or {}).get("decision", {}).get("verdict"),
+                        "decision_text": (rep or {}).get("decision_text"),
+                        "rule": (rep or {}).get("decision", {}).get("rule"),
+                        "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
+                        "gaps": len((rep or {}).get("gaps", [])) if rep else None})
+    return reports
+
+
+def index_markdown(result: dict) -> str:
+    lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", "",
+             "| kernel | share of GPU time | decision | rule | gaps | report |", "|---|---|---|---|---|---|"]
+    for r in result["kernels"]:
+        share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
+        lines.append(f"| `{r['kernel']}` | {share} | {r.get('decision_text') or 'n/a'} | {r.get('rule') or ''} | "
+                     f"{r.get('gaps') if r.get('gaps') is not None else ''} | [{r['dir']}/report.md]({r['dir']}/report.md) |")
+    if not result["kernels"]:
+        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | |")
+    lines += ["", "## Steps", "", "| step | status | seconds | note |", "|---|---|---|---|"]
+    for s in result["steps"]:
+        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {(s['error'] or '')[:200]} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_index(out: Path, result: dict) -> None:
+    from .artifact import make_artifact
+
+    atomic.write_text(out / "investigation.json", dumps(make_artifact("investigation/1", "investigate.py", result)))
+    atomic.write_text(out / "investigation.md", index_markdown(result))

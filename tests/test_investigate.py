@@ -1,0 +1,60 @@
+"""investigate.py --from-capture: the offline chain on a real H200 capture, end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from tko import contracts
+
+pytestmark = pytest.mark.slow
+
+
+def recorded_capture(fixtures_dir, tmp_path, example):
+    """Lay a real fixture out as a capture directory (the layout investigate.py records)."""
+    src = fixtures_dir / "inductor_h200" / example
+    cap = tmp_path / "capture"
+    (cap / "profile").mkdir(parents=True)
+    shutil.copy(src / "log_profile.txt", cap / "log_profile.txt")
+    shutil.copytree(src / "inductor_cache", cap / "inductor_cache")
+    shutil.copy(src / "trace.json.gz", cap / "profile" / "trace.json.gz")
+    return cap
+
+
+def test_offline_chain_reports_the_hot_kernels(run_script, fixtures_dir, tmp_path):
+    cap = recorded_capture(fixtures_dir, tmp_path, "scatter_index_add")
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--top", "2",
+                      "--probe-arch", "gfx942", "--probe-variants", "baseline,pointer_range",
+                      "--peak-gbps", "4246", cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
+    assert contracts.contract_problems(index) == []
+    assert [s["status"] for s in index["steps"]] == ["ok"] * len(index["steps"])
+    kernels = {k["kernel"]: k for k in index["kernels"]}
+    # Profile order of the real trace: the index_add kernel (93.8 %) then zeros_like (4.5 %).
+    assert list(kernels) == ["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1",
+                             "triton_poi_fused_zeros_like_0"]
+    assert kernels["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"]["verdict"] == "rewrite_model"
+    assert kernels["triton_poi_fused_zeros_like_0"]["verdict"] == "leave_as_is"
+    kdir = tmp_path / "inv" / "kernels" / "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"
+    for name in ("meta.json", "isa_scan.json", "probe.json", "report.md", "report.json"):
+        assert (kdir / name).is_file(), name
+    probe = json.loads((kdir / "probe.json").read_text())
+    assert {r["variant"] for r in probe["results"]} == {"baseline", "pointer_range"}
+    md = (tmp_path / "inv" / "investigation.md").read_text()
+    assert "rewrite the model code" in md and "93.8%" in md
+
+
+def test_neither_mode_nor_both_is_exit_2(run_script, tmp_path):
+    proc = run_script("investigate.py", "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 2 and "either --from-capture" in proc.stderr
+    proc = run_script("investigate.py", "--from-capture", tmp_path / "nope", cwd=tmp_path)
+    assert proc.returncode == 2 and "no such capture directory" in proc.stderr
+
+
+def test_directory_without_capture_is_exit_2(run_script, tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = run_script("investigate.py", "--from-capture", tmp_path / "empty", "--out", tmp_path / "o", cwd=tmp_path)
+    assert proc.returncode == 2 and "not a capture directory" in proc.stderr
