@@ -467,3 +467,22 @@ def test_h200_python_stacks_name_the_user_code(run_script, tmp_path):
     assert softmax["origin"] == "library"  # no library marker in its name: an aten:: op launched it
     assert softmax["python_stack"][0].startswith("<built-in method softmax")
     assert softmax["user_frame"].endswith("attention_scores")
+
+
+def test_legacy_rocprof_dispatches_agree_with_its_stats_file(run_script, tmp_path):
+    # One rocprof v1 run (ROCm 5.3): results.csv has 10 dispatches whose EndNs - BeginNs add up to
+    # 261124944 ns, exactly the TotalDurationNs of results.stats.csv; both name the kernel with the
+    # " [clone .kd]" suffix, which is dropped.
+    per, _ = run_profile(run_script, tmp_path, "--rocprof", PROFILES / "rocprof_v1_results_nbody_1.csv", name="per")
+    stats, _ = run_profile(run_script, tmp_path, "--rocprof", PROFILES / "rocprof_v1_results_stats_nbody_1.csv",
+                           name="stats")
+    (k,) = per["kernels"]
+    (ks,) = stats["kernels"]
+    assert k["name"] == ks["name"] == "bodyForce(Body*, float, int)"
+    assert k["calls"] == ks["calls"] == 10
+    assert k["total_us"] == ks["total_us"] == pytest.approx(261124.944)
+    assert (k["min_us"], k["max_us"]) == (26060.585, 26316.649)
+    assert k["launch"] == {"grid_size": 65536, "workgroup_size": 256, "lds_bytes": 0, "scratch_bytes": 0,
+                           "vgpr": 20, "accum_vgpr": 4, "sgpr": 16}
+    # first BeginNs to last EndNs
+    assert per["summary"]["wall_span_us"] == pytest.approx((1591373077878145 - 1591372809872935) / 1000)

@@ -237,6 +237,12 @@ def _canon(column: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", column.strip().lower()).strip("_")
 
 
+def kernel_name(raw: str) -> str:
+    """A kernel name as the tools print it, minus legacy rocprof's code-object suffix."""
+    name = raw.strip()
+    return name[: -len(" [clone .kd]")] if name.endswith(" [clone .kd]") else name
+
+
 def _num(value: str) -> float:
     v = value.strip().replace(",", "")
     if not v:
@@ -282,7 +288,7 @@ def _stat_rows(header: list[str], rows: list[tuple[int, list[str]]], where: str,
         try:
             if len(row) != len(header):
                 raise ValueError(f"{len(row)} fields, header has {len(header)}")
-            name = row[cols["name"]].strip()
+            name = kernel_name(row[cols["name"]])
             if not name:
                 raise ValueError("empty name")
 
@@ -467,7 +473,7 @@ def parse_dispatch_csv(text: str) -> Parsed:
                         launch[out_key] = vals if len(vals) > 1 else vals[0]
                         break
             out.append(Dispatch(
-                name=row[cols["name"]].strip(), start_us=start / 1000.0, dur_us=(end - start) / 1000.0,
+                name=kernel_name(row[cols["name"]]), start_us=start / 1000.0, dur_us=(end - start) / 1000.0,
                 device=_maybe_int(row[cols["device"]]) if "device" in cols else None,
                 stream=_maybe_int(row[cols["stream"]]) if "stream" in cols else None,
                 correlation=_maybe_int(row[cols["correlation"]]) if "correlation" in cols else None,
