@@ -4,7 +4,12 @@ Regenerates the measured table in references/optimization_patterns.md ("Measured
 for the installed Triton. No GPU is needed: upstream Triton's AMD backend compiles for gfx942 /
 gfx90a on a CPU machine (Triton >= 3.5 links in-process; <= 3.4 needs ld.lld, see dcu_notes.md).
 
-    python references/hint_effects.py [--arch gfx942] [--json-out effects.json]
+    python references/hint_effects.py [--arch gfx942] [--json-out effects.json] [--yaml]
+
+`--yaml` prints the block as it appears in the document. The blocks for other Triton versions were
+made the same way with that wheel alone in a virtual environment, e.g.
+`python -m venv v && v/bin/pip install --no-deps triton==3.5.1 &&
+AMDGCN_USE_BUFFER_OPS=1 v/bin/python references/hint_effects.py --yaml`.
 
 Each case is compiled twice: with `tt.pointer_range=32` on the pointer arguments (what a JIT launch
 of a < 2 GiB tensor gets on Triton >= 3.6 with buffer ops on) and without it (what an offline
@@ -167,12 +172,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="gfx942", help="upstream AMD target (gfx942, gfx90a, ...)")
     parser.add_argument("--json-out", help="also write the result as JSON")
+    parser.add_argument("--yaml", action="store_true",
+                        help="print the block for optimization_patterns.md instead of the table")
     args = parser.parse_args(argv)
     try:
         result = measure(args.arch)
     except ImportError as exc:
         print(f"error: triton is needed to compile: {exc}", file=sys.stderr)
         return 2
+    if args.yaml:
+        print(yaml_block(result))
+        return _write_json(result, args.json_out)
     width = max(len(n) for n in result["cases"])
     print(f"triton {result['triton']}  arch {result['arch']}  "
           f"AMDGCN_USE_BUFFER_OPS={result['AMDGCN_USE_BUFFER_OPS']}")
@@ -182,10 +192,34 @@ def main(argv=None) -> int:
             r = modes[mode]
             cells.append(f"{mode}: {r['verdict']} " + (",".join(r.get("ops", [])) or r.get("error", "")))
         print(f"{name:<{width}}  " + "  |  ".join(cells))
-    if args.json_out:
-        with open(args.json_out, "w", encoding="utf-8") as fh:
+    return _write_json(result, args.json_out)
+
+
+def _write_json(result: dict, path: str | None) -> int:
+    if path:
+        with open(path, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=1)
     return 0
+
+
+_WIDTH_ORDER = ("ubyte", "ushort", "short", "dword", "dwordx2", "dwordx3", "dwordx4")
+
+
+def yaml_block(result: dict) -> str:
+    """One line per case: verdict and widest data load, per pointer-range mode."""
+    env = result["AMDGCN_USE_BUFFER_OPS"]
+    lines = [f"# hint_effects triton={result['triton']} arch={result['arch']} "
+             f"AMDGCN_USE_BUFFER_OPS={'unset' if env is None else env}"]
+    width = max(len(n) for n in result["cases"]) + 1
+    for name, modes in result["cases"].items():
+        cells = []
+        for mode in ("pr32", "no_pr32"):
+            r = modes[mode]
+            loads = [op.rsplit("_", 1)[1] for op in r.get("ops", []) if "_load_" in op]
+            widest = max(loads, key=_WIDTH_ORDER.index) if loads else ""
+            cells.append(f"{mode}: {(r['verdict'] + ' ' + widest).strip()}")
+        lines.append(f"{name + ':':<{width}} {{{', '.join(cells)}}}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
