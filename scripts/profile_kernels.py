@@ -203,7 +203,7 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
         if summary["dispatches"] == 0:
             raise InputError(f"{path}: every kernel was launched during compilation; "
                              "pass --include-compile to rank them anyway")
-    rows, summary = pr.finish(rows, summary, args.top)
+    rows, summary, ranking = pr.finish(rows, summary, args.top)
     if args.pmc:
         pmc = pf.read_profile(args.pmc)
         if pmc.format != "hipprof_pmc":
@@ -213,6 +213,7 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
         formats.append({"flag": "--pmc", "path": str(args.pmc), "format": pmc.format})
     payload["summary"] = summary
     payload["kernels"] = rows
+    payload["ranking"] = ranking
     if api_stats:
         payload["api_stats"] = _api_rows(api_stats, args.top)
     payload["problems"] = problems

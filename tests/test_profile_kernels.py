@@ -486,3 +486,18 @@ def test_legacy_rocprof_dispatches_agree_with_its_stats_file(run_script, tmp_pat
                            "vgpr": 20, "accum_vgpr": 4, "sgpr": 16}
     # first BeginNs to last EndNs
     assert per["summary"]["wall_span_us"] == pytest.approx((1591373077878145 - 1591372809872935) / 1000)
+
+
+def test_ranking_covers_kernels_beyond_top(run_script, tmp_path):
+    doc, _ = run_profile(run_script, tmp_path, "--hipprof", PROFILES / "hipprof_kernel_stats_gfx936_1.csv",
+                         "--top", "3")
+    assert len(doc["kernels"]) == 3 and len(doc["ranking"]) == 24
+    assert doc["ranking"][:3] == [{k: e[k] for k in ("rank", "name", "origin", "calls", "total_us", "share")}
+                                  for e in doc["kernels"]]
+    red = pr.find_kernel(doc, "triton_red_fused_1")
+    assert red["origin"] == "triton" and red["share"] == pytest.approx(111840 / 13218323221)
+    assert red["rank"] == 1 + sum(1 for e in doc["ranking"] if e["total_us"] > red["total_us"])
+    # a PMC/mangled spelling finds the demangled entry
+    flash = pr.find_kernel(doc, "_Z31flash_fwd_kernel_16x64_prefetchI44Flash_fwd_kernel_16x64_prefetch_traitsEv")
+    assert flash["rank"] == 2
+    assert pr.find_kernel(doc, "no_such_kernel") is None

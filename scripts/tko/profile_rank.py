@@ -383,8 +383,11 @@ def rank_stats(stats: list[StatRow], declared_total: StatRow | None = None,
     return rows, summary, problems
 
 
-def finish(rows: list[dict], summary: dict, top: int | None) -> tuple[list[dict], dict]:
-    """Add ranks and origin totals; keep the top N (the totals still cover every kernel)."""
+def finish(rows: list[dict], summary: dict, top: int | None) -> tuple[list[dict], dict, list[dict]]:
+    """Add ranks and origin totals; keep the top N detailed (totals and ``ranking`` cover all).
+
+    Returns (detailed top-N entries, summary, compact ranking of every kernel).
+    """
     by_origin = defaultdict(float)
     for r in rows:
         by_origin[r["origin"]] += r["total_us"]
@@ -392,15 +395,26 @@ def finish(rows: list[dict], summary: dict, top: int | None) -> tuple[list[dict]
     summary["kernels"] = len(rows)
     summary["time_by_origin_us"] = {k: round(v, 3) for k, v in sorted(by_origin.items())}
     summary["triton_share"] = (by_origin.get("triton", 0.0) / denom) if denom > 0 else 0.0
+    ranked = [{"rank": i, **r} for i, r in enumerate(rows, 1)]
+    ranking = [{k: r[k] for k in ("rank", "name", "origin", "calls", "total_us", "share")} for r in ranked]
     if top is not None and top >= 0:
-        summary["shown"] = min(top, len(rows))
-        rows = rows[:top]
-    for i, r in enumerate(rows, 1):
-        r["rank"] = i
-    ordered = []
-    for r in rows:
-        ordered.append({"rank": r.pop("rank"), **r})
-    return ordered, summary
+        summary["shown"] = min(top, len(ranked))
+        ranked = ranked[:top]
+    return ranked, summary, ranking
+
+
+def find_kernel(doc: dict, name: str) -> dict | None:
+    """The ``ranking`` entry of a kernel_profile/1 document for ``name`` (exact name first, then
+    the entry whose mangled/demangled base identifier matches), or None."""
+    ranking = doc.get("ranking") or doc.get("kernels") or []
+    for r in ranking:
+        if r["name"] == name:
+            return r
+    base = mangled_base(name)
+    for r in ranking:
+        if mangled_base(r["name"]) == base:
+            return r
+    return None
 
 
 # --------------------------------------------------------------------------- PMC join
