@@ -43,7 +43,10 @@ def main(argv=None) -> int:
     kernels = parsed["kernels"]
     if args.kernel:
         kernels = [kernel_source.select_kernel(parsed, args.kernel)]
-    entry = kernel_source.select_kernel({"kernels": kernels}, None)
+    try:
+        entry = kernel_source.select_kernel({"kernels": kernels}, None)
+    except InputError:  # several kernels (e.g. Inductor output code): none is "the" entry
+        entry = None
     ir_reports = []
     for ir_path in args.ir:
         p = Path(ir_path)
@@ -59,6 +62,9 @@ def main(argv=None) -> int:
             raise InputError(f"{ir_path}: no tt.func found; expected a .ttir or .ttgir file")
         names = {f["name"] for f in ir["functions"]}
         target = next((k for k in kernels if k["name"] in names), entry)
+        if target is None:
+            raise InputError(f"{ir_path}: its function ({', '.join(sorted(names)) or 'none'}) is not one of "
+                             f"the file's kernels; name one with --kernel")
         report = kernel_source.attach_ir(target, ir, str(p))
         target.setdefault("ir", []).append(report)
         ir_reports.append({"file": str(p), "kernel": target["name"], "stage": report["stage"]})
@@ -71,7 +77,7 @@ def main(argv=None) -> int:
     payload = {
         "source": os.path.abspath(args.kernel_file),
         "origin": parsed["origin"],
-        "entry_kernel": entry["name"],
+        "entry_kernel": entry["name"] if entry else None,
         "kernels": kernels,
         "ir_files": ir_reports,
         "findings": findings,

@@ -209,3 +209,21 @@ def test_parse_never_executes(tmp_path):
                     "@triton.jit\ndef k(x_ptr):\n    pass\n")
     _, parsed = read_kernel_file(evil)
     assert parsed["kernels"][0]["name"] == "k" and not marker.exists()
+
+
+def test_output_code_with_embedded_kernels(run_script, tmp_path):
+    """Inductor output code holds its kernels as async_compile.triton('name', '''source''') strings."""
+    wrapper = next(p for p in sorted((H200 / "scatter_index_add").rglob("*.py"))
+                   if "async_compile.triton(" in p.read_text(encoding="utf-8"))
+    doc = inspect(run_script, tmp_path, wrapper)
+    names = [k["name"] for k in doc["kernels"]]
+    assert names == ["triton_poi_fused_zeros_like_0",
+                     "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1"]
+    assert doc["entry_kernel"] is None  # two kernels: none is "the" entry
+    assert all(k["embedded"]["async_compile_name"] == k["name"] for k in doc["kernels"])
+    assert doc["kernels"][1]["atomics"][0]["kind"] == "scatter"
+    proc = run_script("inspect_triton_meta.py", wrapper, "--kernel", "zeros_like_0",
+                      "--json-out", tmp_path / "one.json")
+    assert proc.returncode == 0
+    assert [k["name"] for k in json.loads((tmp_path / "one.json").read_text())["kernels"]] == [
+        "triton_poi_fused_zeros_like_0"]

@@ -301,3 +301,17 @@ def test_worker_runs_from_any_directory(tmp_path):
     """The worker command needs only PYTHONPATH=scripts, which worker_env provides."""
     env = offline_compile.worker_env({"X_TEST": "1"})
     assert env["PYTHONPATH"].split(os.pathsep)[0].endswith("scripts") and env["X_TEST"] == "1"
+
+
+@needs_offline_triton
+def test_compile_kernel_embedded_in_output_code(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    wrapper = next(p for p in sorted((H200 / "scatter_index_add").rglob("*.py"))
+                   if "async_compile.triton(" in p.read_text(encoding="utf-8"))
+    with pytest.raises(InputError, match="several kernels"):
+        offline_compile.compile_kernel_file(wrapper, "gfx942")
+    out = offline_compile.compile_kernel_file(wrapper, "gfx942", kernel="triton_poi_fused_zeros_like_0",
+                                              pointer_range=32, config={"XBLOCK": 1024, "num_warps": 4})
+    assert out.kernel == "triton_poi_fused_zeros_like_0"
+    assert any("async_compile.triton call at line" in n for n in out.notes)
+    assert "buffer_store" in out.asm["amdgcn"] and "global_store" not in out.asm["amdgcn"]

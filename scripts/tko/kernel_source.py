@@ -22,6 +22,7 @@ comes from ``ast``: nothing is imported or run, so a kernel captured on another 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -632,18 +633,69 @@ def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     return out
 
 
-def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
-    """Every @triton.jit function of a file, with metadata, memory ops and findings."""
+def standalone_spec(tree: ast.Module) -> dict | None:
+    """The ``_TKO_SPEC`` a captured standalone kernel carries (recorded args and configs), if any."""
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_TKO_SPEC"
+                and isinstance(node.value, ast.Call) and node.value.args
+                and isinstance(node.value.args[0], ast.Constant)
+                and isinstance(node.value.args[0].value, str)):
+            try:
+                spec = json.loads(node.value.args[0].value)
+            except ValueError:
+                return None
+            return spec if isinstance(spec, dict) else None
+    return None
+
+
+def embedded_sources(tree: ast.Module) -> list[tuple[str, str, int]]:
+    """Kernel sources inside Inductor output code: ``async_compile.triton('name', <source>, ...)``."""
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and ast.unparse(node.func).endswith("async_compile.triton")
+                and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)):
+            name = node.args[0].value if isinstance(node.args[0], ast.Constant) else None
+            found.append((str(name), node.args[1].value, node.lineno))
+    return found
+
+
+def _parse_kernels(text: str, path: str) -> tuple[list[dict], list[str]]:
     tree = parse_source(text, path)
-    funcs = jit_functions(tree)
     imports = sorted({ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))})
     kernels = []
-    for func in funcs:
+    for func in jit_functions(tree):
         kernel = parse_function(func, text)
         kernel["findings"] = kernel_findings(kernel)
         kernels.append(kernel)
+    return kernels, imports
+
+
+def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
+    """Every @triton.jit function of a file, with metadata, memory ops and findings.
+
+    A kernel module, a captured standalone copy (its ``_TKO_SPEC`` is returned as
+    ``standalone_spec``), a hand-written file, or Inductor output code whose kernels are
+    embedded as strings (each such kernel gets ``embedded``: the call line and its source).
+    """
+    tree = parse_source(text, path)
+    kernels, imports = _parse_kernels(text, path)
+    embedded: dict[str, str] = {}
+    if not kernels:
+        for name, source, line in embedded_sources(tree):
+            try:
+                inner, inner_imports = _parse_kernels(source, f"{path}:{line}")
+            except InputError:
+                continue
+            imports = sorted(set(imports) | set(inner_imports))
+            for kernel in inner:
+                kernel["embedded"] = {"call_line": line, "async_compile_name": name}
+                kernels.append(kernel)
+                embedded[kernel["name"]] = source
     origin = "inductor" if any("triton_heuristics" in i for i in imports) else "hand-written"
-    return {"origin": origin, "imports": imports, "kernels": kernels}
+    return {"origin": origin, "imports": imports, "kernels": kernels,
+            "standalone_spec": standalone_spec(tree), "embedded_sources": embedded}
 
 
 def read_kernel_file(path: str | Path) -> tuple[str, dict]:
@@ -663,7 +715,7 @@ def read_kernel_file(path: str | Path) -> tuple[str, dict]:
 
 
 def select_kernel(parsed: dict, name: str | None) -> dict:
-    """The kernel to compile: by name, else the one with metadata/decorators, else the last."""
+    """The kernel to compile: by name, else the one with metadata/decorators, else the entry."""
     kernels = parsed["kernels"]
     if name:
         for k in kernels:
@@ -677,10 +729,16 @@ def select_kernel(parsed: dict, name: str | None) -> dict:
     decorated = [k for k in kernels if k["triton_meta"] or k["kind"] != "jit"]
     if len(decorated) == 1:
         return decorated[0]
+    if len(decorated) > 1:
+        raise InputError(f"the file defines several kernels ({', '.join(k['name'] for k in decorated)}); "
+                         f"choose one with --kernel")
     # A helper is called by another jit function; the entry kernel is called by none.
     called = {c for k in kernels for c in k.get("calls", [])}
-    entries = [k for k in (decorated or kernels) if k["name"] not in called]
-    return (entries or decorated or kernels)[-1]
+    entries = [k for k in kernels if k["name"] not in called]
+    if len(entries) > 1:
+        raise InputError(f"the file defines several jit functions ({', '.join(k['name'] for k in entries)}); "
+                         f"choose one with --kernel")
+    return (entries or kernels)[-1]
 
 
 # --------------------------------------------------------------------------- IR

@@ -36,6 +36,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -243,6 +244,15 @@ def hints_from_launch(kernel: dict, launch: dict) -> tuple[dict, dict, dict, lis
             if isinstance(value, int) and not isinstance(value, bool) and value % 16 == 0:
                 attrs.setdefault(param["name"], []).append(["tt.divisibility", 16])
     return signature, constexprs, attrs, notes
+
+
+def launch_from_standalone_spec(spec: dict) -> dict:
+    """A captured standalone file's ``_TKO_SPEC`` as a launch event: recorded args + first config."""
+    launch: dict[str, Any] = {"args": [a for a in spec.get("args", []) if isinstance(a, dict)]}
+    configs = [c for c in spec.get("configs") or [] if isinstance(c, dict)]
+    if configs:
+        launch["winner"] = configs[0]
+    return launch
 
 
 def _size_hints(kernel: dict) -> dict:
@@ -551,14 +561,27 @@ def compile_kernel_file(path: str | os.PathLike, arch: str, *, kernel: str | Non
     path = Path(path)
     text, parsed = kernel_source.read_kernel_file(path)
     chosen = kernel_source.select_kernel(parsed, kernel)
+    spec_notes = []
+    if launch is None and parsed.get("standalone_spec"):
+        launch = launch_from_standalone_spec(parsed["standalone_spec"])
+        spec_notes.append("argument types and config from the captured standalone file's recorded launch")
     plan = plan_compile(chosen, config=config, pointer_range=pointer_range, extra_attrs=extra_attrs,
                         signature=signature, launch=launch)
-    namespace, load_notes = load_module_namespace(path, text)
-    fn = namespace.get(chosen["name"])
-    if fn is None or not hasattr(fn, "arg_names"):
-        raise ToolFailure(f"{path}: {chosen['name']} did not load as a triton JITFunction")
-    outcome = compile_plan(fn, plan, arch, env=env)
-    outcome.notes = load_notes + outcome.notes
+    embedded = parsed.get("embedded_sources", {}).get(chosen["name"])
+    with tempfile.TemporaryDirectory(prefix="tko_kernel_") as tmp:
+        if embedded is not None:
+            # Kernels embedded in Inductor output code: the JIT reads source from a real file.
+            path = Path(tmp) / f"{chosen['name']}.py"
+            path.write_text(embedded, encoding="utf-8")
+            text = embedded
+            spec_notes.append(f"kernel source taken from the async_compile.triton call at line "
+                              f"{chosen['embedded']['call_line']}")
+        namespace, load_notes = load_module_namespace(path, text)
+        fn = namespace.get(chosen["name"])
+        if fn is None or not hasattr(fn, "arg_names"):
+            raise ToolFailure(f"{path}: {chosen['name']} did not load as a triton JITFunction")
+        outcome = compile_plan(fn, plan, arch, env=env)
+    outcome.notes = spec_notes + load_notes + outcome.notes
     if chosen.get("triton_meta") is None and not launch:
         outcome.notes.append("hand-written kernel: tt.divisibility=16 assumed on pointer args as a JIT "
                              "launch gives 16-byte-aligned tensors; a JIT launch on Triton >= 3.6 with "

@@ -335,6 +335,11 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
     kernel_path = Path(kernel_path).resolve()
     text, parsed = kernel_source.read_kernel_file(kernel_path)
     chosen = kernel_source.select_kernel(parsed, kernel)
+    if launch is None and parsed.get("standalone_spec"):
+        launch = offline_compile.launch_from_standalone_spec(parsed["standalone_spec"])
+    embedded = parsed.get("embedded_sources", {}).get(chosen["name"])
+    if embedded is not None:
+        text = embedded  # source edits apply to the embedded kernel; workers get it as its own file
     # Validate the signature/config once, in this process: a bad flag is one error, not N.
     plan = offline_compile.plan_compile(chosen, config=config, signature=signature, launch=launch)
     variants = build_variants(variant_names, chosen, text, plan)
@@ -354,15 +359,19 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
         root = Path(root_ctx.name)
     try:
         jobs: list[tuple[Variant, str, Job | None]] = []
+        original = str(kernel_path)
+        if embedded is not None:
+            original = str(root / f"{chosen['name']}.py")
+            Path(original).write_text(embedded, encoding="utf-8")
         for variant in variants:
-            path = str(kernel_path)
+            path = original
             if variant.source_lines and not variant.skipped:
                 top = variant.source_lines.get("top", [])
                 after = {int(k): v for k, v in variant.source_lines.items() if k != "top"}
                 new_text = rewrite_source(text, chosen["name"], top, after)
                 src_dir = root / _safe(variant.name)
                 src_dir.mkdir(parents=True, exist_ok=True)
-                rewritten = src_dir / kernel_path.name
+                rewritten = src_dir / Path(original).name
                 rewritten.write_text(new_text, encoding="utf-8")
                 path = str(rewritten)
             for arch in arches:
@@ -449,6 +458,10 @@ PTX_FAMILIES = {"global_load": ("ld_global", "ld_global_nc"), "global_store": ("
                 "global_atomic": ("atom_global", "red_global")}
 
 
+# CAS loops (atomics the target cannot do natively, e.g. fp32 add on gfx90a) count as global atomics.
+AMD_FAMILIES = {"global_atomic": ("global_atomic", "global_atomic_cas")}
+
+
 def cell_summary(scan: dict) -> dict:
     fam = scan.get("families") or {}
     widths = scan.get("widths") or {}
@@ -456,7 +469,7 @@ def cell_summary(scan: dict) -> dict:
     out: dict[str, Any] = {"verdict": scan.get("verdict")}
     ptx = any(k in fam for k in ("ld_global", "st_global"))
     for family in LOAD_STORE_FAMILIES:
-        names = PTX_FAMILIES.get(family, ()) if ptx else (family,)
+        names = PTX_FAMILIES.get(family, ()) if ptx else AMD_FAMILIES.get(family, (family,))
         out[family] = sum(int(fam.get(n, 0) or 0) for n in names)
     load_fams = PTX_FAMILIES["global_load"] if ptx else ("buffer_load", "global_load", "flat_load")
     store_fams = PTX_FAMILIES["global_store"] if ptx else ("buffer_store", "global_store", "flat_store")
@@ -566,7 +579,8 @@ def markdown_table(payload: dict) -> str:
              f"Triton {payload['triton_version']}; kernel file `{payload['kernel_file']}`; config "
              f"{json.dumps(payload['base']['config'].get('kwargs'))} num_warps="
              f"{payload['base']['config'].get('num_warps')} ({payload['base']['config_source']}).", "",
-             "Cells: verdict · loads buffer/global · stores buffer/global · widest load width.", "",
+             "Cells: verdict · loads buffer/global(+flat) · stores buffer/global(+flat) · widest load width"
+             " · atomics buffer/global (when any).", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_key = {(r["variant"], r["arch"]): r for r in payload["results"]}
     for variant in [v["name"] for v in payload["variants"]]:
@@ -584,6 +598,8 @@ def markdown_table(payload: dict) -> str:
                 cell = (f"{s.get('verdict')} · L {s['buffer_load']}/{s['global_load'] + s['flat_load']}"
                         f" · S {s['buffer_store']}/{s['global_store'] + s['flat_store']}"
                         f" · {s.get('load_width') or '-'}")
+                if s["buffer_atomic"] or s["global_atomic"]:
+                    cell += f" · A {s['buffer_atomic']}/{s['global_atomic']}"
                 if r.get("changes_vs_baseline"):
                     cell = f"**{cell}**"
                 cells.append(cell)
