@@ -365,11 +365,11 @@ def select_variants(args, parser) -> list:
     return variants
 
 
-def run_case(core, variants, size, dtype, device, args, seeds, peak) -> dict:
+def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, peak) -> dict:
     dname = str(dtype).replace("torch.", "")
 
-    def generator():
-        return torch.Generator(device=device["device"]).manual_seed(next(seeds))
+    def generator(stream=seeds):
+        return torch.Generator(device=device["device"]).manual_seed(next(stream))
 
     probe_inputs = make_inputs(size, dtype, generator())
     probe_outputs = make_outputs(probe_inputs)
@@ -409,7 +409,7 @@ def run_case(core, variants, size, dtype, device, args, seeds, peak) -> dict:
             budget_bytes=int(free * 0.5) if free else None)
         rotate = []
         for _ in range(n_sets):
-            inputs = make_inputs(size, dtype, generator())
+            inputs = make_inputs(size, dtype, generator(timing_seeds))
             rotate.append((inputs, make_outputs(inputs)))
         case["rotate_sets"] = n_sets
         case["l2_bytes"] = l2
@@ -686,11 +686,16 @@ def main(argv=None) -> int:
             peak_text = "no peak lookup without tko: pass --peak-gbps"
     sizes = args.size or list(DEFAULT_SIZES_INTERPRETER if interpret else DEFAULT_SIZES_GPU)
     dtypes = args.dtype or [getattr(torch, d) for d in DEFAULT_DTYPES]
-    counter = iter(range(args.seed * 1_000_003, args.seed * 1_000_003 + 10**9))
+    # Check inputs and timing inputs draw from separate seed streams, so the checks see the same
+    # data whether or not the run times anything.
+    base = args.seed * 1_000_003
+    counter = iter(range(base, base + 10**9))
+    timing_counter = iter(range(base + 10**9, base + 2 * 10**9))
     cases = []
     for dtype in dtypes:
         for size in sizes:
-            cases.append(run_case(core, variants, size, dtype, device, args, counter, peak))
+            cases.append(run_case(core, variants, size, dtype, device, args, counter,
+                                  timing_counter, peak))
     counts: dict = {}
     for case in cases:
         for r in case["results"]:

@@ -3,28 +3,30 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 from tko.artifact import read_artifact
 from tko.contracts import contract_problems
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 TEMPLATE = "triton_benchmark_template.py"
+# --cpu-timer runs the timing, re-check and ranking path on interpreted kernels (host clock).
 CPU_ARGS = ("--size", "4096", "--size", "4113", "--dtype", "bf16", "--dtype", "fp32",
-            "--checks", "2", "--seed", "7")
+            "--checks", "2", "--seed", "7", "--cpu-timer", "--rotate-sets", "3",
+            "--warmup-ms", "1", "--rep-ms", "5")
+
 
 def _interp_env():
     return {"TRITON_INTERPRET": "1", "AMDGCN_USE_BUFFER_OPS": "1"}
 
 
 def _run_copy(path, *args, env=None, cwd=None):
-    import os
-
     full = dict(os.environ)
     full.pop("TKO_DEBUG", None)
     full.pop("TKO_SCRIPTS", None)
@@ -36,8 +38,6 @@ def _run_copy(path, *args, env=None, cwd=None):
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory):
     """The template as shipped, in the interpreter, with AMDGCN_USE_BUFFER_OPS=1 set."""
-    import os
-
     tmp = tmp_path_factory.mktemp("bench")
     env = dict(os.environ)
     env.pop("TKO_DEBUG", None)
@@ -60,18 +60,27 @@ def test_template_checks_every_variant_in_the_interpreter(cpu_run):
     assert contract_problems(doc) == []
     assert doc["core"]["source"] == "tko"
     assert doc["device"]["backend"] == "interpreter"
-    assert doc["timing"]["available"] is False and "interpreter" in doc["timing"]["reason"]
-    assert "timing unavailable" in res.stderr
+    assert doc["timing"]["available"] and doc["timing"]["timer"] == "cpu wall clock (--cpu-timer)"
     assert len(doc["cases"]) == 4
     for case in doc["cases"]:
         assert case["bytes"] == 3 * case["size"] * (2 if case["dtype"] == "bfloat16" else 4)
-        assert case["ranking"]["ranked"] == []            # nothing timed, nothing ranked
+        assert case["rotate_sets"] == 3 and case["noise_rel"] is not None
+        timed = {}
         for r in case["results"]:
             if r["status"] == "skipped":
                 continue
             assert r["status"] == "passed", (case["size"], case["dtype"], r)
             assert len(r["checks"]) == 2 and all(c["unwritten_count"] == 0 for c in r["checks"])
-            assert r["median_ms"] is None and r["rank"] is None
+            assert r["post_timing_check"]["passed"]
+            assert r["timing"]["sets_used"] == 3 and r["timing"]["calls"] >= 6
+            assert r["gb_per_s"] == pytest.approx(case["bytes"] / r["median_ms"] / 1e6)
+            timed[r["name"]] = r
+        base = timed["baseline"]["median_ms"]
+        for r in timed.values():
+            assert r["speedup_vs_baseline"] == pytest.approx(base / r["median_ms"])
+        ranked = case["ranking"]["ranked"]
+        assert [e["name"] for e in ranked] == sorted(timed, key=lambda n: timed[n]["median_ms"])
+        assert [timed[e["name"]]["rank"] for e in ranked] == list(range(1, len(ranked) + 1))
     # the unmasked variant only where the size allows it; the AMD-only option never here
     _, r4096 = _results(doc, 4096, "float32")
     _, r4113 = _results(doc, 4113, "float32")
@@ -87,7 +96,7 @@ def test_template_checks_every_variant_in_the_interpreter(cpu_run):
     assert b4113["baseline"]["checks"][0]["rel_err"] > 100 * c1["rel_err"]
     assert c1["rel_err"] < 1e-6 and b4113["baseline"]["checks"][0]["rel_err"] < 1e-2
     md = (tmp / "b.md").read_text()
-    assert "| - | baseline | passed |" in md and "## size 4113, float32" in md
+    assert "| 1 |" in md and "## size 4113, float32" in md and "| - | waves_per_eu2 | skipped |" in md
 
 
 def test_buffer_ops_variable_cleared_by_default(cpu_run):
@@ -114,6 +123,7 @@ def test_copied_alone_uses_inline_core_keeps_buffer_ops_and_agrees(cpu_run, tmp_
     assert doc["schema"] == "benchmark/1" and contract_problems(doc) == []
     assert doc["core"]["source"] == "inline"
     assert doc["buffer_ops"]["action"] == "kept" and doc["buffer_ops"]["env_now"] == "1"
+    assert all(c["ranking"]["ranked"] for c in doc["cases"])
     # same seed, same inputs: the inline core measures the same errors as tko.bench
     for case0, case in zip(doc0["cases"], doc["cases"]):
         for r0, r in zip(case0["results"], case["results"]):
@@ -135,6 +145,9 @@ def test_edited_copy_with_a_bug_is_reported_failed_and_never_ranked(tmp_path):
     assert res.returncode == 1, res.stderr          # a case where no variant passed
     doc = read_artifact(tmp_path / "b.json", "benchmark/1")
     assert doc["core"]["source"] == "tko"
+    # no GPU and no --cpu-timer: checked, not timed, and said so
+    assert doc["timing"]["available"] is False and "interpreter" in doc["timing"]["reason"]
+    assert "timing unavailable" in res.stderr
     case, by_name = _results(doc, 4113, "float32")
     assert by_name["baseline"]["checks"][0]["unwritten_count"] == 4113 - 4 * 1024
     assert by_name["block512_w2"]["checks"][0]["unwritten_count"] == 4113 - 8 * 512
@@ -145,30 +158,6 @@ def test_edited_copy_with_a_bug_is_reported_failed_and_never_ranked(tmp_path):
     assert "no variant passed its check for: 4113/float32" in doc["warnings"]
     _, ok = _results(doc, 4096, "float32")          # whole blocks: the bug does not show
     assert all(r["status"] == "passed" for r in ok.values())
-
-
-def test_cpu_timer_runs_the_timing_and_ranking_path(run_script, tmp_path):
-    res = run_script(TEMPLATE, "--cpu-timer", "--rotate-sets", "3", "--warmup-ms", "1",
-                     "--rep-ms", "10", "--size", "4113", "--dtype", "fp32", "--checks", "1",
-                     "--only", "baseline|hints|block512", "--json-out", tmp_path / "b.json",
-                     cwd=tmp_path, env={"TRITON_INTERPRET": "1"})
-    assert res.returncode == 0, res.stderr
-    doc = read_artifact(tmp_path / "b.json", "benchmark/1")
-    assert contract_problems(doc) == []
-    assert doc["timing"]["available"] and doc["timing"]["timer"] == "cpu wall clock (--cpu-timer)"
-    (case,) = doc["cases"]
-    assert case["rotate_sets"] == 3 and case["noise_rel"] is not None
-    results = {r["name"]: r for r in case["results"]}
-    assert set(results) == {"baseline", "hints", "block512_w2"}
-    for r in results.values():
-        assert r["status"] == "passed" and r["post_timing_check"]["passed"]
-        assert r["timing"]["sets_used"] == 3 and r["timing"]["calls"] >= 6
-        assert r["gb_per_s"] == pytest.approx(case["bytes"] / r["median_ms"] / 1e6)
-        assert r["speedup_vs_baseline"] == pytest.approx(
-            results["baseline"]["median_ms"] / r["median_ms"])
-    ranked = case["ranking"]["ranked"]
-    assert [e["name"] for e in ranked] == sorted(results, key=lambda n: results[n]["median_ms"])
-    assert [results[e["name"]]["rank"] for e in ranked] == [1, 2, 3]
 
 
 def test_sweep_grid_and_bad_arguments(run_script, tmp_path):
