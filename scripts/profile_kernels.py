@@ -174,35 +174,13 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
         if run_info["returncode"] != 0:
             problems.append(f"the command exited with status {run_info['returncode']}; "
                             "the trace covers the run up to that point")
-    if parsed.kernel_stats is not None:
-        rows, summary, rank_problems = pr.rank_stats(parsed.kernel_stats, parsed.declared_total, triton_names)
-        problems += rank_problems
-        summary["gpu_busy_us"] = None
-        summary["wall_span_us"] = None
-        summary["gpu_utilization"] = None
-    else:
-        launches = pr.attribute_launches(parsed.trace) if parsed.trace is not None else None
-        dispatches = pr.dispatches_from(parsed)
-        rows, summary = pr.rank_dispatches(dispatches, launches, args.include_compile, triton_names)
-        if parsed.trace is not None:
-            lo, hi = parsed.trace.span_us
-            summary["wall_span_us"] = round(hi - lo, 3)
-            other = [(e.ts, e.end) for e in parsed.trace.gpu_other]
-            kernel_iv = [(d.start_us, d.start_us + d.dur_us) for i, d in enumerate(dispatches)
-                         if args.include_compile or not (launches and launches[i].compile_phase)]
-            summary["gpu_busy_us"] = round(pr._span_union(kernel_iv + other), 3)
-            summary["gpu_busy_kernels_only_us"] = round(pr._span_union(kernel_iv), 3)
-            linked = [i.linked_by for i in launches.values()]
-            summary["launches_attributed"] = sum(1 for x in linked if x)
-            summary["launches_linked_by"] = {k: linked.count(k) for k in sorted({x for x in linked if x})}
-            payload["device"] = _device_info(parsed.trace.device_properties)
-        else:
-            summary["wall_span_us"] = summary.get("kernel_span_us")
-        span = summary.get("wall_span_us")
-        summary["gpu_utilization"] = (summary["gpu_busy_us"] / span) if span else None
-        if summary["dispatches"] == 0:
-            raise InputError(f"{path}: every kernel was launched during compilation; "
-                             "pass --include-compile to rank them anyway")
+    rows, summary, rank_problems = pr.rank_profile(parsed, args.include_compile, triton_names)
+    problems += rank_problems
+    if parsed.trace is not None:
+        payload["device"] = _device_info(parsed.trace.device_properties)
+    if summary["dispatches"] == 0:
+        raise InputError(f"{path}: every kernel was launched during compilation; "
+                         "pass --include-compile to rank them anyway")
     rows, summary, ranking = pr.finish(rows, summary, args.top)
     if args.pmc:
         pmc = pf.read_profile(args.pmc)

@@ -383,6 +383,35 @@ def rank_stats(stats: list[StatRow], declared_total: StatRow | None = None,
     return rows, summary, problems
 
 
+def rank_profile(parsed: Parsed, include_compile: bool = False,
+                 triton_names=None) -> tuple[list[dict], dict, list[str]]:
+    """Rows and summary of any parsed kernel profile (summary table, dispatch list or trace)."""
+    if parsed.kernel_stats is not None:
+        rows, summary, problems = rank_stats(parsed.kernel_stats, parsed.declared_total, triton_names)
+        summary.update(gpu_busy_us=None, wall_span_us=None, gpu_utilization=None)
+        return rows, summary, problems
+    trace = parsed.trace
+    launches = attribute_launches(trace) if trace is not None else None
+    dispatches = dispatches_from(parsed)
+    rows, summary = rank_dispatches(dispatches, launches, include_compile, triton_names)
+    if trace is not None:
+        lo, hi = trace.span_us
+        summary["wall_span_us"] = round(hi - lo, 3)
+        kernel_iv = [(d.start_us, d.start_us + d.dur_us) for i, d in enumerate(dispatches)
+                     if include_compile or not launches[i].compile_phase]
+        # busy = kernels plus memcpy/memset on the device, overlaps counted once
+        summary["gpu_busy_us"] = round(_span_union(kernel_iv + [(e.ts, e.end) for e in trace.gpu_other]), 3)
+        summary["gpu_busy_kernels_only_us"] = round(_span_union(kernel_iv), 3)
+        linked = [i.linked_by for i in launches.values()]
+        summary["launches_attributed"] = sum(1 for x in linked if x)
+        summary["launches_linked_by"] = {k: linked.count(k) for k in sorted({x for x in linked if x})}
+    else:
+        summary["wall_span_us"] = summary.get("kernel_span_us")
+    span = summary.get("wall_span_us")
+    summary["gpu_utilization"] = (summary["gpu_busy_us"] / span) if span else None
+    return rows, summary, []
+
+
 def finish(rows: list[dict], summary: dict, top: int | None) -> tuple[list[dict], dict, list[dict]]:
     """Add ranks and origin totals; keep the top N detailed (totals and ``ranking`` cover all).
 
