@@ -173,6 +173,45 @@ def test_sweep_grid_and_bad_arguments(run_script, tmp_path):
     assert res.stderr.strip().splitlines()[-1].startswith(f"{TEMPLATE}: error: no variant matches")
 
 
+def test_shipped_variants_compile_offline_for_amd_and_nvidia(monkeypatch):
+    """Every variant of the example compiles for gfx942 (the DCU proxy) and sm_90, without a GPU,
+    with vector loads and stores (the JIT's pointer hints passed as a launch would give them)."""
+    import importlib.util
+    import re
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    spec = importlib.util.spec_from_file_location("tko_template_under_test", SCRIPTS / TEMPLATE)
+    tmpl = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tmpl)                   # imported, not run: the environment is untouched
+    assert tmpl.ENV_STATE["auto_interpret"] is False
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    pointer = [["tt.divisibility", 16], ["tt.pointer_range", 32]]
+    attrs = {(0,): pointer, (1,): pointer, (2,): pointer, (3,): [["tt.divisibility", 16]]}
+    seen = set()
+    for target in (GPUTarget("hip", "gfx942", 64), GPUTarget("cuda", 90, 32)):
+        for v in tmpl.VARIANTS:
+            if v.backends and target.backend not in v.backends:
+                continue
+            sig = {"x_ptr": "*bf16", "y_ptr": "*bf16", "out_ptr": "*bf16", "n_elements": "i32",
+                   **{k: "constexpr" for k in v.meta}}
+            compiled = triton.compile(ASTSource(tmpl.fused_silu_mul_kernel, sig, dict(v.meta), attrs),
+                                      target=target, options={"num_warps": v.num_warps,
+                                                              "num_stages": v.num_stages, **v.extras})
+            if target.backend == "hip":
+                asm = compiled.asm["amdgcn"]
+                assert re.search(r"(buffer|global)_load_dwordx[24]", asm), v.name
+                assert re.search(r"(buffer|global)_store_dwordx[24]", asm), v.name
+            else:
+                asm = compiled.asm["ptx"]
+                assert re.search(r"ld\.global(\.\w+)*\.v[24]", asm), v.name
+            seen.add((target.backend, v.name))
+    assert ("hip", "waves_per_eu2") in seen and ("cuda", "waves_per_eu2") not in seen
+    assert len(seen) == 2 * len(tmpl.VARIANTS) - 1
+
+
 # --------------------------------------------------------------------------- GPU
 
 
