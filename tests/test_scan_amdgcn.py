@@ -434,3 +434,29 @@ def test_llvm_objdump_style_listing():
     real = only(scan_text(read("gfx942-nopr/add_fp32.amdgcn")))
     assert k["families"] == real["families"] and k["verdict"] == "global"
     assert k["occupancy"]["waves_per_simd"] is None and "vgpr_count" in k["occupancy"]["unknown"]
+
+
+# ---- an older Triton (3.5.1, AMDGCN_USE_BUFFER_OPS=1): older target string, same traps ------
+
+def test_triton_351_listing_spills_only_through_mubuf():
+    text = read("triton-3.5.1/gfx90a-nopr/matmul_spill.amdgcn")
+    assert '.amdgcn_target "amdgcn-amd-amdhsa--gfx90a"' in text
+    k = only(scan_text(text))
+    assert k["arch"] == "gfx90a"
+    # grep: 98 'buffer_store_dword ... Folded Spill' (all 98 buffer_store_*), 98 '... Folded Reload'
+    # (all 98 buffer_load_*); data: 24 global_load_*, 8 global_store_*; '.vgpr_spill_count: 98'
+    assert k["mnemonics"]["buffer_store_dword"] == 98 and k["mnemonics"]["buffer_load_dword"] == 98
+    assert k["families"]["buffer_load"] == 0 and k["families"]["buffer_store"] == 0
+    assert (k["families"]["global_load"], k["families"]["global_store"]) == (24, 8)
+    assert k["verdict"] == "global"          # a naive count would call 196 buffer ops "buffer"
+    assert k["spill"] == {"stores": 98, "loads": 98, "via": "mubuf"}
+    assert k["resources"]["vgpr_spill_count"] == 98 and k["resources"]["scratch_bytes"] == 332
+
+
+def test_triton_351_pointwise_buffer_without_pointer_range():
+    # 3.5 proves pid*BLOCK + arange non-negative itself: buffer ops without tt.pointer_range
+    k = only(scan_text(read("triton-3.5.1/gfx942-nopr/add_fp32.amdgcn")))
+    # grep -cE '^\s+buffer_load_dwordx4 ' -> 2 ; buffer_store_dwordx4 -> 1
+    assert k["arch"] == "gfx942" and k["verdict"] == "buffer"
+    assert k["widths"]["buffer_load"] == {"dwordx4": 2} and k["widths"]["buffer_store"] == {"dwordx4": 1}
+    assert k["occupancy"]["agrees_with_llvm"] is True

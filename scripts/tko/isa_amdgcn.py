@@ -183,12 +183,9 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
             continue
         m = _LABEL.match(code)
         if m:
-            label = m.group(1)
-            if label in functions:
-                current = kernel(label)
+            if m.group(1) in functions:
+                current = kernel(m.group(1))
                 last = current
-            elif label.startswith(".Lfunc_end"):
-                current = None
             continue
         if code.startswith("."):
             if code.startswith(".size") or code.startswith(".end_amdgpu"):
