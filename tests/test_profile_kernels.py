@@ -501,3 +501,13 @@ def test_ranking_covers_kernels_beyond_top(run_script, tmp_path):
     flash = pr.find_kernel(doc, "_Z31flash_fwd_kernel_16x64_prefetchI44Flash_fwd_kernel_16x64_prefetch_traitsEv")
     assert flash["rank"] == 2
     assert pr.find_kernel(doc, "no_such_kernel") is None
+
+
+@pytest.mark.parametrize("raw,name", [
+    ("bodyForce(Body*, float, int) [clone .kd]", "bodyForce(Body*, float, int)"),
+    ("triton_poi_fused_add_0.kd", "triton_poi_fused_add_0"),
+    ("  triton_poi_fused_add_0 ", "triton_poi_fused_add_0"),
+    ("void at::native::foo<float>(float*)", "void at::native::foo<float>(float*)"),
+])
+def test_kernel_names_lose_code_object_suffixes(raw, name):
+    assert pf.kernel_name(raw) == name

@@ -238,9 +238,14 @@ def _canon(column: str) -> str:
 
 
 def kernel_name(raw: str) -> str:
-    """A kernel name as the tools print it, minus legacy rocprof's code-object suffix."""
+    """A kernel name as the tools print it, minus the AMD code-object descriptor suffix
+    (legacy rocprof ``name [clone .kd]``, some ROCm traces ``name.kd``), so one kernel has one
+    name across tools and matches Inductor's kernel name."""
     name = raw.strip()
-    return name[: -len(" [clone .kd]")] if name.endswith(" [clone .kd]") else name
+    for suffix in (" [clone .kd]", ".kd"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return name
 
 
 def _num(value: str) -> float:
@@ -571,6 +576,7 @@ def parse_chrome_trace(doc: Any) -> ChromeTrace:
         hi = te.end if hi is None else max(hi, te.end)
         lcat = cat.lower()
         if lcat in _KERNEL_CATS:
+            te.name = kernel_name(te.name)
             out.kernels.append(te)
         elif lcat in _GPU_OTHER_CATS:
             out.gpu_other.append(te)
