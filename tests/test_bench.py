@@ -141,6 +141,20 @@ def test_integers_exact_and_several_outputs():
     a = torch.arange(10)
     assert bench.check_outputs(a, a).passed
     assert not bench.check_outputs(a + (a == 4), a).passed
+    # a reference that happens to hold the integer sentinel is not an unwritten element
+    ref = torch.arange(6, dtype=torch.int32)
+    out = bench.poison_(torch.empty(6, dtype=torch.int32))
+    sentinel = int(out[0])
+    ref[2] = sentinel
+    out[:4] = ref[:4]
+    res = bench.check_outputs(out, ref)
+    assert res.unwritten_count == 2 and not res.passed
+    out[4:] = ref[4:]
+    assert bench.check_outputs(out, ref).passed
+    flags = torch.tensor([True, False, True])
+    assert bench.check_outputs(flags.clone(), flags).passed
+    unwritten_flags = bench.poison_(torch.empty(3, dtype=torch.bool))
+    assert bench.check_outputs(unwritten_flags, flags).unwritten_count == 1
     ref = torch.randn(50, dtype=torch.float64)
     res = bench.check_outputs([ref.float(), ref.float() * 2], [ref, ref])
     assert not res.passed and res.reason.startswith("output 1:")
