@@ -210,6 +210,60 @@ def test_hanging_import_times_out(tmp_path):
     assert rec["importable"] is False and "timed out after 2 s" in rec["error"]
 
 
+_FAKE_TRITON = {
+    # A stand-in for a DCU Triton 3.3 whose LLVM lowering aborts the process when
+    # AMDGCN_USE_BUFFER_OPS=1 (the failure the skill's spec reports on gfx938); it
+    # exercises how check_env records a smoke subprocess that dies mid-compile.
+    "__init__.py": (
+        "import os\n__version__ = '3.3.0'\n"
+        "def jit(fn):\n    return fn\n"
+        "def cdiv(a, b):\n    return -(-a // b)\n"
+        "def compile(src, target=None, options=None):\n"
+        "    if os.environ.get('AMDGCN_USE_BUFFER_OPS') == '1':\n"
+        "        os.write(2, b'LLVM ERROR: Cannot select: t42: i32 = buffer_load (simulated)\\n')\n"
+        "        os.abort()\n"
+        "    class Compiled:\n"
+        "        asm = {'amdgcn': 'global_load_dword v1, v0, s[0:1]\\nglobal_store_dword v0, v1, s[2:3]\\n'}\n"
+        "    return Compiled()\n"),
+    "language.py": "constexpr = int\n",
+    "backends/__init__.py": "backends = {'amd': None}\n",
+    "backends/compiler.py": ("class GPUTarget:\n"
+                             "    def __init__(self, backend, arch, warp_size):\n"
+                             "        self.backend, self.arch, self.warp_size = backend, arch, warp_size\n"),
+    "compiler/__init__.py": ("class ASTSource:\n"
+                             "    def __init__(self, fn, signature, constexprs=None, attrs=None):\n"
+                             "        self.fn = fn\n"),
+}
+
+
+def test_smoke_child_that_aborts_in_llvm(run_script, tmp_path):
+    site = tmp_path / "site"
+    for rel, text in _FAKE_TRITON.items():
+        path = site / "triton" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    res = run_script("check_env.py", "--out", "env.json", "--smoke-target", "gfx942",
+                     "--smoke-target", "gfx90a", cwd=tmp_path, env={"PYTHONPATH": str(site)})
+    assert res.returncode == 0, res.stderr
+    doc = _load(tmp_path / "env.json")
+    assert doc["triton"]["version"] == "3.3.0"
+    b = doc["buffer_ops"]                         # no knobs, no matching source: the release rule
+    assert b["default_when_unset"] is False and b["default_source"].startswith("version rule")
+    first, second = doc["smoke"]["runs"]
+    assert first["variants"]["unset"]["ok"] is True
+    assert first["variants"]["unset"]["memory_ops"] == {"global_load": 1, "global_store": 1}
+    crashed = first["variants"]["1"]
+    assert crashed["ok"] is False and crashed["stage"] == "subprocess"
+    assert crashed["child_rc"] == -6                              # SIGABRT
+    assert crashed["diagnostics"] == ["LLVM ERROR: Cannot select: t42: i32 = buffer_load (simulated)"]
+    assert "keep AMDGCN_USE_BUFFER_OPS unset" in first["advice"]
+    # the second target of that subprocess never ran, and says so
+    assert second["variants"]["1"]["error"].startswith("not run")
+    assert second["variants"]["unset"]["ok"] is True
+    assert "not tried" in second["advice"]
+    assert "LLVM ERROR: Cannot select" in res.stdout
+
+
 # --------------------------------------------------------------------------- fake DCU tools
 
 def _fake_tool(folder, name, script):

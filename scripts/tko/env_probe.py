@@ -410,10 +410,10 @@ def _child_smoke(args: dict) -> dict:
         rec = {"ok": False, "stage": "import", **common, **_exc_record(exc)}
         return {"results": [dict(rec) for _ in targets]}
     results = []
-    for target in targets:
+    for i, target in enumerate(targets):
         out: dict[str, Any] = {"ok": False, "stage": "compile", **common}
         start = time.monotonic()
-        with _StderrCapture() as captured:
+        with _StderrCapture(os.path.join(args["stderr_dir"], f"stderr_{i}.txt")) as captured:
             try:
                 if args["mode"] == "local":
                     _smoke_local(triton, smoke_kernel, out)
@@ -421,23 +421,33 @@ def _child_smoke(args: dict) -> dict:
                     _smoke_offline(triton, smoke_kernel, target, out)
             except BaseException as exc:
                 out.update(_exc_record(exc))
-        text = captured.text
-        diagnostics = [l.strip() for l in dcu_tools.clean_text(text).split("\n") if _DIAG.search(l)]
-        if diagnostics:
-            out["diagnostics"] = diagnostics[:5]
-        if text.strip():
-            out["stderr_tail"] = last_lines(text)
+        out.update(_stderr_fields(captured.text))
         out["seconds"] = round(time.monotonic() - start, 3)
         results.append(out)
     return {"results": results}
 
 
+def _stderr_fields(text: str) -> dict:
+    out: dict[str, Any] = {}
+    diagnostics = [l.strip() for l in dcu_tools.clean_text(text).split("\n") if _DIAG.search(l)]
+    if diagnostics:
+        out["diagnostics"] = diagnostics[:5]
+    if text.strip():
+        out["stderr_tail"] = last_lines(text)
+    return out
+
+
 class _StderrCapture:
-    """Capture file descriptor 2 (MLIR/LLVM write there directly, not via sys.stderr)."""
+    """Send file descriptor 2 to a file (MLIR/LLVM write there directly, not via
+    sys.stderr).  The file is named by the parent, so that what LLVM printed
+    before aborting the process is still readable afterwards."""
+
+    def __init__(self, path: str):
+        self.path = path
 
     def __enter__(self):
         sys.stderr.flush()
-        self._tmp = tempfile.TemporaryFile()
+        self._tmp = open(self.path, "w+b")
         self._saved = os.dup(2)
         os.dup2(self._tmp.fileno(), 2)
         self.text = ""
@@ -520,6 +530,23 @@ def _smoke_offline(triton, smoke_kernel, arch: str, out: dict) -> None:
     out["stage"] = "done"
 
 
+def _failed_child_results(res: dict, mode: str, targets: Sequence[str | None], work: str) -> list[dict]:
+    """Per-target records when the smoke child died (LLVM abort, segfault) or hung."""
+    results = []
+    for i, _ in enumerate(targets):
+        rec: dict[str, Any] = {"ok": False, "stage": "subprocess", "mode": mode,
+                               "error": res.get("error"), "error_lines": res.get("error_lines", [])}
+        rec.update({k: v for k, v in res.items() if k.startswith("child_")})
+        path = os.path.join(work, f"stderr_{i}.txt")
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                rec.update(_stderr_fields(fh.read().decode("utf-8", errors="replace")))
+        else:
+            rec["error"] = f"not run: the subprocess ended at an earlier target ({res.get('error')})"
+        results.append(rec)
+    return results
+
+
 def smoke_env(variant: str) -> dict:
     """The child environment of one smoke variant: the flag unset, or set to '1'."""
     env = dict(os.environ)
@@ -540,21 +567,18 @@ def run_smoke(mode: str, targets: Sequence[str | None],
     for variant in ("unset", "1"):
         env = smoke_env(variant)
         # A fresh Triton cache per child: a cached binary would hide a compile failure.
-        cache = tempfile.mkdtemp(prefix="tko_smoke_cache_")
-        env["TRITON_CACHE_DIR"] = cache
+        work = tempfile.mkdtemp(prefix="tko_smoke_")
+        env["TRITON_CACHE_DIR"] = os.path.join(work, "triton_cache")
         try:
-            res = run_child("smoke", {"mode": mode, "targets": list(targets)}, env=env,
-                            timeout=timeout * max(1, len(targets)))
+            res = run_child("smoke", {"mode": mode, "targets": list(targets), "stderr_dir": work},
+                            env=env, timeout=timeout * max(1, len(targets)))
+            results = res.pop("results", None)
+            if not isinstance(results, list) or len(results) != len(targets):
+                results = _failed_child_results(res, mode, targets, work)
         finally:
-            shutil.rmtree(cache, ignore_errors=True)
-        results = res.pop("results", None)
-        if not isinstance(results, list) or len(results) != len(targets):
-            # the child died or hung: every target of this setting failed with it
-            failed = {"ok": False, "stage": "subprocess", "mode": mode, **res}
-            results = [dict(failed) for _ in targets]
-        else:
-            for r in results:
-                r.update({k: v for k, v in res.items() if k.startswith("child_")})
+            shutil.rmtree(work, ignore_errors=True)
+        for r in results:
+            r.update({k: v for k, v in res.items() if k.startswith("child_")})
         by_variant[variant] = results
     runs = []
     for i, target in enumerate(targets):
@@ -1112,6 +1136,9 @@ def run_smoke_all(torch_info: dict, targets: Sequence[str], timeout: float,
         if "ptx" in (unset.get("asm_kind"), forced.get("asm_kind")):
             run["advice"] = (f"NVIDIA target: {BUFFER_OPS_ENV} does not apply; global memory is "
                              "accessed with ld.global / st.global")
+        elif str(forced.get("error", "")).startswith("not run"):
+            run["advice"] = (f"{BUFFER_OPS_ENV}=1 was not tried for this target: the subprocess "
+                             "died at an earlier target")
         elif unset.get("ok") and not forced.get("ok"):
             run["advice"] = (f"keep {BUFFER_OPS_ENV} unset: the compile fails with it set to 1 "
                              "on this stack")
