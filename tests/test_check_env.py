@@ -249,7 +249,8 @@ def test_smoke_child_that_aborts_in_llvm(run_script, tmp_path):
     assert doc["triton"]["version"] == "3.3.0"
     b = doc["buffer_ops"]                         # no knobs, no matching source: the release rule
     assert b["default_when_unset"] is False and b["default_source"].startswith("version rule")
-    first, second = doc["smoke"]["runs"]
+    runs = {r["target_requested"]: r for r in doc["smoke"]["runs"]}
+    first, second = runs["gfx942"], runs["gfx90a"]
     assert first["variants"]["unset"]["ok"] is True
     assert first["variants"]["unset"]["memory_ops"] == {"global_load": 1, "global_store": 1}
     crashed = first["variants"]["1"]
@@ -318,7 +319,7 @@ def test_dcu_tools_from_path_with_hung_and_failing_tools(run_script, tmp_path, f
         assert doc["platform_kind"] == "dcu"
         assert any("torch sees no GPU" in w for w in doc["warnings"])
         assert any("hipprof" not in w and "dccobjdump" in w for w in doc["warnings"])
-    assert "gfx936:sramecc+:xnack-" in res.stdout
+        assert "gfx936:sramecc+:xnack-" in res.stdout
 
 
 # --------------------------------------------------------------------------- device records

@@ -48,6 +48,7 @@ _AGENT = re.compile(r"^Agent\s+(\d+)\s*$")
 _POOL = re.compile(r"^Pool\s+(\d+)\s*$")
 _ISA = re.compile(r"^ISA\s+(\d+)\s*$")
 GPU_DEVICE_TYPES = ("GPU", "HCU", "DCU")
+_BANNER = re.compile(r"\bmodule\b.*\bis loaded$")
 
 
 def _int_value(value: str) -> int | None:
@@ -83,7 +84,9 @@ def parse_rocminfo(text: str | bytes) -> dict:
         stripped = line.strip()
         if not stripped or set(stripped) <= {"=", "*"}:
             continue
-        if banner is None and stripped.endswith("module is loaded"):
+        # "ROCk module is loaded" (ROCm), "ROCk module version 6.x is loaded",
+        # "C-3000 hycu module is loaded" / "hygon module is loaded" (DTK)
+        if banner is None and _BANNER.search(stripped):
             banner = stripped
             continue
         if stripped == "HSA System Attributes":
