@@ -303,3 +303,29 @@ def subprocess_run(script: Path, env: dict):
     full.update(env)
     return subprocess.run([sys.executable, str(script)], env=full, capture_output=True, text=True,
                           timeout=300)
+
+
+CAPTURE = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
+
+
+def test_real_capture_folder_with_the_inductor_run(run_script, tmp_path):
+    """The capture log names its standalone file by its path on the H200; it is found by name."""
+    doc = _collect(run_script, tmp_path / "o", "--log", ROW / "log_profile.txt", "--cache-root",
+                   ROW / "inductor_cache", "--capture-dir", CAPTURE / "row_reduction")
+    (k,) = doc["kernels"]
+    (standalone,) = [a for a in k["artifacts"] if a["kind"] == "capture_standalone"]
+    assert standalone["path"] == f"{ROW_KERNEL}/capture/{ROW_KERNEL}.py"
+    assert (tmp_path / "o" / standalone["path"]).read_bytes() == (
+        CAPTURE / "row_reduction" / f"{ROW_KERNEL}.py").read_bytes()
+    # run_<kernel>.json (a standalone run's result) is not named <kernel>.*: not this kernel's
+    assert not [a for a in k["artifacts"] if a["kind"] == "capture_file"]
+    assert {m["kind"] for m in k["missing"]} == {"best_config", "amdgcn", "llir"}
+
+
+def test_real_capture_folder_every_signature(run_script, tmp_path):
+    cap = CAPTURE / "dynamic_shapes"
+    doc = _collect(run_script, tmp_path / "o", "--capture-dir", cap)
+    (k,) = doc["kernels"]
+    got = sorted(Path(a["path"]).name for a in k["artifacts"] if a["kind"] == "capture_standalone")
+    assert len(got) == 2 and got == sorted(p.name for p in cap.glob(f"{k['kernel']}*.py"))
+    assert {m["kind"] for m in k["missing"]} == {"kernel_module", "triton_cache", "best_config"}

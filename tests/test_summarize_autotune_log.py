@@ -271,3 +271,80 @@ def test_noise_in_a_text_log_is_ignored_but_garbage_in_a_capture_log_is_reported
                        "4": "JSON line with schema 'missing', expected autotune_event/1"}
     (k,) = summary["kernels"]
     assert k["num_bytes"] == 33558528  # the launch line after the garbage is still read
+
+
+# --- real capture logs of autotune_capture_patch.py on the H200 ------------------------------
+
+CAPTURE = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
+
+
+def test_real_capture_log_row_reduction():
+    summary = summarize(parse_files([CAPTURE / "row_reduction" / "autotune.log"]))
+    assert summary["skipped"] == []
+    (k,) = summary["kernels"]
+    assert k["kernel"] == ROW_KERNEL and k["kind"] == "reduction"
+    assert k["statistic"] == "min" and "InductorBenchmarker" in k["statistic_basis"]
+    assert [c["config"]["kwargs"]["R0_BLOCK"] for c in k["configs"]] == [2048, 1024, 8192, 4096]
+    assert [c["rank"] for c in k["configs"]] == [1, 2, 3, 4]
+    assert k["configs"][0]["n_regs"] == 40 and k["configs"][0]["shared"] == 192
+    for c in k["configs"]:  # GB/s is bytes moved per launch over the time
+        assert c["gb_per_s"] == pytest.approx(k["num_bytes"] / 1e9 / (c["ms"] / 1e3), rel=1e-3)
+    assert k["standalone_file"].endswith(f"{ROW_KERNEL}.py")
+    # the same ranking as the separate +inductor run of the same model
+    debug = summarize(parse_files([H200 / "row_reduction" / "log_profile.txt"]))["kernels"][0]
+    assert [c["label"] for c in debug["configs"]] == [c["label"] for c in k["configs"]]
+
+
+def test_capture_and_debug_log_of_different_runs_stay_two_tunings():
+    summary = summarize(parse_files([CAPTURE / "row_reduction" / "autotune.log",
+                                     H200 / "row_reduction" / "log_profile.txt"]))
+    (k,) = summary["kernels"]
+    assert len(k["tunings"]) == 2
+    assert "retuned" in k["flags"] and "winners_disagree" not in k["flags"]
+    assert len(k["source_files"]) == 1  # both runs compiled the same module (same hash)
+
+
+def test_real_capture_single_config_kernels_show_their_only_config():
+    summary = summarize(parse_files([CAPTURE / "mlp_train_step" / "autotune.log"]))
+    ks = {k["kernel"]: k for k in summary["kernels"]}
+    single = [k for k in ks.values() if "single_config" in k["flags"]]
+    assert len(single) == 6
+    ln = ks["triton_per_fused_native_layer_norm_0"]
+    assert ln["winner_from"] == "only_config" and ln["winner"]["ms"] is None
+    assert ln["winner"]["config"]["num_warps"] == 1
+    assert not ln["from_cache"]
+    addmm = ks["triton_poi_fused_add_addmm_2"]
+    assert addmm["spread"] < 1.05 and "flat_spread" in addmm["flags"]
+
+
+def test_real_capture_of_a_hand_written_autotune_kernel_adds_the_times_triton_does_not_print():
+    cap = CAPTURE / "user_autotune_kernel" / "autotune.log"
+    printed = H200 / "user_autotune_kernel" / "log_profile.txt"
+    summary = summarize(parse_files([printed, cap]))
+    (k,) = summary["kernels"]
+    assert k["statistic"] == "median"  # Triton's Autotuner compares do_bench medians
+    assert len(k["configs"]) == 3 and all(c["ms"] is not None for c in k["configs"])
+    assert k["winner"]["config"]["kwargs"] == {"BLOCK": 1024}
+    assert {t["format"] for t in k["tunings"]} == {"autotune_event", "triton_print_autotuning"}
+    assert "no_timings" not in k["flags"]
+
+
+def test_real_capture_dynamic_shapes_has_one_standalone_per_signature():
+    parsed = parse_files([CAPTURE / "dynamic_shapes" / "autotune.log"])
+    (fact,) = parsed.facts.values()
+    stem = "triton_red_fused_clamp_min_div_linalg_vector_norm_mul_silu_0"
+    launches = [json.loads(line) for line in
+                (CAPTURE / "dynamic_shapes" / "autotune.log").read_text().splitlines()
+                if '"event": "launch"' in line]
+    assert len(launches) > 1
+    assert [Path(f).name for f in fact.standalone_files] == [
+        f"{stem}.py"] + [f"{stem}__s{n}.py" for n in range(2, len(launches) + 1)]
+
+
+def test_truncated_real_capture_line(tmp_path):
+    log = tmp_path / "autotune.log"
+    lineno = _cut(CAPTURE / "row_reduction" / "autotune.log", log, '"event": "autotune"', 300)
+    summary = summarize(parse_files([log]))
+    assert [s["where"] for s in summary["skipped"]] == [f"{log}:{lineno}"]
+    (k,) = summary["kernels"]
+    assert k["tunings"] == [] and k["declared_configs"] == 4

@@ -833,6 +833,11 @@ def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRES
         winner = head["winner"] if head else None
         final = coord[-1]["winner"] if coord and coord[-1]["winner"] else None
         chosen = final or winner
+        chosen_from = "coordesc" if final else ("autotune" if winner else None)
+        if chosen is None and len(fact.configs) == 1:
+            # nothing was timed; the kernel runs its only (or cache-supplied) config
+            chosen = _timing_row(Timing(fact.configs[0], None), None, fact.num_bytes)
+            chosen_from = "from_cache" if fact.from_cache else "only_config"
         if chosen and (chosen.get("n_spills") or 0) > 0:
             flags.append("winner_spills")
         if any(v["failed"] for v in auto + coord):
@@ -862,7 +867,7 @@ def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRES
             "statistic": statistic,
             "statistic_basis": head["statistic_basis"] if head else None,
             "winner": chosen,
-            "winner_from": "coordesc" if final else ("autotune" if winner else None),
+            "winner_from": chosen_from,
             "fastest_ms": head["fastest_ms"] if head else None,
             "slowest_ms": head["slowest_ms"] if head else None,
             "spread": head["spread"] if head else None,
