@@ -488,3 +488,12 @@ def test_sass_registers_match_the_loaded_kernel(tmp_path, monkeypatch):
     assert k["resources"]["registers"] == compiled.n_regs
     assert k["resources"]["shared_bytes"] == compiled.metadata.shared
     assert k["widths"]["LDG"] == {"E.128": 4}   # the JIT launch vectorises as the offline compile did
+
+
+def test_ptx_ampere_mma_sync_and_ldmatrix():
+    k = only(scan_text(read("sm80/matmul.ptx")))
+    # grep -c 'mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32' -> 16 ; grep -c 'ldmatrix' -> 8
+    assert k["arch"] == "sm_80"
+    assert k["widths"]["mma"] == {"sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": 16}
+    assert k["families"]["ldmatrix"] == 8 and k["families"]["wgmma"] == 0
+    assert k["mix"]["matrix"] == 16
