@@ -206,7 +206,10 @@ def detect_format(text: str) -> str:
 def read_profile(path: str | Path) -> Parsed:
     """Detect the format of ``path`` and parse it."""
     p = Path(path)
-    text = clean_text(read_text(p))
+    text = read_text(p)
+    head = text[:4096].lstrip()
+    if not (head.startswith("{") or head.startswith("[")):
+        text = clean_text(text)  # JSON traces can be hundreds of MB: only text formats need this
     fmt = detect_format(text)
     try:
         if fmt == "chrome_trace":
