@@ -39,7 +39,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--debug-dir", type=Path, action="append", default=[], metavar="DIR",
                    help="a torch_compile_debug folder (default: the one beside --log, if any)")
     p.add_argument("--kernel", action="append", default=[], metavar="NAME",
-                   help="collect only this kernel (repeatable)")
+                   help="collect only this kernel; a NAME that is no kernel's full name picks "
+                        "every kernel whose name contains it (repeatable)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     return p
 

@@ -113,6 +113,11 @@ def test_kernel_filter_and_unknown_kernel(run_script, tmp_path):
     assert {"output_code", "kernel_module", "triton_cache"} <= {m["kind"] for m in ghost["missing"]}
     assert sorted(p.name for p in (tmp_path / "one").iterdir()) == [
         "manifest.json", "output_code", "triton_poi_fused_gelu_1"]
+    # a part of a name picks every kernel that contains it (as scan_amdgcn.py --kernel does)
+    part = _collect(run_script, tmp_path / "part", "--log", mlp / "log_profile.txt",
+                    "--cache-root", mlp / "inductor_cache", "--kernel", "gelu")
+    assert [k["kernel"] for k in part["kernels"]] == [
+        "triton_poi_fused_gelu_1", "triton_poi_fused_gelu_gelu_backward_2"]
 
 
 def test_wrapper_modules_are_copied_once_and_listed_per_kernel(run_script, tmp_path):

@@ -461,19 +461,22 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
                 seen_entries.add(real)
                 entries.append(entry)
 
-    # which kernels: the named ones, else those this run's log / capture mention
+    # which kernels: those this run's log / capture mention (else all the cache holds); a
+    # --kernel NAME picks the one so named, else every known kernel whose name contains NAME
+    mentioned: list[str] = []
+    for _, _, found in output_codes:
+        mentioned += list(found)
+    for _, _, _, found in debug_codes:
+        mentioned += list(found)
+    mentioned += list(capture_facts)
+    known = list(dict.fromkeys(mentioned + sorted(modules) + sorted({e.name for e in entries})))
     if only:
-        names = list(dict.fromkeys(only))
-    else:
         names = []
-        for _, _, found in output_codes:
-            names += list(found)
-        for _, _, _, found in debug_codes:
-            names += list(found)
-        names += list(capture_facts)
-        if not names:
-            names = sorted(modules) or sorted({e.name for e in entries})
-        names = list(dict.fromkeys(names))
+        for want in only:
+            names += [want] if want in known else ([n for n in known if want in n] or [want])
+    else:
+        names = mentioned or sorted(modules) or sorted({e.name for e in entries})
+    names = list(dict.fromkeys(names))
 
     kernels = []
     for kernel in names:
