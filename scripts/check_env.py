@@ -14,6 +14,7 @@ Examples:
   python scripts/check_env.py --out triton_env.json --smoke
   python scripts/check_env.py --smoke --smoke-target gfx942     # offline compile, no GPU needed
   python scripts/check_env.py --expect-arch gfx928 --expect-arch gfx936
+  python scripts/check_env.py --show triton_env.json               # summary of a recorded run
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--smoke-timeout", type=float, default=env_probe.SMOKE_TIMEOUT_S, metavar="S",
                    help="timeout of each smoke subprocess, seconds (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
+    p.add_argument("--show", metavar="JSON",
+                   help="print the summary of a recorded triton_env.json (e.g. one brought back "
+                        "from a remote DCU node) and exit; probes nothing")
     return p
 
 
@@ -64,6 +68,11 @@ def _check_arch(text: str, flag: str) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.show:
+        doc = artifact.read_artifact(args.show, "triton_env/1")
+        for line in env_probe.summary_lines(doc):
+            print(line)
+        return 0
     expected = [_check_arch(a, "--expect-arch") for a in args.expect_arch] if args.expect_arch \
         else list(archs.EXPECTED_DCU_ARCHS)
     targets = [_check_arch(a, "--smoke-target") for a in args.smoke_target]

@@ -134,6 +134,20 @@ def test_end_to_end_offline_smoke_and_env_flags(run_script, tmp_path):
     text = res.stdout
     assert "AMDGCN_USE_BUFFER_OPS" in text and "smoke gfx942" in text and "triton" in text
 
+    # --show prints the same summary from the recorded file, probing nothing
+    shown = run_script("check_env.py", "--show", tmp_path / "env.json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == out[1:]
+
+
+def test_show_refuses_another_artifact(run_script, tmp_path):
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"schema": "isa_scan/1", "tool": "scan_amdgcn.py"}))
+    res = run_script("check_env.py", "--show", other, cwd=tmp_path)
+    assert res.returncode == 2
+    assert "is a isa_scan/1 artifact, expected triton_env/1" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+
 
 def test_without_torch_and_triton(run_script, tmp_path, fixtures_dir):
     """A machine with neither package: imports fail, are recorded, the run still succeeds."""
