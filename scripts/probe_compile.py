@@ -45,7 +45,7 @@ def build_parser() -> ArgumentParser:
     p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
     p.add_argument("--arch", action="append", default=[],
                    help="target (repeatable): gfx942, gfx90a, gfx938 (-> proxy), sm_90 ...; "
-                        "default: the local GPU")
+                        "default: the local GPU, compiled natively by the installed Triton")
     p.add_argument("--kernel", help="jit function to compile (default: the file's entry kernel)")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma list of baseline, buffer_ops_on, buffer_ops_off, pointer_range, assume, "
@@ -102,7 +102,10 @@ def main(argv=None) -> int:
     from tko.atomic import write_text
     from tko.versions import package_version
 
-    arches = args.arch or [local_arch()]
+    if not args.arch:
+        local_arch()  # no GPU: a usage error asking for --arch
+    # The local device compiles as the installed Triton targets it (a DTK Triton knows gfx936 itself).
+    arches = args.arch or [offline_compile.LOCAL]
     variant_names = [v.strip() for v in args.variants.split(",") if v.strip()]
     if not variant_names:
         raise InputError("--variants is empty")

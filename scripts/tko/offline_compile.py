@@ -422,10 +422,34 @@ def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int
 
 # --------------------------------------------------------------------------- compile
 
+LOCAL = "local"
+
+
+def local_target_doc() -> dict:
+    """The current device's target, as the installed Triton's driver reports it (needs a GPU)."""
+    try:
+        from triton.runtime import driver
+        target = driver.active.get_current_target()
+    except Exception as exc:
+        raise InputError(f"no local GPU target ({type(exc).__name__}: {exc}); name one with --arch") from None
+    arch = target.arch if isinstance(target.arch, str) else f"sm_{target.arch}"
+    return {"backend": target.backend, "arch": archs.normalize(arch), "warp_size": target.warp_size}
+
+
 def make_target(arch: str) -> tuple[Any, dict, str | None, str]:
-    """GPUTarget for an arch name, the DCU proxy note, and the normalised requested arch."""
+    """GPUTarget for an arch name, the DCU proxy note, and the normalised requested arch.
+
+    ``"local"`` is the device of this machine exactly as the installed Triton sees it: on a DCU with
+    DTK's Triton that is gfx936/gfx938 itself, so no proxy is used.
+    """
     from triton.backends.compiler import GPUTarget
 
+    if arch == LOCAL:
+        from triton.runtime import driver
+
+        target = driver.active.get_current_target()
+        doc = local_target_doc()
+        return target, doc, None, doc["arch"]
     requested = archs.normalize(arch)
     if not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d{2,3}", requested):
         raise InputError(f"unknown arch {arch!r}; use e.g. gfx942, gfx90a, gfx938, sm_90")
@@ -465,7 +489,9 @@ def _metadata_dict(compiled: Any) -> dict:
     out = {k: raw[k] for k in keep if k in raw}
     if "target" in raw:
         t = raw["target"]
-        out["target"] = {"backend": getattr(t, "backend", None), "arch": getattr(t, "arch", None),
+        arch = getattr(t, "arch", None)
+        out["target"] = {"backend": getattr(t, "backend", None),
+                         "arch": archs.normalize(str(arch)) if arch is not None else None,
                          "warp_size": getattr(t, "warp_size", None)}
     return json.loads(json.dumps(out, default=str))
 

@@ -344,7 +344,8 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
     plan = offline_compile.plan_compile(chosen, config=config, signature=signature, launch=launch)
     variants = build_variants(variant_names, chosen, text, plan)
     for arch in arches:
-        offline_compile.make_target(arch)  # unknown arch names fail here, once
+        if arch != offline_compile.LOCAL:
+            offline_compile.make_target(arch)  # unknown arch names fail here, once
 
     base_spec = {"config": plan.config if config is None else config, "signature": signature,
                  "launch": launch}
@@ -519,9 +520,20 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
     from .archs import compile_target, normalize
 
     results = []
+    local_doc = None
+    if offline_compile.LOCAL in arches:
+        local_doc = offline_compile.local_target_doc()
+
+    def resolve(arch: str) -> tuple[str, str, str | None]:
+        """(arch as reported, arch compiled for, proxy note)."""
+        if arch == offline_compile.LOCAL:
+            return local_doc["arch"], local_doc["arch"], None
+        name = normalize(arch)
+        compiled_for, note = compile_target(name)
+        return name, compiled_for, note
+
     for row in probe["rows"]:
-        arch = normalize(row["arch"])
-        compiled_for, note = compile_target(arch)
+        arch, compiled_for, _ = resolve(row["arch"])
         entry: dict[str, Any] = {"variant": row["variant"], "arch": arch, "compiled_for": compiled_for}
         if row.get("skipped"):
             entry.update(status="skipped", reason=row["skipped"])
@@ -549,8 +561,7 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
     kernel, plan = probe["kernel"], probe["plan"]
     targets = []
     for arch in arches:
-        name = normalize(arch)
-        compiled_for, note = compile_target(name)
+        name, compiled_for, note = resolve(arch)
         targets.append({"requested": name, "compiled_for": compiled_for, "proxy_note": note})
         if note:
             findings.insert(0, note)
