@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -69,9 +70,10 @@ def main(argv=None) -> int:
     from tko.artifact import write_artifact
     from tko.isa import scan_path
 
-    if args.arch and archs.info(args.arch) is None:
+    if args.arch and archs.info(args.arch) is None and \
+            not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d+", archs.normalize(args.arch)):
         known = ", ".join(sorted(archs.ARCHS))
-        raise InputError(f"unknown --arch {args.arch!r}; known: {known}")
+        raise InputError(f"unknown --arch {args.arch!r}; expected gfxNNN or sm_NN, e.g. {known}")
     kernels = scan_path(args.artifacts, kernel=args.kernel, arch=args.arch, sass=args.sass)
     verdicts: dict[str, int] = {}
     for k in kernels:

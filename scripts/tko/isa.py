@@ -231,13 +231,12 @@ def scan_path(path: str | os.PathLike, kernel: str | None = None, *,
         listings = find_listings(root, sass=sass)
         if not listings:
             raise InputError(f"{root}: no .amdgcn, .s, .ptx, .sass or .cubin listing found")
-        skipped = 0
         for listing, meta_path in listings:
             meta = _read_metadata(meta_path) if meta_path else None
             try:
                 records.extend(_scan_file(listing, meta, arch))
             except InputError:
-                skipped += 1  # e.g. a host .s file in an artifacts tree: not ours
+                continue  # e.g. a host .s file in an artifacts tree: not a kernel listing
         if not records:
             raise InputError(f"{root}: none of the {len(listings)} listing(s) found is an "
                              f"AMDGCN, PTX or SASS kernel listing")

@@ -59,8 +59,9 @@ def amd_occupancy(arch: str | None, *, vgpr_count: int | None, sgpr_count: int |
     arch_info = archs.info(name) if name else None
     notes: list[str] = []
     result: dict = {"arch": name, "waves_per_simd": None, "workgroups_per_cu": None,
+                    "register_waves_per_simd": None, "max_waves_per_simd": None,
                     "limits": {}, "limiter": None, "llvm_occupancy": llvm_occupancy,
-                    "unknown": [], "notes": notes}
+                    "agrees_with_llvm": None, "estimate": False, "unknown": [], "notes": notes}
     if arch_info is None or arch_info.vendor == "nvidia":
         result["notes"].append(f"no AMD occupancy rules for arch {name!r}")
         return result
