@@ -497,3 +497,31 @@ def test_ptx_ampere_mma_sync_and_ldmatrix():
     assert k["widths"]["mma"] == {"sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": 16}
     assert k["families"]["ldmatrix"] == 8 and k["families"]["wgmma"] == 0
     assert k["mix"]["matrix"] == 16
+
+
+@pytest.mark.parametrize("mnemonic, operands, family, width", [
+    ("v_accvgpr_write_b32", "a0, v1", "accvgpr", "write_b32"),
+    ("v_accvgpr_read_b32", "v1, a0", "accvgpr", "read_b32"),
+    ("flat_load_dwordx4", "v[0:3], v[4:5]", "flat_load", "dwordx4"),
+    ("flat_atomic_add_f32", "v[4:5], v0", "flat_atomic", "add_f32"),
+    ("s_buffer_load_dwordx2", "s[0:1], s[4:7], 0x10", "s_buffer_load", "dwordx2"),
+    ("ds_swizzle_b32", "v1, v2 offset:swizzle(SWAP,16)", "ds_other", "swizzle_b32"),
+    ("ds_read2st64_b64", "v[0:3], v4 offset1:1", "ds_read", "2st64_b64"),
+    ("global_load_lds_dwordx4", "v[0:1], off", "global_load", "lds_dwordx4"),
+    ("buffer_load_dword", "v1, s[4:7], 0 offen lds", "buffer_load", "dword"),
+    ("global_atomic_cmpswap_x2", "v[0:1], v[2:5], off glc", "global_atomic_cas", "cmpswap_x2"),
+    ("buffer_wbinvl1_vol", "", "cache_control", "wbinvl1_vol"),
+    ("v_smfmac_f32_16x16x32_f16", "v[0:3], v[4:5], v[6:9], v10", "mfma", "smfmac_f32_16x16x32_f16"),
+])
+def test_family_table(mnemonic, operands, family, width):
+    from tko.isa_amdgcn import classify
+    assert classify(mnemonic, operands, "", private_mubuf=False) == (family, width)
+
+
+def test_flat_only_listing_gets_flat_verdict():
+    # the gfx942 listing with every global_ op respelled flat_ (the flat path has the same syntax)
+    text = read("gfx942-nopr/add_fp32.amdgcn").replace("global_load_", "flat_load_") \
+        .replace("global_store_", "flat_store_")
+    k = only(scan_text(text))
+    assert k["verdict"] == "flat" and k["data_ops"]["flat"] == 3
+    assert any("generic address space" in f for f in k["findings"])
