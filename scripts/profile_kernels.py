@@ -50,6 +50,9 @@ def build_parser() -> ArgumentParser:
                    help="kernel names matching REGEX are Triton kernels (user @triton.jit names)")
     p.add_argument("--include-compile", action="store_true",
                    help="keep kernels launched during compilation/autotuning (Chrome trace)")
+    p.add_argument("--within", metavar="REGEX",
+                   help="rank only kernels launched inside a range whose name matches REGEX "
+                        "(Chrome trace; e.g. ProfilerStep or a record_function name)")
     run = p.add_argument_group("running a command (after --)")
     run.add_argument("--trace-out", help="where the recorded trace goes (default: next to --json-out)")
     run.add_argument("--with-stack", action="store_true",
@@ -174,11 +177,21 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
         if run_info["returncode"] != 0:
             problems.append(f"the command exited with status {run_info['returncode']}; "
                             "the trace covers the run up to that point")
-    rows, summary, rank_problems = pr.rank_profile(parsed, args.include_compile, triton_names)
+    within = None
+    if args.within:
+        if parsed.trace is None:
+            raise InputError("--within needs a Chrome trace (summary tables and kernel traces have no ranges)")
+        try:
+            within = re.compile(args.within)
+        except re.error as exc:
+            raise InputError(f"--within {args.within!r}: bad regular expression ({exc})") from None
+    rows, summary, rank_problems = pr.rank_profile(parsed, args.include_compile, triton_names, within)
     problems += rank_problems
     if parsed.trace is not None:
         payload["device"] = _device_info(parsed.trace.device_properties)
     if summary["dispatches"] == 0:
+        if summary.get("excluded_outside_dispatches"):
+            raise InputError(f"{path}: no kernel was launched inside a range matching --within {args.within!r}")
         raise InputError(f"{path}: every kernel was launched during compilation; "
                          "pass --include-compile to rank them anyway")
     rows, summary, ranking = pr.finish(rows, summary, args.top)
@@ -233,6 +246,9 @@ def render_markdown(doc: dict) -> str:
         util = s.get("gpu_utilization")
         lines.append(f"- GPU busy: {_us(s['gpu_busy_us'])} µs of a {_us(s['wall_span_us'])} µs span"
                      + (f" ({util * 100:.1f}%)" if util is not None else ""))
+    if s.get("excluded_outside_dispatches"):
+        lines.append(f"- left out: {s['excluded_outside_dispatches']} dispatches "
+                     f"({_us(s['excluded_outside_us'])} µs) launched outside the --within ranges")
     if s.get("excluded_compile_dispatches"):
         lines.append(f"- left out: {s['excluded_compile_dispatches']} dispatches "
                      f"({_us(s['excluded_compile_us'])} µs) launched during compilation/autotuning")

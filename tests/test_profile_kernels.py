@@ -511,3 +511,22 @@ def test_ranking_covers_kernels_beyond_top(run_script, tmp_path):
 ])
 def test_kernel_names_lose_code_object_suffixes(raw, name):
     assert pf.kernel_name(raw) == name
+
+
+def test_within_keeps_only_kernels_inside_named_ranges(run_script, tmp_path):
+    # Brute-force hand check over the raw trace: 169 kernels (18366.003 us) were launched inside a
+    # 'CompiledFunctionBackward' range and outside any '(dynamo_timed)' one; 326 in all.
+    doc, md = run_profile(run_script, tmp_path, "--trace", H200 / "mlp_train_step" / "trace.json.gz",
+                          "--within", "CompiledFunctionBackward", "--top", "30")
+    s = doc["summary"]
+    assert (s["dispatches"], s["excluded_outside_dispatches"]) == (169, 326 - 169)
+    assert s["kernel_time_us"] == pytest.approx(18366.003)
+    assert all("CompiledFunctionBackward" in k["op_chain"] for k in doc["kernels"])
+    assert "triton_poi_fused_gelu_1" not in {k["name"] for k in doc["kernels"]}  # a forward kernel
+    assert "launched outside the --within ranges" in md
+    res = run_script("profile_kernels.py", "--trace", H200 / "mlp_train_step" / "trace.json.gz",
+                     "--within", "NoSuchRange", "--json-out", tmp_path / "none.json", cwd=tmp_path)
+    assert res.returncode == 2 and "--within" in res.stderr
+    res = run_script("profile_kernels.py", "--hipprof", PROFILES / "hipprof_kernel_stats_dcu_rocfft_1.csv",
+                     "--within", "x", "--json-out", tmp_path / "none.json", cwd=tmp_path)
+    assert res.returncode == 2 and "needs a Chrome trace" in res.stderr

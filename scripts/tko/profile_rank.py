@@ -63,6 +63,7 @@ class LaunchInfo:
     python_stack: list[str] = field(default_factory=list)   # innermost first
     inductor: dict | None = None                            # args of Inductor's launch record
     compile_phase: bool = False
+    ranges: tuple = ()                                      # every enclosing op name (unbounded)
 
 
 def _by_thread(events: list[TraceEvent]) -> dict:
@@ -176,7 +177,8 @@ def attribute_launches(trace: ChromeTrace) -> dict[int, LaunchInfo]:
                 info.inductor["record_name"] = op.name
             if COMPILE_MARK in op.name:
                 info.compile_phase = True
-        info.chain = [op.name for op in ops][:CHAIN_LIMIT]
+        info.ranges = tuple(op.name for op in ops)
+        info.chain = list(info.ranges[:CHAIN_LIMIT])
         info.python_stack = [f.name for f in frames_of.get(id(rt), [])
                              if not _RUNNER_FRAME.search(f.name)][:STACK_LIMIT]
     return out
@@ -239,16 +241,40 @@ def _span_union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def rank_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo] | None = None,
-                    include_compile: bool = False, triton_names=None) -> tuple[list[dict], dict]:
-    accs: dict[str, _Acc] = {}
-    excluded_calls, excluded_us = 0, 0.0
-    kept: list[Dispatch] = []
+def select_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo] | None,
+                      include_compile: bool = False, within: re.Pattern | None = None) -> tuple[list[bool], dict]:
+    """Which dispatches to rank: not launched during compilation (unless ``include_compile``) and,
+    with ``within``, launched inside a range whose name matches it (e.g. ``ProfilerStep``)."""
+    keep, counts = [], {"excluded_compile_dispatches": 0, "excluded_compile_us": 0.0}
+    if within is not None:
+        counts.update(excluded_outside_dispatches=0, excluded_outside_us=0.0)
     for i, d in enumerate(dispatches):
         info = launches.get(i) if launches else None
         if info and info.compile_phase and not include_compile:
-            excluded_calls += 1
-            excluded_us += d.dur_us
+            counts["excluded_compile_dispatches"] += 1
+            counts["excluded_compile_us"] += d.dur_us
+            keep.append(False)
+        elif within is not None and not (info and any(within.search(n) for n in info.ranges)):
+            counts["excluded_outside_dispatches"] += 1
+            counts["excluded_outside_us"] += d.dur_us
+            keep.append(False)
+        else:
+            keep.append(True)
+    for k in ("excluded_compile_us", "excluded_outside_us"):
+        if k in counts:
+            counts[k] = round(counts[k], 3)
+    return keep, counts
+
+
+def rank_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo] | None = None,
+                    include_compile: bool = False, triton_names=None,
+                    within: re.Pattern | None = None) -> tuple[list[dict], dict]:
+    accs: dict[str, _Acc] = {}
+    keep, counts = select_dispatches(dispatches, launches, include_compile, within)
+    kept: list[Dispatch] = []
+    for i, d in enumerate(dispatches):
+        info = launches.get(i) if launches else None
+        if not keep[i]:
             continue
         kept.append(d)
         # Inductor names kernels per graph, so two graphs can both have a triton_poi_fused_add_0:
@@ -318,8 +344,7 @@ def rank_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo] 
         "kernel_time_us": round(kernel_total, 3),
         "gpu_busy_us": round(busy, 3),
         "dispatches": len(kept),
-        "excluded_compile_dispatches": excluded_calls,
-        "excluded_compile_us": round(excluded_us, 3),
+        **counts,
     }
     if kept:
         summary["kernel_span_us"] = round(max(d.start_us + d.dur_us for d in kept)
@@ -383,8 +408,8 @@ def rank_stats(stats: list[StatRow], declared_total: StatRow | None = None,
     return rows, summary, problems
 
 
-def rank_profile(parsed: Parsed, include_compile: bool = False,
-                 triton_names=None) -> tuple[list[dict], dict, list[str]]:
+def rank_profile(parsed: Parsed, include_compile: bool = False, triton_names=None,
+                 within: re.Pattern | None = None) -> tuple[list[dict], dict, list[str]]:
     """Rows and summary of any parsed kernel profile (summary table, dispatch list or trace)."""
     if parsed.kernel_stats is not None:
         rows, summary, problems = rank_stats(parsed.kernel_stats, parsed.declared_total, triton_names)
@@ -393,12 +418,12 @@ def rank_profile(parsed: Parsed, include_compile: bool = False,
     trace = parsed.trace
     launches = attribute_launches(trace) if trace is not None else None
     dispatches = dispatches_from(parsed)
-    rows, summary = rank_dispatches(dispatches, launches, include_compile, triton_names)
+    rows, summary = rank_dispatches(dispatches, launches, include_compile, triton_names, within)
     if trace is not None:
         lo, hi = trace.span_us
         summary["wall_span_us"] = round(hi - lo, 3)
-        kernel_iv = [(d.start_us, d.start_us + d.dur_us) for i, d in enumerate(dispatches)
-                     if include_compile or not launches[i].compile_phase]
+        keep, _ = select_dispatches(dispatches, launches, include_compile, within)
+        kernel_iv = [(d.start_us, d.start_us + d.dur_us) for i, d in enumerate(dispatches) if keep[i]]
         # busy = kernels plus memcpy/memset on the device, overlaps counted once
         summary["gpu_busy_us"] = round(_span_union(kernel_iv + [(e.ts, e.end) for e in trace.gpu_other]), 3)
         summary["gpu_busy_kernels_only_us"] = round(_span_union(kernel_iv), 3)
