@@ -1,15 +1,17 @@
 """Compile small kernels offline and show which hints turn global_* into buffer_* or widen loads.
 
-Regenerates the measured table in references/optimization_patterns.md ("Measured on this Triton")
+Regenerates references/hint_effects_measured.yaml (summarised in optimization_patterns.md section 1)
 for the installed Triton. No GPU is needed: upstream Triton's AMD backend compiles for gfx942 /
 gfx90a on a CPU machine (Triton >= 3.5 links in-process; <= 3.4 needs ld.lld, see dcu_notes.md).
 
     python references/hint_effects.py [--arch gfx942] [--json-out effects.json] [--yaml]
 
-`--yaml` prints the block as it appears in the document. The blocks for other Triton versions were
-made the same way with that wheel alone in a virtual environment, e.g.
+`--yaml` prints the entry as it appears in hint_effects_measured.yaml. The entries for other Triton
+versions were made the same way with that wheel alone in a virtual environment, e.g.
 `python -m venv v && v/bin/pip install --no-deps triton==3.5.1 &&
-AMDGCN_USE_BUFFER_OPS=1 v/bin/python references/hint_effects.py --yaml`.
+AMDGCN_USE_BUFFER_OPS=1 v/bin/python references/hint_effects.py --yaml`. Triton <= 3.4 links with
+`ld.lld` even to compute a cache key; without ROCm pass `--stub-linker` (a stand-in that copies its
+input: the asm is real, the hsaco is not).
 
 Each case is compiled twice: with `tt.pointer_range=32` on the pointer arguments (what a JIT launch
 of a < 2 GiB tensor gets on Triton >= 3.6 with buffer ops on) and without it (what an offline
@@ -29,6 +31,8 @@ _MEMOP = re.compile(r"^\s*((?:buffer|global|flat)_(?:load|store)_\w+)", re.M)
 
 
 def _kernels():
+    # Module-level names: older Tritons (3.3) resolve `tl` through the kernel's globals.
+    global tl
     import triton
     import triton.language as tl
 
@@ -172,9 +176,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default="gfx942", help="upstream AMD target (gfx942, gfx90a, ...)")
     parser.add_argument("--json-out", help="also write the result as JSON")
+    parser.add_argument("--stub-linker", action="store_true",
+                        help="Triton <= 3.4 without ROCm: link with a stand-in (asm only)")
     parser.add_argument("--yaml", action="store_true",
-                        help="print the block for optimization_patterns.md instead of the table")
+                        help="print the entry for hint_effects_measured.yaml instead of the table")
     args = parser.parse_args(argv)
+    if args.stub_linker:
+        os.environ["TRITON_HIP_LLD_PATH"] = _write_stub_linker()
     try:
         result = measure(args.arch)
     except ImportError as exc:
@@ -195,6 +203,25 @@ def main(argv=None) -> int:
     return _write_json(result, args.json_out)
 
 
+def _write_stub_linker() -> str:
+    """A stand-in for ld.lld that copies its input to `-o`: enough to get Triton <= 3.4's asm."""
+    import stat
+    import tempfile
+
+    path = os.path.join(tempfile.mkdtemp(prefix="hint_effects_"), "ld.lld")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(f"#!{sys.executable}\n"
+                 "import shutil, sys\n"
+                 "a = sys.argv[1:]\n"
+                 "if '--version' in a:\n"
+                 "    print('LLD 17.0.0 (stand-in)'); sys.exit(0)\n"
+                 "out = a[a.index('-o') + 1]\n"
+                 "ins = [x for i, x in enumerate(a) if not x.startswith('-') and (i == 0 or a[i - 1] != '-o')]\n"
+                 "shutil.copy(ins[-1], out)\n")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path
+
+
 def _write_json(result: dict, path: str | None) -> int:
     if path:
         with open(path, "w", encoding="utf-8") as fh:
@@ -206,10 +233,11 @@ _WIDTH_ORDER = ("ubyte", "ushort", "short", "dword", "dwordx2", "dwordx3", "dwor
 
 
 def yaml_block(result: dict) -> str:
-    """One line per case: verdict and widest data load, per pointer-range mode."""
+    """One entry of hint_effects_measured.yaml: per case, verdict and widest data load per mode."""
     env = result["AMDGCN_USE_BUFFER_OPS"]
-    lines = [f"# hint_effects triton={result['triton']} arch={result['arch']} "
-             f"AMDGCN_USE_BUFFER_OPS={'unset' if env is None else env}"]
+    lines = [f'- triton: "{result["triton"]}"', f"  arch: {result['arch']}",
+             f"  AMDGCN_USE_BUFFER_OPS: {'unset' if env is None else repr(str(env))}",
+             f"  linker: {'stub' if os.environ.get('TRITON_HIP_LLD_PATH') else 'wheel'}", "  cases:"]
     width = max(len(n) for n in result["cases"]) + 1
     for name, modes in result["cases"].items():
         cells = []
@@ -218,7 +246,7 @@ def yaml_block(result: dict) -> str:
             loads = [op.rsplit("_", 1)[1] for op in r.get("ops", []) if "_load_" in op]
             widest = max(loads, key=_WIDTH_ORDER.index) if loads else ""
             cells.append(f"{mode}: {(r['verdict'] + ' ' + widest).strip()}")
-        lines.append(f"{name + ':':<{width}} {{{', '.join(cells)}}}")
+        lines.append(f"    {name + ':':<{width}} {{{', '.join(cells)}}}")
     return "\n".join(lines)
 
 

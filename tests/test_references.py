@@ -11,7 +11,8 @@ dcu_notes.md):
 - the AMDGCN_USE_BUFFER_OPS default table agrees with its machine-readable copy, with the installed
   Triton's source, and with check_env's version rule;
 - device_peaks.yaml agrees with its source excerpt and with the table in dcu_notes.md;
-- the "measured on this Triton" hint table agrees with a fresh run of references/hint_effects.py.
+- the hint-effect table agrees with hint_effects_measured.yaml, whose runs for the installed Triton
+  agree with a fresh run of references/hint_effects.py.
 """
 
 from __future__ import annotations
@@ -440,55 +441,73 @@ def _widest_load(ops: list[str]) -> str | None:
     return max(loads, key=_WIDTHS.index) if loads else None
 
 
-def _hint_blocks() -> list[tuple[dict, dict]]:
-    """(header, {case: {mode: "verdict width"}}) for every measured block of optimization_patterns.md."""
+def _hint_runs() -> list[dict]:
     import yaml
-    blocks = []
-    for block in _FENCE.findall(_text("optimization_patterns.md")):
-        if block.startswith("# hint_effects"):
-            header = dict(kv.split("=", 1) for kv in block.splitlines()[0].split()[2:])
-            blocks.append((header, yaml.safe_load(block)))
-    assert len(blocks) >= 4, "measured hint_effects blocks missing"
-    return blocks
+    runs = yaml.safe_load((REFS / "hint_effects_measured.yaml").read_text(encoding="utf-8"))
+    assert isinstance(runs, list) and len(runs) >= 4, "hint_effects_measured.yaml has too few runs"
+    for run in runs:
+        run["AMDGCN_USE_BUFFER_OPS"] = str(run["AMDGCN_USE_BUFFER_OPS"])
+    return runs
 
 
-def test_hint_effects_summary_table_matches_measured_blocks():
-    text = _text("optimization_patterns.md")
-    blocks = {(h["triton"], h["AMDGCN_USE_BUFFER_OPS"]): cases for h, cases in _hint_blocks()}
-    columns = [("3.5.1", "1", "pr32"), ("3.5.1", "1", "no_pr32"), ("3.6.0", "unset", "pr32"),
-               ("3.6.0", "unset", "no_pr32")]
+# Columns of the summary table in optimization_patterns.md section 1: (versions, switch, mode).
+_SUMMARY_COLUMNS = ((("3.3.1", "3.4.0", "3.5.1"), "1", "pr32"), (("3.3.1", "3.4.0", "3.5.1"), "1", "no_pr32"),
+                    (("3.6.0", "3.8.0", "3.9.0"), "unset", "pr32"), (("3.6.0", "3.8.0", "3.9.0"), "unset", "no_pr32"))
+
+
+def test_hint_effects_summary_table_matches_measured_runs():
+    runs = {(r["triton"], r["AMDGCN_USE_BUFFER_OPS"]): r["cases"] for r in _hint_runs() if r["arch"] == "gfx942"}
+    section = _text("optimization_patterns.md").split("## 1.", 1)[1].split("\n## ", 1)[0]
     rows = 0
-    for line in text.splitlines():
+    for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 6 or not re.fullmatch(r"`[a-z0-9_]+`", cells[0]):
             continue
-        case = cells[0].strip("`")
-        rows += 1
-        for (version, env, mode), cell in zip(columns, cells[2:]):
-            verdict = blocks[(version, env)][case][mode].split()[0]
-            assert cell.split()[0] == verdict, (case, version, env, mode, cell, verdict)
-            if version == "3.6.0":  # the column claims 3.6.0-3.9.0: 3.9.0 agrees or is named
-                later = blocks[("3.9.0", "unset")][case][mode].split()[0]
-                assert later == verdict or f"{later} (3.9.0)" in cell, (case, mode, cell, later)
-    assert rows >= 8
+        case, rows = cells[0].strip("`"), rows + 1
+        for (versions, env, mode), cell in zip(_SUMMARY_COLUMNS, cells[2:]):
+            for version in versions:
+                assert (version, env) in runs, f"no measured run for triton {version} with switch {env}"
+                verdict = runs[(version, env)][case][mode].split()[0]
+                # the cell's first word holds for every version of the column unless it names one
+                assert cell.split(";")[0].strip() == verdict or f"{verdict} ({version})" in cell, \
+                    (case, version, env, mode, cell, verdict)
+    assert rows >= 8, "summary table not found"
+
+
+def test_hint_effects_stated_equivalences_hold():
+    runs = {(r["triton"], r["arch"], r["AMDGCN_USE_BUFFER_OPS"]): r["cases"] for r in _hint_runs()}
+    # "With the switch unset, 3.3.1-3.5.1 give global everywhere, and so does 3.9.0 with =0"
+    for key in (("3.3.1", "gfx942", "unset"), ("3.4.0", "gfx942", "unset"), ("3.5.1", "gfx942", "unset"),
+                ("3.9.0", "gfx942", "0")):
+        verdicts = {m.split()[0] for modes in runs[key].values() for m in modes.values()}
+        assert verdicts <= {"global", "error"}, (key, verdicts)
+    # "3.9.0 with =1 equals its default"; "gfx90a gives the same as gfx942"
+    assert runs[("3.9.0", "gfx942", "1")] == runs[("3.9.0", "gfx942", "unset")]
+    assert runs[("3.9.0", "gfx90a", "unset")] == runs[("3.9.0", "gfx942", "unset")]
+    assert runs[("3.5.1", "gfx90a", "1")] == runs[("3.5.1", "gfx942", "1")]
+    # "pr32 matters there only for 64-bit offsets (i64_pid) and descriptor / block-pointer forms"
+    for version in ("3.3.1", "3.4.0", "3.5.1"):
+        differs = {case for case, m in runs[(version, "gfx942", "1")].items()
+                   if m["pr32"].split()[0] != m["no_pr32"].split()[0]}
+        assert differs <= {"i64_pid", "tensor_descriptor", "block_ptr"}, (version, differs)
 
 
 @pytest.mark.parametrize("env_value", ["unset", "0", "1"])
-def test_hint_effects_blocks_match_a_fresh_compile(tmp_path, env_value):
+def test_hint_effects_runs_match_a_fresh_compile(tmp_path, env_value):
     pytest.importorskip("triton")
     from importlib.metadata import version as dist_version
 
     installed = dist_version("triton")
-    matching = [(h, c) for h, c in _hint_blocks()
-                if h["triton"] == installed and h["AMDGCN_USE_BUFFER_OPS"] == env_value]
+    matching = [r for r in _hint_runs() if r["triton"] == installed and r["arch"] == "gfx942"
+                and r["AMDGCN_USE_BUFFER_OPS"] == env_value]
     if not matching:
-        pytest.skip(f"no block recorded for triton {installed} with AMDGCN_USE_BUFFER_OPS={env_value}")
-    header, expected = matching[0]
+        pytest.skip(f"no run recorded for triton {installed} with AMDGCN_USE_BUFFER_OPS={env_value}")
+    expected = matching[0]["cases"]
     env = {k: v for k, v in os.environ.items() if k != "AMDGCN_USE_BUFFER_OPS"}
     if env_value != "unset":
         env["AMDGCN_USE_BUFFER_OPS"] = env_value
     out = tmp_path / "effects.json"
-    proc = subprocess.run([sys.executable, str(REFS / "hint_effects.py"), "--arch", header["arch"],
+    proc = subprocess.run([sys.executable, str(REFS / "hint_effects.py"), "--arch", "gfx942",
                            "--json-out", str(out)], capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     measured = json.loads(out.read_text())["cases"]
