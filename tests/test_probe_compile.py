@@ -328,3 +328,63 @@ def test_default_target_is_the_local_gpu(run_script, tmp_path):
     (row,) = doc["results"]
     assert row["status"] == "ok" and row["metadata"]["target"]["arch"] == target["compiled_for"]
     assert row["summary"]["global_load"] + row["summary"]["buffer_load"] > 0
+
+
+def test_multiple_of_on_2d_inductor_index_gives_one_value_per_dim():
+    path = h200_kernel("scatter_index_add", "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1")
+    text, parsed = kernel_source.read_kernel_file(path)
+    kernel = kernel_source.select_kernel(parsed, None)
+    plan = offline_compile.plan_compile(kernel)
+    (v,) = probe.build_variants(["multiple_of"], kernel, text, plan)
+    inserted = [line for lines in v.source_lines.values() for line in lines]
+    # yoffset = (pid1 + pid2 * num_programs(1)) * YBLOCK is not a plain program_id product: no claim.
+    assert inserted == ["xoffset = tl.multiple_of(xoffset, XBLOCK)",
+                        "xindex = tl.max_contiguous(tl.multiple_of(xindex, [1, XBLOCK]), [1, XBLOCK])"]
+
+
+# --------------------------------------------------------------------------- real captures (H200)
+
+CAPTURE = FIXTURES / "capture_h200" / "user_autotune_kernel"
+
+
+def _needs_capture():
+    if not (CAPTURE / "autotune.log").exists():
+        pytest.skip("no real capture fixtures")
+
+
+def test_launch_event_specialises_like_the_real_jit_launch():
+    """The recorded launch of the hand-written kernel on the H200 gives the same argument hints the
+    JIT gave it there (its TTIR from the real Triton cache)."""
+    _needs_capture()
+    import probe_compile
+
+    _, parsed = kernel_source.read_kernel_file(FIXTURES.parents[1] / "examples" / "user_autotune_kernel.py")
+    kernel = kernel_source.select_kernel(parsed, None)
+    launch = probe_compile.read_launch_event(str(CAPTURE / "autotune.log"), {kernel["name"]})
+    plan = offline_compile.plan_compile(kernel, launch=launch)
+    assert plan.signature == {"x_ptr": "*fp32", "bias_ptr": "*fp32", "out_ptr": "*fp32", "n_elements": "i32",
+                              "n_cols": "i32", "scale": "fp32", "BLOCK": "constexpr"}
+    assert plan.config_source == "captured winner" and plan.constexprs == {"BLOCK": 1024}
+    ttir = sorted((H200 / "user_autotune_kernel").rglob("scale_bias_relu_kernel.ttir"))
+    if not ttir:
+        pytest.skip("no real TTIR")
+    (func,) = kernel_source.parse_ir_text(ttir[0].read_text())["functions"]
+    jit_div = {a["name"] for a in func["args"] if a["attrs"].get("tt.divisibility") == 16}
+    assert jit_div == {name for name, pairs in plan.attrs.items() if ["tt.divisibility", 16] in pairs}
+    assert jit_div == {"x_ptr", "bias_ptr", "out_ptr", "n_elements", "n_cols"}
+
+
+@slow
+@needs_offline_triton
+def test_probe_a_captured_standalone_file_needs_no_signature(run_script, tmp_path):
+    _needs_capture()
+    doc, md, _ = probe_run(run_script, tmp_path, CAPTURE / "scale_bias_relu_kernel.py", "--arch", "gfx942",
+                           "--variants", "baseline,pointer_range")
+    assert doc["origin"] == "hand-written" and doc["kernel"] == "scale_bias_relu_kernel"
+    base = doc["base"]
+    assert base["signature"]["scale"] == "fp32" and base["config"]["kwargs"] == {"BLOCK": 1024}
+    assert base["config_source"] == "captured winner" and base["config"]["num_warps"] == 4
+    res = results(doc)
+    assert res[("baseline", "gfx942")]["status"] == "ok"
+    if TRITON >= (3, 6):
+        assert res[("pointer_range", "gfx942")]["summary"]["verdict"] == "buffer"

@@ -39,7 +39,7 @@ TL_REDUCTIONS = {"sum", "max", "min", "argmax", "argmin", "reduce", "xor_sum", "
 HELPER_REDUCTIONS = {"max2", "min2", "prod", "any", "welford", "welford_reduce", "welford_combine",
                      "max_with_index", "min_with_index", "online_softmax_reduce", "sum", "final_argmax",
                      "final_argmin", "exclusive_scan_decoupled_lookback",
-                     "exclusive_scan_decoupled_lookback_64", "frexp"}
+                     "exclusive_scan_decoupled_lookback_64"}
 CONFIG_OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu",
                       "matrix_instr_nonkdim", "kpack", "num_buffers_warp_spec",
                       "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer", "pre_hook")

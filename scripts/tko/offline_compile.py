@@ -187,6 +187,8 @@ def normalize_config_dict(config: dict | None) -> dict:
     """Accept {'XBLOCK': 1024, 'num_warps': 4} or the event shape {'kwargs': {...}, 'num_warps': ...}."""
     if not config:
         return {"kwargs": {}, "num_warps": None, "num_stages": None, "extras": {}}
+    if isinstance(config.get("flat"), dict):  # a standalone file's recorded config: {"flat": ..., "grid": ...}
+        config = config["flat"]
     if "kwargs" in config and isinstance(config["kwargs"], dict):
         return {"kwargs": dict(config["kwargs"]), "num_warps": config.get("num_warps"),
                 "num_stages": config.get("num_stages"), "extras": dict(config.get("extras") or {})}

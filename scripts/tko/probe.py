@@ -123,6 +123,21 @@ def multiple_of_lines(text: str, kernel: dict) -> tuple[dict, list[str]]:
             return node.args[1].id
         return None
 
+    def hint_values(node: ast.AST, block: str) -> str | None:
+        """``BLOCK`` for a 1-D range; ``[BLOCK, 1]`` for ``arange(...)[:, None]`` (one value per dim)."""
+        if not isinstance(node, ast.Subscript):
+            return block
+        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        values = []
+        for dim in dims:
+            if isinstance(dim, ast.Slice):
+                values.append(block)
+            elif isinstance(dim, ast.Constant) and dim.value is None:
+                values.append("1")
+            else:
+                return None
+        return values[0] if len(values) == 1 else "[" + ", ".join(values) + "]"
+
     for stmt in func.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                 and isinstance(stmt.targets[0], ast.Name)):
@@ -141,8 +156,11 @@ def multiple_of_lines(text: str, kernel: dict) -> tuple[dict, list[str]]:
             for a, b in ((value.left, value.right), (value.right, value.left)):
                 block_a, block_r = multiple_of_block(a), arange_block(b)
                 if block_a and block_a == block_r:
+                    values = hint_values(b, block_a)
+                    if values is None:
+                        continue
                     inserts.setdefault(stmt.end_lineno, []).append(
-                        f"{target} = tl.max_contiguous(tl.multiple_of({target}, {block_a}), {block_a})")
+                        f"{target} = tl.max_contiguous(tl.multiple_of({target}, {values}), {values})")
                     indent_claim = (f"{target} = {ast.unparse(value)}: starts at a multiple of {block_a} "
                                     f"and runs {block_a} contiguous elements")
                     break
