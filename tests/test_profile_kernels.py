@@ -314,11 +314,10 @@ def test_h200_pointwise_chain_trace(run_script, tmp_path):
 
 
 def test_h200_training_step_forward_and_backward_graphs(run_script, tmp_path):
-    doc, _ = run_profile(run_script, tmp_path, "--trace", H200 / "mlp_train_step" / "trace.json.gz", "--top", "0")
-    s = doc["summary"]
-    assert doc["kernels"] == [] and s["shown"] == 0 and s["kernels"] == 22  # totals still cover all
     doc, _ = run_profile(run_script, tmp_path, "--trace", H200 / "mlp_train_step" / "trace.json.gz",
                          "--top", "40", name="all")
+    s = doc["summary"]
+    assert s["kernels"] == len(doc["kernels"]) == len(doc["ranking"]) == 22
     ks = {k["name"]: k for k in doc["kernels"]}
     assert doc["kernels"][0]["name"].startswith("sm80_xmma_gemm_f32f32") and doc["kernels"][0]["origin"] == "library"
     bwd = ks["triton_poi_fused_gelu_gelu_backward_2"]
@@ -335,8 +334,13 @@ def test_h200_training_step_forward_and_backward_graphs(run_script, tmp_path):
 
 def test_h200_include_compile_keeps_autotune_launches(run_script, tmp_path):
     doc, _ = run_profile(run_script, tmp_path, "--trace", H200 / "pointwise_chain" / "trace.json.gz",
-                         "--include-compile")
+                         "--include-compile", "--top", "0")
     s = doc["summary"]
+    # totals still cover all: the Triton kernel, randn, and the fill kernel the autotuning
+    # benchmarker runs between timed calls (412 of the 640 events) to flush the cache
+    assert doc["kernels"] == [] and s["shown"] == 0 and s["kernels"] == 3
+    fill = next(r for r in doc["ranking"] if "FillFunctor" in r["name"])
+    assert fill["calls"] == 412 and fill["origin"] == "library"
     assert s["dispatches"] == 640 and s["excluded_compile_dispatches"] == 0
     assert s["kernel_time_us"] == pytest.approx(20437.848)
 
@@ -524,7 +528,7 @@ def test_within_keeps_only_kernels_inside_named_ranges(run_script, tmp_path):
     assert all("CompiledFunctionBackward" in k["op_chain"] for k in doc["kernels"])
     assert "triton_poi_fused_gelu_1" not in {k["name"] for k in doc["kernels"]}  # a forward kernel
     assert "launched outside the --within ranges" in md
-    res = run_script("profile_kernels.py", "--trace", H200 / "mlp_train_step" / "trace.json.gz",
+    res = run_script("profile_kernels.py", "--trace", H200 / "pointwise_chain" / "trace.json.gz",
                      "--within", "NoSuchRange", "--json-out", tmp_path / "none.json", cwd=tmp_path)
     assert res.returncode == 2 and "--within" in res.stderr
     res = run_script("profile_kernels.py", "--hipprof", PROFILES / "hipprof_kernel_stats_dcu_rocfft_1.csv",
