@@ -534,3 +534,19 @@ def test_within_keeps_only_kernels_inside_named_ranges(run_script, tmp_path):
     res = run_script("profile_kernels.py", "--hipprof", PROFILES / "hipprof_kernel_stats_dcu_rocfft_1.csv",
                      "--within", "x", "--json-out", tmp_path / "none.json", cwd=tmp_path)
     assert res.returncode == 2 and "needs a Chrome trace" in res.stderr
+
+
+def test_flow_events_link_kernels_without_correlation_args(run_script, tmp_path):
+    # Same H200 trace with 'correlation' and 'External id' removed from every kernel event: only
+    # the ac2g flow pairs ('s' on the runtime call, 'f' on the kernel) are left to link them.
+    src = json.loads(gzip.open(H200 / "pointwise_chain" / "trace.json.gz").read())
+    for e in src["traceEvents"]:
+        if e.get("cat") == "kernel":
+            e["args"].pop("correlation", None)
+            e["args"].pop("External id", None)
+    path = tmp_path / "flows_only.json"
+    path.write_text(json.dumps(src))
+    doc, _ = run_profile(run_script, tmp_path, "--trace", path)
+    assert doc["summary"]["launches_linked_by"] == {"flow": 640}
+    assert doc["summary"]["dispatches"] == 16
+    assert doc["kernels"][0]["launch_op"] == "## Call CompiledFxGraph None ##"

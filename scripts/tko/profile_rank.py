@@ -5,7 +5,8 @@ rocprofv3 kernel trace) or per-name summaries (hipprof / rocprofv3 stats / nsys)
 the payload of a ``kernel_profile/1`` artifact (see references/json_contracts.md).
 
 Launch attribution (Chrome trace only): kernel ``args.correlation`` = runtime call
-``args.correlation`` (else the ``ac2g`` flow pair); the CPU ops that enclose that runtime call
+``args.correlation`` (else the ``ac2g`` flow pair, else the kernel's ``External id`` naming its CPU
+op directly, as some ROCm traces have no runtime events); the CPU ops that enclose that runtime call
 on the same thread are its aten op / record_function chain, and ``python_function`` events the
 Python frames.  Inductor wraps every Triton launch in a record_function named after the kernel
 whose args say ``kernel_backend: triton`` with the kernel file and config; kernels launched
