@@ -1,0 +1,118 @@
+"""Run a standalone captured kernel in a subprocess and turn its result lines into ``kernel_run/1``.
+
+The runner (``tko.standalone``) prints one line per timed config: ``RESULT_PREFIX`` + JSON.
+This module is the one parser of those lines.  A kernel that crashes, times out or prints
+no result line is a failure, never an empty success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .standalone import RESULT_PREFIX
+
+STDERR_TAIL_LINES = 30
+
+
+def parse_result_lines(text: str) -> tuple[list[dict], list[str]]:
+    """(results, problems): one dict per well-formed result line, one string per bad one."""
+    results, problems = [], []
+    for no, line in enumerate(text.splitlines(), 1):
+        at = line.find(RESULT_PREFIX)
+        if at < 0:
+            continue
+        payload = line[at + len(RESULT_PREFIX):].strip()
+        try:
+            rec = json.loads(payload)
+        except ValueError as exc:
+            problems.append(f"stdout line {no}: result line is not JSON ({exc})")
+            continue
+        if not isinstance(rec, dict) or "kernel" not in rec or "config" not in rec:
+            problems.append(f"stdout line {no}: result line lacks kernel/config")
+            continue
+        ok = rec.get("ok", True)
+        ms = rec.get("ms")
+        if ok and not (isinstance(ms, (int, float)) and ms > 0):
+            problems.append(f"stdout line {no}: result line has no positive ms")
+            continue
+        rec["ok"] = bool(ok)
+        results.append(rec)
+    return results, problems
+
+
+def _tail(text: str, n: int = STDERR_TAIL_LINES) -> list[str]:
+    return text.splitlines()[-n:]
+
+
+def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.0,
+               warmup: float | None = None, rep: float | None = None,
+               extra_args: list[str] | None = None, python: str | None = None,
+               timer: str | None = None) -> dict:
+    """Run the standalone file; returns the ``kernel_run/1`` payload (``status`` ok/failed/timeout)."""
+    kernel_py = Path(kernel_py).resolve()
+    cmd = [python or sys.executable, str(kernel_py)]
+    if all_configs:
+        cmd.append("--all-configs")
+    if warmup is not None:
+        cmd += ["--warmup", str(warmup)]
+    if rep is not None:
+        cmd += ["--rep", str(rep)]
+    if timer:
+        cmd += ["--timer", timer]
+    cmd += list(extra_args or [])
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    start = time.time()
+    timed_out = False
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                              cwd=str(Path(kernel_py).resolve().parent))
+        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as exc:
+        timed_out = True
+        def _s(b):
+            return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+        stdout, stderr, rc = _s(exc.stdout), _s(exc.stderr), None
+    seconds = time.time() - start
+    results, problems = parse_result_lines(stdout)
+    ok_results = [r for r in results if r["ok"]]
+    failed_results = [r for r in results if not r["ok"]]
+    if timed_out:
+        status, error = "timeout", f"kernel run timed out after {timeout:g} s"
+    elif rc != 0:
+        status, error = "failed", f"kernel run exited with code {rc}"
+    elif not ok_results:
+        status, error = "failed", "kernel run printed no result line"
+    elif failed_results:
+        status, error = "failed", f"{len(failed_results)} config(s) failed"
+    else:
+        status, error = "ok", None
+    if error and failed_results:
+        error += f": {failed_results[0].get('error')}"
+    # with several timers per config, "best" and "fastest" use the first timer printed
+    first_timer = ok_results[0].get("timer") if ok_results else None
+    primary = [r for r in ok_results if r.get("timer") == first_timer]
+    best = next((r for r in primary if r.get("best")), None)
+    fastest = min(primary, key=lambda r: r["ms"]) if primary else None
+    return {
+        "kernel_file": str(kernel_py),
+        "command": cmd,
+        "status": status,
+        "error": error,
+        "returncode": rc,
+        "timed_out": timed_out,
+        "timeout_s": timeout,
+        "seconds": round(seconds, 3),
+        "kernel": (results[0]["kernel"] if results else None),
+        "results": results,
+        "timer": first_timer,
+        "best": best,
+        "fastest": fastest,
+        "problems": problems,
+        "stdout_tail": _tail(stdout) if status != "ok" else [],
+        "stderr_tail": _tail(stderr) if status != "ok" else [],
+    }
