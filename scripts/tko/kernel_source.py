@@ -227,7 +227,6 @@ class _FlowState:
         self.ptr_dtypes = ptr_dtypes
         self.wide_scalars = set(wide_scalars)   # i64/u64 scalar args: they widen offsets to 64 bits
         self.deps: dict[str, set[str]] = {}
-        self.defs: dict[str, str] = {}
 
     def expr_deps(self, node: ast.AST | None) -> set[str]:
         out: set[str] = set()
@@ -262,11 +261,10 @@ class _FlowState:
             out |= self.expr_deps(child)
         return out
 
-    def assign(self, target: ast.AST, value_deps: set[str], text: str) -> None:
+    def assign(self, target: ast.AST, value_deps: set[str]) -> None:
         for sub in ast.walk(target):
             if isinstance(sub, ast.Name):
                 self.deps[sub.id] = self.deps.get(sub.id, set()) | value_deps
-                self.defs.setdefault(sub.id, text)
 
 
 def _loop_deps(iter_node: ast.AST, state: "_FlowState") -> set[str]:
@@ -368,7 +366,7 @@ def analyse_function(func: ast.FunctionDef, source: str, params: list[dict]) -> 
                 targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
                 text = _segment(source, stmt)
                 for target in targets:
-                    state.assign(target, deps, text)
+                    state.assign(target, deps)
                     if (isinstance(target, ast.Name) and (PID in deps or RANGE in deps)
                             and LOADED not in deps and not (set(deps) & set(ptr_dtypes))
                             and not isinstance(value, (ast.Compare, ast.BoolOp))):
@@ -379,7 +377,7 @@ def analyse_function(func: ast.FunctionDef, source: str, params: list[dict]) -> 
                         })
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 visit_calls(stmt.iter)
-                state.assign(stmt.target, _loop_deps(stmt.iter, state), _segment(source, stmt.target))
+                state.assign(stmt.target, _loop_deps(stmt.iter, state))
                 walk_body(stmt.body)
                 walk_body(stmt.orelse)
             elif isinstance(stmt, (ast.If, ast.While)):

@@ -348,7 +348,7 @@ def _run_job(job: Job, kernel_name: str, base_spec: dict, timeout: float) -> dic
 def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list[str],
               kernel: str | None = None, config: dict | None = None, signature: Any = None,
               launch: dict | None = None, timeout: float = 120.0, workers: int | None = None,
-              work_dir: str | Path | None = None, keep_dir: str | Path | None = None) -> dict:
+              keep_dir: str | Path | None = None) -> dict:
     """Compile every (variant, target) and return the rows of the comparison (not yet scanned)."""
     kernel_path = Path(kernel_path).resolve()
     text, parsed = kernel_source.read_kernel_file(kernel_path)
@@ -371,8 +371,6 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
     if keep_dir:
         root = Path(keep_dir).resolve()
         root.mkdir(parents=True, exist_ok=True)
-    elif work_dir:
-        root = Path(work_dir)
     else:
         root_ctx = tempfile.TemporaryDirectory(prefix="tko_probe_")
         root = Path(root_ctx.name)
