@@ -209,6 +209,7 @@ def plain_user_output(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_user_autotune_capture_and_standalone_run(tmp_path, run_script, plain_user_output):
     import torch
 
@@ -244,6 +245,7 @@ def test_user_autotune_capture_and_standalone_run(tmp_path, run_script, plain_us
     assert "entry point ran" not in proc.stdout
 
 
+@pytest.mark.slow
 def test_capture_errors_never_reach_the_program(tmp_path, plain_user_output):
     import torch
 
@@ -285,6 +287,7 @@ def _tiny_kernel_module() -> Path:
     pytest.skip("tiny_launches kernel module not in the inductor_h200 fixtures")
 
 
+@pytest.mark.slow
 def test_inductor_kernel_capture_on_cpu(tmp_path):
     module = _tiny_kernel_module()
     prog = tmp_path / "prog.py"
@@ -336,6 +339,7 @@ def test_log_writer_is_process_safe(tmp_path):
     assert len(per_pid) == n_proc and all(v == list(range(n_events)) for v in per_pid.values())
 
 
+@pytest.mark.slow
 def test_force_retune_disables_inductor_caches(tmp_path):
     code = textwrap.dedent(f'''
         import os, sys
@@ -363,3 +367,47 @@ def test_patch_script_help_and_bad_program(run_script, tmp_path):
     assert proc.returncode == 0 and "TRITON_CAPTURE_DIR" not in proc.stderr
     proc = run_script("autotune_capture_patch.py", "nope.py", cwd=tmp_path)
     assert proc.returncode == 2 and "no such program" in proc.stderr
+
+
+def test_hot_path_records_each_signature_once(tmp_path, monkeypatch):
+    """After a kernel's first launch per signature the wrapper only looks the kernel up."""
+    from tko import capture
+
+    monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path)}))
+    monkeypatch.setattr(capture, "_patches", [])
+
+    class Config:
+        def __init__(self, block):
+            self.kwargs, self.num_warps, self.num_stages = {"XBLOCK": block}, 4, 1
+
+    class Launcher:
+        def __init__(self, block):
+            self.config = Config(block)
+
+    class FakeAutotuner:  # the attributes the capture reads from a CachingAutotuner
+        def __init__(self):
+            self.inductor_meta = {"kernel_name": "triton_poi_fake_0"}
+            self.triton_meta = {"signature": {"in_ptr0": "*fp32", "xnumel": "i32"}}
+            self.launchers = [Launcher(128)]
+            self.calls = 0
+
+        def run(self, *args, stream=None, **kwargs):
+            self.calls += 1
+            return args[-1]
+
+        def _interpret_args_grid(self, args, cfg):
+            return args, (-(-args[-1] // cfg.kwargs["XBLOCK"]), 1, 1)
+
+    capture._wrap_inductor(FakeAutotuner)
+    kernel = FakeAutotuner()
+    seen = []
+    real_snapshot = capture._snapshot_args
+    monkeypatch.setattr(capture, "_snapshot_args", lambda *a: seen.append(a[2]) or real_snapshot(*a))
+    for n in [1000] * 50 + [2000] * 50 + [1000] * 10:
+        assert kernel.run(None, n, stream=0) == n  # the original's result, unchanged
+    assert kernel.calls == 110 and [a[1] for a in seen] == [1000, 2000]
+    events = read_events(tmp_path / "autotune.log")
+    assert [e["event"] for e in events] == ["kernel", "launch", "launch"]
+    assert [e["grid"] for e in events[1:]] == [[8, 1, 1], [16, 1, 1]]
+    capture.set_active(False)
+    assert FakeAutotuner.run.__name__ == "run" and not hasattr(FakeAutotuner.run, "_tko_capture")

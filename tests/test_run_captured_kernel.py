@@ -1,0 +1,180 @@
+"""run_captured_kernel.py: result lines -> kernel_run/1; crashes, hangs and silence are failures.
+
+The fake kernels below print what the standalone runner prints (tko.standalone.RESULT_PREFIX +
+JSON); the real outputs of the runner on an H200 are checked at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tko.contracts import contract_problems
+from tko.kernel_run import parse_result_lines
+from tko.standalone import RESULT_PREFIX
+
+CAP = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
+
+
+def fake_kernel(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "triton_poi_fake_0.py"
+    path.write_text(textwrap.dedent(f"""
+        import json, sys, time
+        PREFIX = {RESULT_PREFIX!r}
+        argv = sys.argv[1:]
+    """) + textwrap.dedent(body))
+    return path
+
+
+def result(ms, best=True, **extra):
+    rec = {"kernel": "triton_poi_fake_0", "config": {"XBLOCK": 1024, "num_warps": 4, "num_stages": 1},
+           "best": best, "ok": True, "ms": ms, "bytes": 4_000_000, "gb_per_s": 4e6 / (ms * 1e-3) / 1e9,
+           "statistic": "median", "timer": "triton.testing.do_bench", "launch": "inductor"}
+    rec.update(extra)
+    return rec
+
+
+def load(path: Path) -> dict:
+    doc = json.loads(path.read_text())
+    assert contract_problems(doc) == []
+    return doc
+
+
+def test_result_lines_become_kernel_run_json(tmp_path, run_script):
+    lines = [result(0.0125), result(0.0150, best=False, config={"XBLOCK": 512, "num_warps": 8, "num_stages": 1})]
+    kernel = fake_kernel(tmp_path, f"""
+        print("compiling...")
+        for rec in {lines!r}:
+            print(PREFIX + json.dumps(rec))
+            print("human line for", rec["config"])
+        print("argv", argv, file=sys.stderr)
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--all-configs", "--warmup", "5", "--rep", "20",
+                      "--json-out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = load(out)
+    assert doc["schema"] == "kernel_run/1" and doc["status"] == "ok" and doc["error"] is None
+    assert doc["command"][2:] == ["--all-configs", "--warmup", "5.0", "--rep", "20.0"]
+    assert [r["ms"] for r in doc["results"]] == [0.0125, 0.0150]
+    assert doc["best"]["ms"] == 0.0125 and doc["fastest"]["config"]["XBLOCK"] == 1024
+    assert doc["kernel"] == "triton_poi_fake_0" and doc["timer"] == "triton.testing.do_bench"
+    assert doc["stderr_tail"] == [] and doc["problems"] == []
+    assert "0.0125 ms" in proc.stdout
+
+
+def test_best_is_the_captured_winner_not_the_fastest(tmp_path, run_script):
+    lines = [result(0.02), result(0.01, best=False)]
+    kernel = fake_kernel(tmp_path, f"""
+        for rec in {lines!r}:
+            print(PREFIX + json.dumps(rec))
+    """)
+    out = tmp_path / "run.json"
+    assert run_script("run_captured_kernel.py", kernel, "--json-out", out).returncode == 0
+    doc = load(out)
+    assert doc["best"]["ms"] == 0.02 and doc["fastest"]["ms"] == 0.01
+
+
+def test_crashing_kernel_fails_with_its_stderr(tmp_path, run_script):
+    kernel = fake_kernel(tmp_path, """
+        print("starting", file=sys.stderr)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--json-out", out)
+    assert proc.returncode == 1
+    err_lines = proc.stderr.strip().splitlines()
+    assert len(err_lines) == 1 and "exited with code 1" in err_lines[0]
+    doc = load(out)
+    assert doc["status"] == "failed" and doc["returncode"] == 1 and doc["results"] == []
+    assert doc["stderr_tail"][-1] == "RuntimeError: CUDA error: an illegal memory access was encountered"
+
+
+def test_hanging_kernel_times_out(tmp_path, run_script):
+    kernel = fake_kernel(tmp_path, """
+        print("warming up", flush=True)
+        time.sleep(60)
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--timeout", "2", "--json-out", out, timeout=60)
+    assert proc.returncode == 1 and "timed out after 2 s" in proc.stderr
+    doc = load(out)
+    assert doc["status"] == "timeout" and doc["timed_out"] and doc["returncode"] is None
+    assert doc["seconds"] < 30 and doc["stdout_tail"] == ["warming up"]
+
+
+def test_no_result_line_is_a_failure_not_an_empty_success(tmp_path, run_script):
+    kernel = fake_kernel(tmp_path, """
+        print("done, 0.0123 ms")  # prose is not a result
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--json-out", out)
+    assert proc.returncode == 1 and "no result line" in proc.stderr
+    assert load(out)["status"] == "failed"
+
+
+def test_failed_config_and_malformed_lines(tmp_path, run_script):
+    bad = {"kernel": "triton_poi_fake_0", "config": {"XBLOCK": 4096}, "best": False, "ok": False,
+           "error": "OutOfResources: shared memory"}
+    kernel = fake_kernel(tmp_path, f"""
+        print(PREFIX + json.dumps({result(0.01)!r}))
+        print(PREFIX + json.dumps({bad!r}))
+        print(PREFIX + '{{"kernel": "x", "config": ')
+        print(PREFIX + json.dumps({{"kernel": "x", "config": {{}}, "ms": 0}}))
+        sys.exit(1)
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--all-configs", "--json-out", out)
+    assert proc.returncode == 1
+    doc = load(out)
+    assert doc["status"] == "failed" and "OutOfResources" in doc["error"]
+    assert [r["ok"] for r in doc["results"]] == [True, False]
+    assert len(doc["problems"]) == 2
+
+
+def test_parse_result_lines_finds_prefix_anywhere_in_a_line():
+    text = "noise\n[rank0]: " + RESULT_PREFIX + json.dumps(result(0.5)) + "\n" + RESULT_PREFIX + "{}\n"
+    results, problems = parse_result_lines(text)
+    assert [r["ms"] for r in results] == [0.5] and len(problems) == 1
+
+
+@pytest.mark.parametrize("args, message", [
+    (["missing.py", "--json-out", "x.json"], "no such kernel file"),
+    (["K", "--timeout", "0", "--json-out", "x.json"], "--timeout must be positive"),
+    (["K"], "the following arguments are required: --json-out"),
+])
+def test_bad_input_exits_2(tmp_path, run_script, args, message):
+    kernel = fake_kernel(tmp_path, "")
+    args = [str(kernel) if a == "K" else a for a in args]
+    proc = run_script("run_captured_kernel.py", *args, cwd=tmp_path)
+    assert proc.returncode == 2 and message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 or "usage:" in proc.stderr
+
+
+@pytest.mark.parametrize("path", sorted(CAP.glob("*/run_*.json")), ids=lambda p: p.parent.name + "/" + p.name)
+def test_real_h200_runs(path):
+    """kernel_run/1 written on the H200 by the GPU suite: every standalone file ran."""
+    doc = load(path)
+    assert doc["status"] == "ok" and doc["returncode"] == 0
+    best = doc["best"]
+    assert best["ok"] and best["ms"] > 0
+    assert best.get("timer", "triton.testing.do_bench") == "triton.testing.do_bench"  # run 1 predates --timer
+    assert best["launch"] in ("inductor", "jit")
+    # bandwidth under the H200's measured copy rate (4246 GB/s, tests/fixtures/inductor_h200/summary.json)
+    assert 0 < best["gb_per_s"] < 4300
+    assert Path(doc["kernel_file"]).name.startswith(doc["kernel"][:40])
+
+
+def test_h200_standalone_times_match_the_program():
+    """Kernels of 40 us or more: the standalone do_bench median is within 10 % of the profiler's
+    mean kernel time in the original program (GPU run 1); tiny kernels are launch-bound."""
+    results = json.loads((CAP / "results_run1.json").read_text())
+    rows = [s for s in results["standalone"] if s["status"] == "ok"]
+    assert len(rows) >= 10
+    big = [s for s in rows if s["profiler_mean_us"] >= 40]
+    assert big and all(0.9 <= s["ratio"] <= 1.1 for s in big), big
+    tiny = [s for s in rows if s["profiler_mean_us"] < 2]
+    assert tiny and all(s["standalone_us"] > 2 * s["profiler_mean_us"] for s in tiny)
