@@ -411,3 +411,14 @@ def test_hot_path_records_each_signature_once(tmp_path, monkeypatch):
     assert [e["grid"] for e in events[1:]] == [[8, 1, 1], [16, 1, 1]]
     capture.set_active(False)
     assert FakeAutotuner.run.__name__ == "run" and not hasattr(FakeAutotuner.run, "_tko_capture")
+
+
+def test_same_kernel_name_from_two_modules_gets_two_files(monkeypatch):
+    from tko import capture
+
+    monkeypatch.setattr(capture, "_stem_owners", {})
+    first = capture.unique_stem("triton_poi_fused_add_0", "/cache/ab/cab.py")
+    again = capture.unique_stem("triton_poi_fused_add_0", "/cache/ab/cab.py")
+    other = capture.unique_stem("triton_poi_fused_add_0", "/cache/cd/ccd.py")
+    assert first == again == "triton_poi_fused_add_0"
+    assert other.startswith("triton_poi_fused_add_0__") and other != first

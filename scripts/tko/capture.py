@@ -416,23 +416,24 @@ def _from_cache(obj: Any) -> bool | None:
     return None
 
 
+_STATISTIC_BY_BENCHMARKER = {"InductorBenchmarker": "min", "TritonBenchmarker": "median",
+                             "TorchProfilerBenchmarker": "mean"}
+
+
 def inductor_statistic() -> tuple[str, str]:
-    """(statistic, benchmarker) of CachingAutotuner.bench for this torch."""
+    """(statistic, benchmarker) of ``CachingAutotuner.bench`` in this process.
+
+    torch >= 2.5 has one module-level ``benchmarker``: InductorBenchmarker (default from 2.7:
+    minimum), TritonBenchmarker (do_bench median) or TorchProfilerBenchmarker (mean); 2.4 calls
+    ``do_bench_gpu`` (median).
+    """
     try:
-        from .versions import parse_version
-        import torch
+        from torch._inductor.runtime import benchmarking
 
-        tv = parse_version(torch.__version__)
-        if tv and tuple(tv[:2]) >= (2, 7):
-            from torch._inductor import config as ind_config
-
-            if getattr(ind_config, "use_experimental_benchmarker", False) and \
-                    not getattr(torch.version, "hip", None):
-                return "min", "InductorBenchmarker"
-            return "median", "TritonBenchmarker"
-        return "median", "do_bench"
+        name = type(benchmarking.benchmarker).__name__
+        return _STATISTIC_BY_BENCHMARKER.get(name, "unknown"), name
     except Exception:
-        return "median", "unknown"
+        return "median", "do_bench"
 
 
 # ---------------------------------------------------------------------------
@@ -538,13 +539,28 @@ def _freeze(obj: Any) -> None:
     st.frozen = True
 
 
+_stem_owners: dict[str, str] = {}
+
+
+def unique_stem(stem: str, owner: str | None) -> str:
+    """Two kernels of one name from different modules (graphs reuse names) get different files."""
+    import hashlib
+
+    owner = owner or ""
+    if _stem_owners.setdefault(stem, owner) == owner:
+        return stem
+    tagged = f"{stem}__{hashlib.sha1(owner.encode()).hexdigest()[:8]}"
+    _stem_owners.setdefault(tagged, owner)
+    return tagged
+
+
 def _snapshot_args(obj: Any, st: KernelState, args: tuple, sig_no: int) -> dict:
     """Describe the arguments BEFORE the launch (mutated buffers change) and save index tensors."""
     from . import standalone
 
     names = _arg_names(obj, len(args))
     described = [describe_arg(n, a) for n, a in zip(names, args)]
-    stem = standalone.standalone_stem(st.name, sig_no)
+    stem = unique_stem(standalone.standalone_stem(st.name, sig_no), getattr(obj, "filename", None))
     saved = standalone.save_index_tensors(settings().capture_dir, stem, described, args,
                                           settings().max_save_bytes, log_error)
     return {"names": names, "args": described, "saved": saved, "stem": stem}
@@ -665,7 +681,9 @@ def on_triton_autotune_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> An
         from . import standalone
 
         sig_no = len(st.signatures) + 1
-        stem = standalone.standalone_stem(name, sig_no)
+        code = getattr(getattr(jit, "fn", None), "__code__", None)
+        stem = unique_stem(standalone.standalone_stem(name, sig_no),
+                           f"{getattr(code, 'co_filename', '')}:{getattr(code, 'co_firstlineno', '')}")
         saved = standalone.save_index_tensors(settings().capture_dir, stem, described, args,
                                               settings().max_save_bytes, log_error)
         before.update(names=names, described=described, saved=saved, stem=stem, jit=jit)
