@@ -210,8 +210,8 @@ def read_profile(path: str | Path) -> Parsed:
     head = text[:4096].lstrip()
     if not (head.startswith("{") or head.startswith("[")):
         text = clean_text(text)  # JSON traces can be hundreds of MB: only text formats need this
-    fmt = detect_format(text)
     try:
+        fmt = detect_format(text)
         if fmt == "chrome_trace":
             return Parsed(format=fmt, trace=parse_chrome_trace(_load_json(text, p)))
         if fmt == "hipprof_pmc":
