@@ -302,6 +302,12 @@ def test_capture_and_debug_log_of_different_runs_stay_two_tunings():
     assert len(k["tunings"]) == 2
     assert "retuned" in k["flags"] and "winners_disagree" not in k["flags"]
     assert len(k["source_files"]) == 1  # both runs compiled the same module (same hash)
+    with_table = summarize(parse_files([CAPTURE / "row_reduction" / "autotune.log",
+                                        H200 / "row_reduction" / "metric_table_kernel_autotune.csv"]))
+    (k,) = with_table["kernels"]
+    # the same module (its name is a content hash) in the two runs' cache folders
+    assert len(k["source_files"]) == 2 and len({Path(f).name for f in k["source_files"]}) == 1
+    assert "several_source_files" not in k["flags"]
 
 
 def test_real_capture_single_config_kernels_show_their_only_config():
