@@ -354,3 +354,30 @@ def test_truncated_real_capture_line(tmp_path):
     assert [s["where"] for s in summary["skipped"]] == [f"{log}:{lineno}"]
     (k,) = summary["kernels"]
     assert k["tunings"] == [] and k["declared_configs"] == 4
+
+
+def test_capture_and_debug_lines_of_one_benchmarking_merge_at_full_precision(tmp_path):
+    """The debug lines are printed here from the real capture record with torch's own format
+    strings (triton_heuristics.py: "%s: %f, nreg %d, nspill %d, #shared-mem %s"), as the same
+    run would log them; the capture keeps full precision, the log 6 decimals."""
+    cap = CAPTURE / "row_reduction" / "autotune.log"
+    event = next(json.loads(line) for line in cap.read_text().splitlines()
+                 if '"event": "autotune"' in line)
+    prefix = "V1130 03:22:05.191000 659 torch/_inductor/runtime/triton_heuristics.py:{}] "
+    lines = [prefix.format(1147) + f"Benchmark all input configs for {event['kernel']}, get:"]
+    for t in event["timings"]:
+        c = t["config"]
+        cfg = ", ".join([f"{k}: {v}" for k, v in c["kwargs"].items()]
+                        + [f"num_warps: {c['num_warps']}", "num_ctas: 1",
+                           f"num_stages: {c['num_stages']}", "maxnreg: None"])
+        lines.append(prefix.format(1149) + "%s: %f, nreg %d, nspill %d, #shared-mem %s"
+                     % (cfg, t["ms"], t["n_regs"], t["n_spills"], t["shared"]))
+    log = tmp_path / "log_profile.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert any(len(repr(t["ms"])) > 10 for t in event["timings"])  # really more than 6 decimals
+    summary = summarize(parse_files([cap, log]))
+    (k,) = summary["kernels"]
+    (tuning,) = k["tunings"]
+    assert [o.rsplit(":", 1)[0] for o in tuning["origins"]] == [str(cap), str(log)]
+    assert "retuned" not in k["flags"]
+    assert k["statistic"] == "min" and "InductorBenchmarker" in k["statistic_basis"]
