@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,65 +20,81 @@ from tko.contracts import contract_problems
 
 # --------------------------------------------------------------------------- real kernels
 
+# out = silu(x) * y by a real Triton kernel in the interpreter, in a child process: the interpreter
+# patches triton.language while it runs, which must not leak into other tests' compiles.
+_KERNEL_RUNS = r"""
+import sys
+import torch
+import triton
+import triton.language as tl
+from tko import bench
 
-def _interpreted_kernels(monkeypatch):
-    """A correct and two wrong versions of out = silu(x) * y, run by the Triton interpreter."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    import triton
-    import triton.language as tl
+@triton.jit
+def silu_mul(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, GATE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+    val = x * tl.sigmoid(x)
+    if GATE:
+        val = val * y
+    tl.store(out_ptr + offs, val.to(out_ptr.dtype.element_ty), mask=mask)
 
-    @triton.jit
-    def silu_mul(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, GATE: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < n
-        x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
-        y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
-        val = x * tl.sigmoid(x)
-        if GATE:
-            val = val * y
-        tl.store(out_ptr + offs, val.to(out_ptr.dtype.element_ty), mask=mask)
+def run(x, y, blocks=None, gate=True, block=256):
+    out = bench.poison_(torch.empty_like(x))
+    silu_mul[(triton.cdiv(x.numel(), block) if blocks is None else blocks,)](
+        x, y, out, x.numel(), BLOCK=block, GATE=gate)
+    return out
 
-    def run(x, y, out, grid_blocks=None, gate=True, block=256):
-        n = x.numel()
-        blocks = triton.cdiv(n, block) if grid_blocks is None else grid_blocks
-        silu_mul[(blocks,)](x, y, out, n, BLOCK=block, GATE=gate)
-        return out
-
-    return run
-
-
-def _inputs(n, dtype, seed=0):
+def inputs(n, dtype, seed):
     g = torch.Generator().manual_seed(seed)
-    x = (torch.randn(n, generator=g) * 2).to(dtype)
-    y = torch.randn(n, generator=g).to(dtype)
-    ref = x.double() * torch.sigmoid(x.double()) * y.double()
-    return x, y, ref
+    return (torch.randn(n, generator=g) * 2).to(dtype), torch.randn(n, generator=g).to(dtype)
+
+x, y = inputs(1000, torch.float32, 0)          # 3 full blocks of 256 and a tail of 232
+xb, yb = inputs(4099, torch.bfloat16, 1)
+torch.save({"x": x, "y": y,
+            "floor_grid": run(x, y, blocks=1000 // 256),   # the classic bug: floor, not cdiv
+            "right": run(x, y),
+            "xb": xb, "yb": yb,
+            "bf16_no_gate": run(xb, yb, gate=False),
+            "bf16_right": run(xb, yb)}, sys.argv[1])
+"""
 
 
-def test_unwritten_tail_of_a_real_kernel_is_caught_by_poison(monkeypatch):
-    run = _interpreted_kernels(monkeypatch)
-    n = 1000                     # 3 full blocks of 256 and a tail of 232
-    x, y, ref = _inputs(n, torch.float32)
-    out = bench.poison_(torch.empty(n))
-    run(x, y, out, grid_blocks=n // 256)          # the classic bug: floor instead of cdiv
-    res = bench.check_outputs(out, ref)
+@pytest.fixture(scope="module")
+def kernel_runs(tmp_path_factory):
+    path = tmp_path_factory.mktemp("kernels") / "runs.pt"
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(scripts))
+    res = subprocess.run([sys.executable, "-c", _KERNEL_RUNS, str(path)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return torch.load(path)
+
+
+def _silu_mul_ref(x, y):
+    return x.double() * torch.sigmoid(x.double()) * y.double()
+
+
+def test_unwritten_tail_of_a_real_kernel_is_caught_by_poison(kernel_runs):
+    x, y = kernel_runs["x"], kernel_runs["y"]
+    ref = _silu_mul_ref(x, y)
+    res = bench.check_outputs(kernel_runs["floor_grid"], ref)
     assert not res.passed
-    assert res.unwritten_count == n - 3 * 256
+    assert res.unwritten_count == 1000 - 3 * 256
     assert res.nan_count == 0
     assert "never written" in res.reason
     # the same kernel with the right grid passes on the same data
-    out = bench.poison_(torch.empty(n))
-    ok = bench.check_outputs(run(x, y, out), ref)
+    ok = bench.check_outputs(kernel_runs["right"], ref)
     assert ok.passed, ok.reason
     assert ok.rel_err < 1e-6 and ok.unwritten_count == 0
 
 
-def test_wrong_kernel_fails_and_right_bf16_kernel_passes(monkeypatch):
-    run = _interpreted_kernels(monkeypatch)
-    x, y, ref = _inputs(4099, torch.bfloat16, seed=1)
-    wrong = bench.check_outputs(run(x, y, bench.poison_(torch.empty_like(x)), gate=False), ref)
+def test_wrong_kernel_fails_and_right_bf16_kernel_passes(kernel_runs):
+    ref = _silu_mul_ref(kernel_runs["xb"], kernel_runs["yb"])
+    wrong = bench.check_outputs(kernel_runs["bf16_no_gate"], ref)
     assert not wrong.passed and "relative error" in wrong.reason
-    right = bench.check_outputs(run(x, y, bench.poison_(torch.empty_like(x))), ref)
+    right = bench.check_outputs(kernel_runs["bf16_right"], ref)
     assert right.passed, right.reason
     # bf16 output rounding lands between 1e-3 and the 1e-2 bound
     assert 1e-3 < right.rel_err < bench.tolerance_for(torch.bfloat16).rel_norm
@@ -299,7 +319,6 @@ def test_peak_lookup_precedence(tmp_path, fixtures_dir):
     assert peaks.lookup("NVIDIA H200", "sm_90", store=store)["peak_gbps"] == 3999.0
     assert "measured on this machine" in peaks.describe(hit)
     # $TKO_PEAKS_FILE names the store when no path is given
-    import os
     old = os.environ.get(peaks.STORE_ENV)
     os.environ[peaks.STORE_ENV] = str(store)
     try:

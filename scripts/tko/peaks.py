@@ -245,7 +245,8 @@ def measure_copy(nbytes: int = MIN_COPY_BYTES, dtype: str = "float32", warmup_ms
     torch.cuda.synchronize(device)
     if not torch.equal(dst[:4096], src[:4096]) or not torch.equal(dst[-4096:], src[-4096:]):
         raise ToolFailure("dst.copy_(src) did not copy the data: check the device")
-    timing = time_fn(lambda: dst.copy_(src), warmup_ms=warmup_ms, rep_ms=rep_ms)
+    with torch.cuda.device(device):         # do_bench records its events on the current device
+        timing = time_fn(lambda: dst.copy_(src), warmup_ms=warmup_ms, rep_ms=rep_ms)
     moved = 2 * numel * elem
     return {
         "name": dev["name"],
