@@ -130,3 +130,22 @@ def test_dcu_archs_map_to_named_proxy_and_say_so():
         assert target == "gfx942" and dcu in note and "proxy" in note
     assert archs.compile_target("gfx942") == ("gfx942", None)
     assert archs.compile_target("sm_90") == ("sm_90", None)
+
+
+def test_atomic_write_gives_the_umask_mode_not_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        target = atomic.write_text(tmp_path / "f.json", "{}")
+    finally:
+        os.umask(old)
+    assert (target.stat().st_mode & 0o777) == 0o644
+
+
+def test_module_version_reads_init_without_metadata(tmp_path, monkeypatch):
+    pkg = tmp_path / "fakepkg_tko"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise SystemExit('must not be imported')\n__version__ = '3.1.0+das.opt1'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert versions.package_version("fakepkg_tko") is None
+    assert versions.module_version("fakepkg_tko") == "3.1.0+das.opt1"
+    assert versions.module_version("no_such_module_tko") is None

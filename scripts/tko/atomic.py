@@ -11,6 +11,12 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
@@ -21,6 +27,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        # mkstemp creates 0600; give the file the mode a plain open() would have.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -17,6 +17,30 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def module_version(name: str) -> str | None:
+    """``__version__`` of an installed module without importing it.
+
+    Some builds (DTK's Triton wheels) ship no package metadata; their version is only in
+    ``<pkg>/__init__.py``. Reading the text keeps this cheap and side-effect free.
+    """
+    import re
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith("__init__.py"):
+        return None
+    try:
+        with open(spec.origin, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(20000)
+    except OSError:
+        return None
+    m = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M)
+    return m.group(1) if m else None
+
+
 @lru_cache(maxsize=1)
 def runtime_versions() -> dict:
     """Versions every artifact records: python, platform, torch, triton, this bundle."""
@@ -26,7 +50,7 @@ def runtime_versions() -> dict:
         "python": platform.python_version(),
         "platform": sys.platform,
         "torch": package_version("torch"),
-        "triton": package_version("triton"),
+        "triton": package_version("triton") or module_version("triton"),
         "tko": __version__,
     }
 
