@@ -290,6 +290,13 @@ def test_real_capture_log_row_reduction():
     for c in k["configs"]:  # GB/s is bytes moved per launch over the time
         assert c["gb_per_s"] == pytest.approx(k["num_bytes"] / 1e9 / (c["ms"] / 1e3), rel=1e-3)
     assert k["standalone_file"].endswith(f"{ROW_KERNEL}.py")
+    # input shapes of the first launch, for the report
+    launch = k["launch"]
+    assert launch["grid"] == [4096, 1, 1] and launch["num_bytes"] == k["num_bytes"]
+    x = launch["args"][0]
+    assert (x["name"], x["shape"], x["stride"], x["dtype"]) == (
+        "in_ptr0", [4096, 8192], [8192, 1], "float32")
+    assert len(k["launches"]) == 1
     # the same ranking as the separate +inductor run of the same model
     debug = summarize(parse_files([H200 / "row_reduction" / "log_profile.txt"]))["kernels"][0]
     assert [c["label"] for c in debug["configs"]] == [c["label"] for c in k["configs"]]

@@ -214,6 +214,7 @@ class KernelFacts:
     standalone_files: list[str] = field(default_factory=list)  # one per argument signature
     device: dict | None = None
     saved_inputs: list[str] = field(default_factory=list)
+    launches: list[dict] = field(default_factory=list)  # first launch per argument signature
     notes: list[str] = field(default_factory=list)
 
     def add_source(self, path: Any) -> None:
@@ -355,6 +356,12 @@ class _FileParser:
                 and fact.num_bytes is None:
             fact.num_bytes = int(meta["kernel_num_gb"] * 1e9)
             fact.bytes_source = "kernel_num_gb"
+        if kind == "launch" and isinstance(event.get("args"), list):
+            fact.launches.append({"args": event["args"], "grid": event.get("grid"),
+                                  "num_bytes": event.get("num_bytes"),
+                                  "bytes_source": event.get("bytes_source"),
+                                  "standalone_file": event.get("standalone_file"),
+                                  "origin": self.where(lineno)})
         for arg in event.get("args") or []:
             saved = arg.get("saved") if isinstance(arg, dict) else None
             if isinstance(saved, str) and saved not in fact.saved_inputs:
@@ -875,6 +882,8 @@ def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRES
             "configs": head["configs"] if head else [],
             "num_bytes": fact.num_bytes,
             "bytes_source": fact.bytes_source,
+            "launch": fact.launches[0] if fact.launches else None,
+            "launches": fact.launches,
             "tunings": auto,
             "coordesc": coord,
             "flags": flags,
@@ -918,6 +927,14 @@ def render_markdown(summary: dict) -> str:
             lines.append(f"Statistic: {k['statistic']} ({k['statistic_basis']})")
         if k["num_bytes"]:
             lines.append(f"Bytes per launch: {k['num_bytes']} ({k['bytes_source']})")
+        if k["launch"]:
+            args = ", ".join(
+                f"{a.get('name')}: {a.get('dtype')}{list(a['shape'])}" if a.get("kind") == "tensor"
+                else f"{a.get('name')}={a.get('value')}" for a in k["launch"]["args"]
+                if isinstance(a, dict))
+            lines.append(f"Inputs (first launch, grid {k['launch']['grid']}): {args}"
+                         + (f"; {len(k['launches'])} argument signatures" if len(k["launches"]) > 1
+                            else ""))
         if k["configs"]:
             lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
                       "|---|---|---|---|---|---|---|---|"]
