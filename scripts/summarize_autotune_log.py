@@ -4,7 +4,8 @@
 Reads any mix of: the capture log autotune.log (autotune_event/1 JSON Lines), Triton's
 TRITON_PRINT_AUTOTUNING=1 output, Inductor's kernel_autotune metric table CSV, and
 TORCH_LOGS="+inductor" debug lines. Lines that cannot be read whole are listed in the JSON
-`skipped` list and counted on stderr; an empty or unrecognisable file is an error (exit 2).
+`skipped` list and counted on stderr. An empty or unrecognisable file is an error (exit 2); among
+several files it is listed in `skipped`, unless none of them holds an autotune record.
 
     python summarize_autotune_log.py autotune_kernels/autotune.log log_profile.txt \
         --json-out autotune_summary.json --markdown-out autotune_summary.md

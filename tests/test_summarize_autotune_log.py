@@ -388,3 +388,19 @@ def test_capture_and_debug_lines_of_one_benchmarking_merge_at_full_precision(tmp
     assert [o.rsplit(":", 1)[0] for o in tuning["origins"]] == [str(cap), str(log)]
     assert "retuned" not in k["flags"]
     assert k["statistic"] == "min" and "InductorBenchmarker" in k["statistic_basis"]
+
+
+def test_a_file_without_records_among_several_is_listed_not_fatal(run_script, tmp_path):
+    plain = tmp_path / "stdout.txt"
+    plain.write_text("training...\nstep 1 loss 0.3\n")
+    res = run_script("summarize_autotune_log.py", EVENTS, plain, "--json-out", tmp_path / "s.json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "s.json").read_text())
+    assert {"where": str(plain), "reason": doc["skipped"][-1]["reason"]} == doc["skipped"][-1]
+    assert "no autotune records" in doc["skipped"][-1]["reason"]
+    assert doc["inputs"][-1] == {"path": str(plain), "formats": {}, "skipped": 1}
+    # none of them readable: still an error
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    res = run_script("summarize_autotune_log.py", plain, empty)
+    assert res.returncode == 2 and "no autotune records" in res.stderr

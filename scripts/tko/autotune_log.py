@@ -678,29 +678,57 @@ class _FileParser:
         self.seen(FMT_DEBUG)
 
 
+_NO_RECORDS = ("no autotune records recognised (expected autotune.log JSON Lines, "
+               "TRITON_PRINT_AUTOTUNING output, a kernel_autotune metric table or "
+               "TORCH_LOGS=+inductor lines)")
+
+
+def _problem(path: Path, data: bytes | None) -> str | None:
+    """Why a file cannot be an autotune log at all, or None."""
+    if data is None:
+        return "no such file" if not path.exists() else "is a directory, expected an autotune log"
+    if not data.strip():
+        return "empty file"
+    if data[:4096].count(b"\x00") > 64:  # a few NULs (a torn write) do not make it binary
+        return "binary file, expected a text autotune log"
+    return None
+
+
 def parse_files(paths: list[str | Path]) -> ParsedLogs:
-    """Parse every file; raise InputError for a missing, empty or unrecognisable one."""
+    """Parse every file.
+
+    One file that is empty, binary or holds no autotune record is an InputError.  Among several
+    files such a file is listed in ``skipped`` instead (a run's log may hold no autotune lines while
+    its capture log does), unless none of them holds a record.  A missing file is always an error.
+    """
     out = ParsedLogs()
+    empties: list[tuple[Path, str]] = []
     for raw in paths:
         path = Path(raw)
         if not path.exists():
             raise InputError(f"{path}: no such file")
-        if path.is_dir():
-            raise InputError(f"{path}: is a directory, expected an autotune log")
-        data = path.read_bytes()
-        if not data.strip():
-            raise InputError(f"{path}: empty file")
-        if data[:4096].count(b"\x00") > 64:  # a few NULs (a torn write) do not make it binary
-            raise InputError(f"{path}: binary file, expected a text autotune log")
-        parser = _FileParser(path, out)
-        parser.parse(data.decode("utf-8", errors="replace"))
-        if parser.records == 0:
-            raise InputError(f"{path}: no autotune records recognised (expected autotune.log JSON "
-                             "Lines, TRITON_PRINT_AUTOTUNING output, a kernel_autotune metric table "
-                             "or TORCH_LOGS=+inductor lines)")
-        out.inputs.append({"path": str(path), "formats": parser.formats,
-                           "skipped": sum(1 for s in out.skipped
-                                          if s["where"].rsplit(":", 1)[0] == str(path))})
+        data = path.read_bytes() if path.is_file() else None
+        problem = _problem(path, data)
+        if problem is None:
+            parser = _FileParser(path, out)
+            parser.parse(data.decode("utf-8", errors="replace"))
+            if parser.records == 0:
+                problem = _NO_RECORDS
+            else:
+                out.inputs.append({"path": str(path), "formats": parser.formats,
+                                   "skipped": sum(1 for s in out.skipped
+                                                  if s["where"].rsplit(":", 1)[0] == str(path))})
+        if problem is not None:
+            if len(paths) == 1 or data is None:
+                raise InputError(f"{path}: {problem}")
+            empties.append((path, problem))
+    if empties and not out.inputs:
+        path, problem = empties[0]
+        raise InputError(f"{path}: {problem}" + (f" (nor any of the other {len(empties) - 1} files)"
+                                                 if len(empties) > 1 else ""))
+    for path, problem in empties:
+        out.skipped.append({"where": str(path), "reason": problem})
+        out.inputs.append({"path": str(path), "formats": {}, "skipped": 1})
     return out
 
 
