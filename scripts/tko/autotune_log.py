@@ -55,7 +55,7 @@ _TIMING_TAIL = re.compile(
     r"#shared-mem (?P<shared>-?\d+|None)\s*$")
 _GETS = re.compile(r"^CachingAutotuner gets (?P<n>\d+) configs for (?P<name>\S+)\s*$")
 _BENCH_ALL = re.compile(r"^Benchmark all input configs for (?P<name>\S+), get:\s*$")
-_BEST = re.compile(rf"^Best config for (?P<name>\S+?): (?P<rest>.*)$")
+_BEST = re.compile(r"^Best config for (?P<name>\S+?): (?P<rest>.*)$")
 _COORDESC = re.compile(r"^COORDESC: (?P<rest>.*)$")
 _CD_START = re.compile(r"^= Do coordinate descent tuning for (?P<name>\S+) =\s*$")
 _CD_BASE = re.compile(rf"^(?P<name>\S+): Baseline Config (?P<cfg>.*), baseline timing (?P<ms>{_NUM})\s*$")
