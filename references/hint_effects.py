@@ -96,6 +96,19 @@ def _kernels():
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
 
     @triton.jit
+    def modulo_arg(x_ptr, y_ptr, n, cols, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(y_ptr + i, tl.load(x_ptr + i % cols, mask=m) * 2, mask=m)
+
+    @triton.jit
+    def modulo_arg_hinted(x_ptr, y_ptr, n, cols, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        offs = tl.max_contiguous(tl.multiple_of(i % cols, 16), 16)   # true when cols % 16 == 0
+        m = i < n
+        tl.store(y_ptr + i, tl.load(x_ptr + offs, mask=m) * 2, mask=m)
+
+    @triton.jit
     def tensor_descriptor(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
         pid = tl.program_id(0)
         xd = tl.make_tensor_descriptor(x_ptr, [n], [1], [BLOCK])
@@ -121,6 +134,8 @@ def _kernels():
         ("base_arg_div16", base_arg, "fp16", ["base"], ["base"]),
         (multiple_of_arg, "fp16", ["base"], []),
         (multiple_of_start, "fp16", ["base"], []),
+        (modulo_arg, "fp16", ["cols"], []),
+        (modulo_arg_hinted, "fp16", ["cols"], []),
         (tensor_descriptor, "fp32", [], []),
         (block_ptr, "fp32", [], []),
     ]

@@ -485,6 +485,15 @@ def test_hint_effects_stated_equivalences_hold():
     assert runs[("3.9.0", "gfx942", "1")] == runs[("3.9.0", "gfx942", "unset")]
     assert runs[("3.9.0", "gfx90a", "unset")] == runs[("3.9.0", "gfx942", "unset")]
     assert runs[("3.5.1", "gfx90a", "1")] == runs[("3.5.1", "gfx942", "1")]
+    # section 3: the hints widen loads in every run (the claimed facts are true in these kernels)
+    order = ("ubyte", "ushort", "short", "dword", "dwordx2", "dwordx3", "dwordx4")
+    for key, cases in runs.items():
+        for plain, hinted in (("modulo_arg", "modulo_arg_hinted"), ("base_arg", "multiple_of_start"),
+                              ("base_arg", "base_arg_div16")):
+            for mode in ("pr32", "no_pr32"):
+                assert order.index(cases[hinted][mode].split()[1]) > order.index(cases[plain][mode].split()[1]), \
+                    (key, plain, hinted, mode)
+            assert cases["multiple_of_arg"] == cases["base_arg"], key   # on an argument: no effect
     # "pr32 matters there only for 64-bit offsets (i64_pid) and descriptor / block-pointer forms"
     for version in ("3.3.1", "3.4.0", "3.5.1"):
         differs = {case for case, m in runs[(version, "gfx942", "1")].items()
