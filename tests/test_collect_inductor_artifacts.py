@@ -334,3 +334,24 @@ def test_real_capture_folder_every_signature(run_script, tmp_path):
     got = sorted(Path(a["path"]).name for a in k["artifacts"] if a["kind"] == "capture_standalone")
     assert len(got) == 2 and got == sorted(p.name for p in cap.glob(f"{k['kernel']}*.py"))
     assert {m["kind"] for m in k["missing"]} == {"kernel_module", "triton_cache", "best_config"}
+
+
+def test_cache_layouts_of_other_torch_and_triton_versions(tmp_path):
+    """triton/<device>/<key> (torch <= 2.10) and 64-hex keys (triton <= 3.2): a real entry of the
+    H200 run moved into those layouts."""
+    from tko.inductor_files import Root, path_key, triton_cache_entries, triton_dirs
+
+    real_entry = next(p.parent for p in (ROW / "inductor_cache").rglob(f"{ROW_KERNEL}.json")
+                      if p.parent.name.isupper())
+    meta = json.loads((real_entry / f"{ROW_KERNEL}.json").read_text())
+    assert path_key(meta["hash"]) == real_entry.name  # the 3.3+ folder name is base32(sha256)
+    root = tmp_path / "torchinductor_user"
+    shutil.copytree(real_entry, root / "triton" / "0" / meta["hash"])           # <= 3.2 name
+    shutil.copytree(real_entry, root / "triton" / "1" / real_entry.name)        # 3.3+ name
+    (root / "triton" / "0" / "not_a_key").mkdir()
+    refused: list = []
+    r = Root(root, refused)
+    entries = [e for d in triton_dirs(r) for e in triton_cache_entries(r, d)]
+    assert sorted(len(e.key) for e in entries) == [52, 64]
+    assert all(e.name == ROW_KERNEL and meta["hash"] in e.keys() for e in entries)
+    assert refused == []
