@@ -268,7 +268,16 @@ def render_markdown(doc: dict) -> str:
             row += f" {_cell(k.get('launch_op') or '–', 60)} |"
         lines.append(row)
     if s.get("shown") is not None and s["shown"] < s["kernels"]:
-        lines.append(f"\n{s['kernels'] - s['shown']} more kernels not listed (--top {s['shown']}).")
+        more = s["kernels"] - s["shown"]
+        lines.append(f"\n{more} more kernel{'s' if more > 1 else ''} not listed (--top {s['shown']}).")
+    inductor = [k for k in doc["kernels"] if k.get("inductor", {}).get("kernel_file")]
+    if inductor:
+        lines += ["", "## Inductor kernel files", "",
+                  "| # | kernel | config | num_warps | num_stages | file |", "|---:|---|---|---:|---:|---|"]
+        for k in inductor:
+            ind = k["inductor"]
+            lines.append(f"| {k['rank']} | `{_cell(k['name'], 60)}` | {_cell(ind.get('kernel_kwargs', '–'), 40)} "
+                         f"| {ind.get('num_warps', '–')} | {ind.get('num_stages', '–')} | `{ind['kernel_file']}` |")
     if doc.get("api_stats"):
         lines += ["", "## Host API calls", "", "| API | calls | total µs | share |", "|---|---:|---:|---:|"]
         for a in doc["api_stats"]:

@@ -550,3 +550,11 @@ def test_flow_events_link_kernels_without_correlation_args(run_script, tmp_path)
     assert doc["summary"]["launches_linked_by"] == {"flow": 640}
     assert doc["summary"]["dispatches"] == 16
     assert doc["kernels"][0]["launch_op"] == "## Call CompiledFxGraph None ##"
+
+
+def test_markdown_lists_inductor_kernel_files(run_script, tmp_path):
+    _, md = run_profile(run_script, tmp_path, "--trace", H200 / "pointwise_chain" / "trace.json.gz", "--top", "1")
+    assert "## Inductor kernel files" in md
+    assert ("| 1 | `triton_poi_fused_add_gelu_mul_0` | XBLOCK=1024 | 4 | 1 | "
+            "`/tmp/indfx/pointwise_chain/inductor_cache/") in md
+    assert "1 more kernel not listed (--top 1)." in md
