@@ -271,6 +271,9 @@ def test_links_and_local_files_resolve(doc):
             continue  # scripts are checked by test_scripts_and_flags_exist
         if _resolve(name) is None:
             missing.append(name)
+    for path in re.findall(r"`((?:examples|tests|references|scripts)/[A-Za-z0-9_./-]+)`", text):
+        if "<" not in path and not (ROOT / path).exists():
+            missing.append(path)
     assert not missing, f"{doc}: unresolved references {missing}"
 
 
