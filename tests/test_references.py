@@ -649,3 +649,64 @@ def test_worked_example_numbers_match_the_capture(tmp_path, run_script):
     i = tuned["triton_poi_fused_zeros_like_0"]
     assert "flat_spread" in i["flags"] and f"({i['spread']:.3f})" in example
     assert f"timed at {i['fastest_ms']:.4f} ms" in example
+
+
+# ----------------------------------------------------------------------------- source facts
+
+# Facts the documents state with [SRC <version>]: (package, file, regex, versions it holds for,
+# document, words of the claim). When the installed package is in range, the source must still say
+# it; the claim must still be in the document (remove the row with the claim).
+SOURCE_FACTS = [
+    ("triton", "backends/amd/compiler.py", r"def get_tensor_specialization[\s\S]{0,200}is_within_2gb",
+     ("3.6", "3.9"), "optimization_patterns.md", "`get_tensor_specialization` from 3.6"),
+    ("triton", "backends/amd/compiler.py", r'"S" in desc:\s*\n\s*ret \+= \[\["tt.pointer_range", 32\]\]',
+     ("3.6", "3.9"), "optimization_patterns.md", "turned into `tt.pointer_range=32` by `parse_attr`"),
+    ("triton", "backends/amd/compiler.py", r"untyped_storage\(\)\.size\(\) <= MAX_INT_32",
+     ("3.6", "3.9"), "optimization_patterns.md", "`arg.untyped_storage().size() <= 2**31-1`"),
+    ("triton", "backends/amd/compiler.py", r"if not amd\.supports_tdm\(options\.arch\):\s*\n\s*passes\.ttir\.add_rewrite_tensor_descriptor_to_pointer",
+     ("3.9", "3.9"), "optimization_patterns.md", "rewrites descriptors to plain pointers unless"),
+    ("triton", "backends/nvidia/compiler.py", r"capability // 10 < 9:\s*\n\s*passes\.ttir\.add_rewrite_tensor_descriptor_to_pointer",
+     ("3.9", "3.9"), "optimization_patterns.md", "descriptors are rewritten to pointers only below sm_90"),
+    ("triton", "backends/amd/compiler.py", r"waves_per_eu: int = 0[\s\S]*num_stages: int = 2[\s\S]*kpack: int = 1",
+     ("3.9", "3.9"), "optimization_patterns.md", "`num_stages` (default 2 on HIP)"),
+    ("triton", "backends/amd/compiler.py", r'add_fn_attr\("amdgpu-waves-per-eu", f"\{options\.waves_per_eu\},\{options\.waves_per_eu\}"\)',
+     ("3.9", "3.9"), "optimization_patterns.md", "`amdgpu-waves-per-eu=N,N`"),
+    ("triton", "backends/amd/compiler.py", r"\(self\.arch == 'gfx950'\) and \(self\.kpack != 1\)",
+     ("3.9", "3.9"), "optimization_patterns.md", "`kpack` is forced to 1 on gfx950"),
+    ("triton", "language/semantic.py", r'set_attr\("tt\.divisibility"[\s\S]*set_attr\("tt\.contiguity"[\s\S]*set_attr\("tt\.constancy"',
+     ("3.4", "3.9"), "optimization_patterns.md", "`tl.max_contiguous` sets `tt.contiguity`"),
+    ("triton", "knobs.py", r'env_bool\("AMDGCN_USE_BUFFER_ATOMICS", True\)',
+     ("3.6", "3.9"), "dcu_notes.md", "`AMDGCN_USE_BUFFER_ATOMICS` (default on"),
+    ("triton", "knobs.py", r'env_bool\("AMDGCN_ANALYZE_SMALL_TENSOR_RANGE", False\)',
+     ("3.6", "3.9"), "dcu_notes.md", "`AMDGCN_ANALYZE_SMALL_TENSOR_RANGE` (3.6+, default off)"),
+    ("torch", "_inductor/config.py", r'"TORCHINDUCTOR_EMIT_POINTER_RANGE_32", "1"\) == "1"',
+     ("2.13", "2.13"), "optimization_patterns.md", "env `TORCHINDUCTOR_EMIT_POINTER_RANGE_32`, default on"),
+    ("torch", "_inductor/codegen/triton.py", r"self\.atomic_add_found or not config\.triton\.emit_pointer_range_32",
+     ("2.13", "2.13"), "optimization_patterns.md", "skipped for kernels with atomics"),
+    ("torch", "_inductor/runtime/triton_heuristics.py", r'TRITON_MAX_BLOCK\["X"\], waves_per_eu=2[\s\S]{0,300}4096[\s\S]{0,300}2048,\s*num_warps=8,\s*num_stages=2,\s*waves_per_eu=1',
+     ("2.13", "2.13"), "optimization_patterns.md", "torch 2.13 adds on ROCm"),
+    ("torch", "_inductor/config.py", r"use_block_ptr = False[\s\S]*use_tensor_descriptor = False",
+     ("2.13", "2.13"), "optimization_patterns.md", "`config.triton.use_tensor_descriptor` (experimental, default off)"),
+    ("torch", "compiler/__init__.py", r"def disable\(fn=None, recursive=True, \*, reason=None\)",
+     ("2.13", "2.13"), "optimization_patterns.md", "`torch.compiler.disable(fn=None, recursive=True, *, reason=None)`"),
+    ("torch", "_inductor/graph.py", r'log\.debug\("Output code written to: %s"',
+     ("2.11", "2.13"), "investigation_workflow.md", "`+inductor` gives the `Benchmark all input configs` / `Output code written to:` lines"),
+]
+
+
+@pytest.mark.parametrize("fact", SOURCE_FACTS, ids=lambda f: f"{f[0]}:{f[1]}:{f[5][:30]}")
+def test_source_facts_still_hold(fact):
+    import importlib.util
+    from importlib.metadata import version as dist_version
+    from tko.versions import parse_version
+
+    pkg, rel, pattern, (low, high), doc, claim = fact
+    assert claim in _text(doc), f"{doc} no longer says {claim!r}: drop or update this row"
+    spec = importlib.util.find_spec(pkg)
+    if spec is None:
+        pytest.skip(f"{pkg} not installed")
+    installed = parse_version(dist_version(pkg))[:2]
+    if not (parse_version(low)[:2] <= installed <= parse_version(high)[:2]):
+        pytest.skip(f"{pkg} {installed} outside {low}-{high}, where the documents state this")
+    source = (Path(list(spec.submodule_search_locations)[0]) / rel).read_text(encoding="utf-8")
+    assert re.search(pattern, source), f"{pkg} {rel}: no longer matches {pattern!r}"
