@@ -709,3 +709,22 @@ def test_source_facts_still_hold(fact):
         pytest.skip(f"{pkg} {installed} outside {low}-{high}, where the documents state this")
     source = (Path(list(spec.submodule_search_locations)[0]) / rel).read_text(encoding="utf-8")
     assert re.search(pattern, source), f"{pkg} {rel}: no longer matches {pattern!r}"
+
+
+def test_buffer_ops_defaults_agree_with_measured_compiles():
+    """A run with the switch unset converts something exactly when the table says the default is on."""
+    from tko.versions import parse_version
+
+    _, machine = _buffer_ops_tables()
+    checked = 0
+    for run in _hint_runs():
+        if run["AMDGCN_USE_BUFFER_OPS"] != "unset":
+            continue
+        version = parse_version(run["triton"])
+        rows = [e for e in machine if e["build"] == "upstream" and _covers(e, version)]
+        assert len(rows) == 1, f"triton {run['triton']} is covered by {len(rows)} upstream rows"
+        converted = any(m.split()[0] in ("buffer", "mixed") for modes in run["cases"].values()
+                        for m in modes.values())
+        assert converted == rows[0]["default"], (run["triton"], run["arch"])
+        checked += 1
+    assert checked >= 4
