@@ -48,8 +48,13 @@ def save_index_tensors(capture_dir: Path, stem: str, described: list[dict], args
     Marks ``described[i]["saved"]`` in place; returns the bytes written.
     """
     used = 0
+    capturing = _stream_capturing()
     for i, (desc, arg) in enumerate(zip(described, args)):
         if desc.get("kind") != "tensor" or desc.get("dtype") not in _INDEX_DTYPES:
+            continue
+        if capturing and str(desc.get("device", "")).startswith("cuda"):
+            # a copy to the host is illegal while a CUDA graph is being recorded
+            desc["save_skipped"] = "a CUDA graph was being captured at the first launch"
             continue
         try:
             import torch
@@ -71,6 +76,15 @@ def save_index_tensors(capture_dir: Path, stem: str, described: list[dict], args
             desc["save_skipped"] = f"{type(exc).__name__}: {exc}"
             log_error(f"save input {stem} arg{i}", exc)
     return used
+
+
+def _stream_capturing() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    except Exception:
+        return False
 
 
 def _runner(spec: dict) -> str:
