@@ -684,6 +684,8 @@ SOURCE_FACTS = [
      ("2.13", "2.13"), "optimization_patterns.md", "skipped for kernels with atomics"),
     ("torch", "_inductor/runtime/triton_heuristics.py", r'TRITON_MAX_BLOCK\["X"\], waves_per_eu=2[\s\S]{0,300}4096[\s\S]{0,300}2048,\s*num_warps=8,\s*num_stages=2,\s*waves_per_eu=1',
      ("2.13", "2.13"), "optimization_patterns.md", "torch 2.13 adds on ROCm"),
+    ("torch", "_inductor/runtime/triton_heuristics.py", r"elif reduction_hint == ReductionHint\.INNER:\s*\n\s*return configs \+ \[contiguous_config\]",
+     ("2.13", "2.13"), "optimization_patterns.md", "picks the one extra config shape Inductor adds"),
     ("torch", "_inductor/config.py", r"use_block_ptr = False[\s\S]*use_tensor_descriptor = False",
      ("2.13", "2.13"), "optimization_patterns.md", "`config.triton.use_tensor_descriptor` (experimental, default off)"),
     ("torch", "compiler/__init__.py", r"def disable\(fn=None, recursive=True, \*, reason=None\)",
