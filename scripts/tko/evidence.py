@@ -42,16 +42,21 @@ def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no profile (profile_kernels.py): profile rank and time share unknown")
         return
-    i, rec = find_kernel(doc.get("kernels", []), ev.kernel, "name")
+    # `kernels` holds the detailed top N; `ranking` (when present) every kernel, compactly.
+    ranked, field_name = doc.get("kernels", []), "kernels"
+    i, rec = find_kernel(ranked, ev.kernel, "name")
+    if rec is None and doc.get("ranking"):
+        ranked, field_name = doc["ranking"], "ranking"
+        i, rec = find_kernel(ranked, ev.kernel, "name")
     if rec is None:
-        ev.gaps.append(f"{label}: kernel not among the {len(doc.get('kernels', []))} ranked kernels "
+        ev.gaps.append(f"{label}: kernel not among the {len(ranked)} ranked kernels "
                        f"(run with a larger --top, or it did not run in the profiled program)")
         return
-    where = f"{label}: kernels[{i}]"
+    where = f"{label}: {field_name}[{i}]"
     ev.sections["profile"] = {k: rec.get(k) for k in ("rank", "name", "origin", "calls", "total_us",
                                                        "mean_us", "share", "launch_op", "op_chain")}
     ev.sections["profile"]["kernel_time_us"] = doc.get("summary", {}).get("kernel_time_us")
-    ev.sections["profile"]["ranked"] = len(doc.get("kernels", []))
+    ev.sections["profile"]["ranked"] = len(doc.get("ranking") or doc.get("kernels", []))
     ev.fact("share", rec.get("share"), f"{where}.share")
     ev.fact("calls", rec.get("calls"), f"{where}.calls")
     ev.fact("mean_us", rec.get("mean_us"), f"{where}.mean_us")

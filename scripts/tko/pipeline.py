@@ -37,15 +37,6 @@ RUNS_DIR = "runs"
 ENV_FILE = "triton_env.json"
 PEAKS_FILE = "device_peaks.json"
 
-CAPTURE_BOOTSTRAP = """
-import os, runpy, sys
-sys.path.insert(0, {scripts!r})
-import autotune_capture_patch  # noqa: F401  (patches before the repro compiles anything)
-script = os.path.abspath(sys.argv[1])
-sys.argv = sys.argv[1:]
-sys.path.insert(0, os.path.dirname(script))
-runpy.run_path(script, run_name="__main__")
-"""
 
 
 @dataclass
@@ -120,12 +111,12 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     cap.mkdir(parents=True, exist_ok=True)
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
-    env = {"TRITON_CAPTURE_DIR": str(cap / CAPTURE_KERNELS), "TRITON_CAPTURE_FORCE_RETUNE": "1",
-           "TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
-    chain.run("capture", [sys.executable, "-c", CAPTURE_BOOTSTRAP.format(scripts=str(SCRIPTS)), *argv],
-              env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
+    chain.run("capture", script("autotune_capture_patch.py") + [
+        "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
+        env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS)
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
-    chain.run("profile", script("profile_kernels.py") + [
+    chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
         "--", sys.executable, *argv], env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)},
         output=cap / PROFILE_DIR / "profile.json")
