@@ -388,3 +388,21 @@ def test_probe_a_captured_standalone_file_needs_no_signature(run_script, tmp_pat
     assert res[("baseline", "gfx942")]["status"] == "ok"
     if TRITON >= (3, 6):
         assert res[("pointer_range", "gfx942")]["summary"]["verdict"] == "buffer"
+
+
+@needs_offline_triton
+def test_kernel_importing_a_sibling_jit_helper(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "tko_test_helpers.py").write_text(
+        "import triton\n\n@triton.jit\ndef twice(x):\n    return x * 2\n")
+    kernel = tmp_path / "uses_helper.py"
+    kernel.write_text(
+        "import triton\nimport triton.language as tl\nfrom tko_test_helpers import twice\n\n"
+        "@triton.jit\ndef double_kernel(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, twice(tl.load(x_ptr + offs, mask=offs < n)), mask=offs < n)\n")
+    out = offline_compile.compile_kernel_file(kernel, "gfx942", signature="x_ptr=*fp32,n=i32",
+                                              config={"BLOCK": 256})
+    assert out.kernel == "double_kernel"
+    assert "arith.mulf" in out.asm["ttir"]  # the helper's x * 2, inlined
+    assert "v_add_f32" in out.asm["amdgcn"]  # ... which LLVM turns into x + x

@@ -141,10 +141,17 @@ def load_module_namespace(path: str | Path, text: str | None = None) -> tuple[di
     module_name = "tko_kernel_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     namespace: dict[str, Any] = {"__name__": module_name, "__file__": path, "__builtins__": __builtins__}
     code = compile(tree, path, "exec")  # same file name: inspect.getsource reads the real lines
+    folder = os.path.dirname(path)
+    added = folder not in sys.path
+    if added:  # sibling modules of a hand-written kernel (shared @triton.jit helpers) must import
+        sys.path.insert(0, folder)
     try:
         exec(code, namespace)  # noqa: S102 - the decorators that need a GPU were removed above
     except Exception as exc:
         raise ToolFailure(f"{path}: loading the kernel module failed: {type(exc).__name__}: {exc}") from None
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
     return namespace, notes
 
 
