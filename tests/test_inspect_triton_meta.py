@@ -227,3 +227,11 @@ def test_output_code_with_embedded_kernels(run_script, tmp_path):
     assert proc.returncode == 0
     assert [k["name"] for k in json.loads((tmp_path / "one.json").read_text())["kernels"]] == [
         "triton_poi_fused_zeros_like_0"]
+
+
+def test_select_by_inductor_kernel_name(run_script, tmp_path):
+    """torch 2.4 names the function `triton_`; the capture log names it by inductor_meta's kernel_name."""
+    proc = run_script("inspect_triton_meta.py", KERNELS / "inductor_2_4_pointwise.py", "--kernel",
+                      "triton_poi_fused_add_0", "--json-out", tmp_path / "m.json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "m.json").read_text())["kernels"][0]["name"] == "triton_"

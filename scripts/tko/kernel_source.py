@@ -717,7 +717,8 @@ def select_kernel(parsed: dict, name: str | None) -> dict:
     kernels = parsed["kernels"]
     if name:
         for k in kernels:
-            if k["name"] == name:
+            # Inductor's descriptive name (inductor_meta) differs from the function name on torch 2.4-2.5
+            if name in (k["name"], (k.get("inductor_facts") or {}).get("kernel_name")):
                 return k
         found = [k for k in kernels if name in k["name"]]
         if len(found) == 1:
