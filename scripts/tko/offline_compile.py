@@ -30,11 +30,14 @@ at import.
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 import traceback
@@ -505,6 +508,49 @@ def _metadata_dict(compiled: Any) -> dict:
     return json.loads(json.dumps(out, default=str))
 
 
+_LLD_STUB = """#!{python}
+# Stand-in for ld.lld (no ROCm linker on this machine): copies the object so the compile finishes.
+import shutil, sys
+args = sys.argv[1:]
+if "--version" in args:
+    print("LLD 0 (tko stand-in: hsaco not linked)")
+    sys.exit(0)
+shutil.copyfile(args[args.index("-shared") + 1], args[args.index("-o") + 1])  # ld.lld -shared IN -o OUT
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _lld_stand_in() -> str:
+    stub_dir = tempfile.mkdtemp(prefix="tko_lld_")
+    atexit.register(shutil.rmtree, stub_dir, True)
+    stub = Path(stub_dir) / "ld.lld"
+    stub.write_text(_LLD_STUB.format(python=sys.executable), encoding="utf-8")
+    stub.chmod(0o755)
+    return str(stub)
+
+
+def hip_linker_env(target_doc: dict) -> tuple[dict, str | None]:
+    """Triton < 3.5 spawns ld.lld for the hsaco (and to hash the backend); without one the compile
+    dies after the AMDGCN text exists.  Point TRITON_HIP_LLD_PATH at a copying stand-in then."""
+    if target_doc.get("backend") != "hip":
+        return {}, None
+    version = parse_version(package_version("triton"))
+    if not version or version >= (3, 5):
+        return {}, None
+    given = os.environ.get("TRITON_HIP_LLD_PATH")
+    if given and Path(given).is_file():
+        return {}, None
+    import triton
+
+    candidates = [Path(triton.__file__).parent / "backends" / "amd" / "llvm" / "bin" / "ld.lld",
+                  Path("/opt/rocm/llvm/bin/ld.lld"), Path("/usr/bin/ld.lld")]
+    if any(c.is_file() for c in candidates):
+        return {}, None
+    return {"TRITON_HIP_LLD_PATH": _lld_stand_in()}, (
+        f"no ld.lld here and triton {package_version('triton')} links the hsaco with it: a stand-in "
+        f"copied the unlinked object, so the AMDGCN text is complete but the hsaco is not loadable")
+
+
 def compile_plan(fn: Any, plan: CompilePlan, arch: str, env: dict | None = None) -> CompileOutcome:
     import triton
     from triton.compiler import ASTSource
@@ -520,7 +566,8 @@ def compile_plan(fn: Any, plan: CompilePlan, arch: str, env: dict | None = None)
         raise InputError(f"{plan.kernel}: parameters {missing} not found in the loaded function")
     attrs = {(index[n],): [list(p) for p in pairs] for n, pairs in plan.attrs.items()}
     src = ASTSource(fn, dict(plan.signature), constexprs=dict(plan.constexprs), attrs=attrs)
-    with _env(env):
+    linker_env, linker_note = hip_linker_env(target_doc)
+    with _env({**linker_env, **(env or {})}):
         try:
             compiled = triton.compile(src, target=target, options=dict(plan.options))
         except Exception as exc:
@@ -533,7 +580,7 @@ def compile_plan(fn: Any, plan: CompilePlan, arch: str, env: dict | None = None)
             value = None
         if isinstance(value, str):
             asm[stage] = value
-    notes = list(plan.notes)
+    notes = list(plan.notes) + ([linker_note] if linker_note else [])
     if proxy_note:
         notes.append(proxy_note)
     return CompileOutcome(kernel=plan.kernel, requested_arch=requested, target=target_doc,
