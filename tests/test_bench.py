@@ -332,6 +332,9 @@ def test_peak_lookup_precedence(tmp_path, fixtures_dir):
     bw = peaks.lookup("BW200, UBB BW1000", "gfx936:sramecc+:xnack-", store=store)
     assert bw["peak_gbps"] == 1145.5 and bw["arch"] == "gfx936"
     assert bw["hbm_read_gbps"] == 1339.2
+    # torch on DTK names a BW1000 just "BW" (public sample torch_env_record_gfx936_bw_1): an alias
+    assert peaks.lookup("BW", "gfx936", store=store)["device"] == "BW1000"
+    assert peaks.lookup("BW", "gfx938", store=store) is None
     # another Hopper card is not an H200; an unknown device has no peak
     assert peaks.lookup("NVIDIA H100 80GB HBM3", "sm_90", store=store) is None
     assert peaks.lookup("NVIDIA H200", "sm_80", store=store) is None

@@ -6,8 +6,9 @@ Where a peak comes from, in order of precedence (:func:`lookup`):
    (``$TKO_PEAKS_FILE``, else ``~/.cache/hygon-triton-kernel-optimizer/device_peaks.json``;
    a ``device_peak/1`` artifact), matched by device name and arch;
 2. ``references/device_peaks.yaml`` (records of kind ``measured`` first, then ``datasheet``),
-   matched by arch and by the table's device name appearing as a word of the device name
-   (``H200`` in ``NVIDIA H200``, ``BW1000`` in ``BW200, UBB BW1000``);
+   matched by arch and by the table's device name, or one of its ``aliases``, appearing as whole
+   words of the device name (``H200`` in ``NVIDIA H200``, ``BW1000`` in ``BW200, UBB BW1000``,
+   alias ``BW``: what torch calls a BW1000);
 3. nothing: None, and the caller says that no peak is known.
 
 The result always says which source and which kind of number it used. Copy bandwidth counts the
@@ -163,8 +164,8 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
         rows = load_table(table)
     except InputError as exc:
         rows, _ = [], notes.append(f"peak table skipped: {exc}")
-    matches = [r for r in rows
-               if _norm_arch(r.get("arch")) == arch_n and name_matches(str(r.get("name", "")), device_name)]
+    matches = [r for r in rows if _norm_arch(r.get("arch")) == arch_n and any(
+        name_matches(str(n), device_name) for n in [r.get("name", "")] + list(r.get("aliases") or []))]
     if not matches:
         return None
     where = str(Path(table) if table else TABLE_PATH)
