@@ -630,7 +630,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rep-ms", type=float, default=100.0, help="do_bench repetition, ms (default 100)")
     p.add_argument("--rotate-factor", type=float, default=2.0,
                    help="rotating input sets total at least this many times L2 (default 2)")
-    p.add_argument("--max-rotate-sets", type=positive_int, default=64, help="(default 64)")
+    p.add_argument("--max-rotate-sets", type=positive_int, default=64,
+                   help="at most this many rotating input sets (default 64)")
     p.add_argument("--rotate-sets", type=positive_int, default=None,
                    help="cycle exactly this many input sets (default: from the L2 size)")
     p.add_argument("--cpu-timer", action="store_true",
