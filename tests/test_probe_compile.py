@@ -301,7 +301,8 @@ def test_block_and_warp_neighbours_and_combinations():
     names = [v.name for v in probe.build_variants(["blocks", "warps", "pointer_range+assume"], kernel, text, plan)]
     assert names == ["BLOCK=2048", "BLOCK=512", "num_warps=8", "num_warps=2", "pointer_range+assume"]
     combo = probe.build_variants(["pointer_range+assume+buffer_ops_on"], kernel, text, plan)[0]
-    assert combo.pointer_range == 32 and combo.env == {"AMDGCN_USE_BUFFER_OPS": "1"}
+    assert combo.pointer_range == 32
+    assert combo.env == {"AMDGCN_USE_BUFFER_OPS": "1", "HCUGCN_USE_BUFFER_OPS": "1"}
     with pytest.raises(InputError):
         probe.build_variants(["blocks+assume"], kernel, text, plan)
 

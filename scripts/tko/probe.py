@@ -42,6 +42,8 @@ DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_rang
 BASIC_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                   "multiple_of", "blocks", "warps")
 BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
+# Older Hygon Triton forks (the FlagTree hcu backend based on Triton 3.0/3.1) read this name instead.
+HYGON_BUFFER_OPS_ENV = "HCUGCN_USE_BUFFER_OPS"
 INT_TYPES = {"i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
 
 
@@ -210,9 +212,9 @@ def _single(name: str, kernel: dict, text: str, plan: offline_compile.CompilePla
                         "(hand-written: tt.divisibility=16 on pointers); buffer-op switch as in the "
                         "environment")]
     if name == "buffer_ops_on":
-        return [Variant(name, f"{BUFFER_OPS_ENV}=1", env={BUFFER_OPS_ENV: "1"})]
+        return [Variant(name, f"{BUFFER_OPS_ENV}=1", env={BUFFER_OPS_ENV: "1", HYGON_BUFFER_OPS_ENV: "1"})]
     if name == "buffer_ops_off":
-        return [Variant(name, f"{BUFFER_OPS_ENV}=0", env={BUFFER_OPS_ENV: "0"})]
+        return [Variant(name, f"{BUFFER_OPS_ENV}=0", env={BUFFER_OPS_ENV: "0", HYGON_BUFFER_OPS_ENV: "0"})]
     if name == "pointer_range":
         return [Variant(name, "tt.pointer_range=32 on every pointer argument (what a JIT launch on "
                         "Triton >= 3.6 adds for tensors under 2 GiB)", pointer_range=32)]
