@@ -92,6 +92,18 @@ def _runner(spec: dict) -> str:
     return _RUNNER_TEMPLATE.replace("@SPEC@", repr(blob)).replace("@PREFIX@", repr(RESULT_PREFIX))
 
 
+_SPEC_LINE = re.compile(r"^_TKO_SPEC = .*$", re.M)
+
+
+def replace_spec(text: str, spec: dict) -> str:
+    """A standalone file's text with its ``_TKO_SPEC`` replaced (e.g. another config first)."""
+    if len(_SPEC_LINE.findall(text)) != 1:
+        raise ValueError("not a standalone file: expected exactly one _TKO_SPEC line")
+    blob = json.dumps(spec, sort_keys=True, allow_nan=False, default=repr)
+    line = f"_TKO_SPEC = __import__(\"json\").loads({blob!r})"
+    return _SPEC_LINE.sub(lambda _m: line, text, count=1)
+
+
 def _spec(kernel: str, function: str, launch: str, source_file: str | None, args: list[dict],
           extra_kwargs: dict, configs: list[dict], num_bytes: int | None, bytes_source: str | None,
           device: dict | None) -> dict:

@@ -1,0 +1,699 @@
+"""Correctness-gated variant sweep of a captured kernel: variants, dispatch, ranking, report.
+
+Variants are derived around the captured winner (the first config of the standalone file's
+``_TKO_SPEC``): block-size constexprs x2 and /2, ``num_warps`` x2 and /2, ``num_stages`` +/-1 when the
+kernel has a loop (pipelining needs one), ``waves_per_eu`` on a HIP build, and the hint variants that a
+``compile_probe/1`` JSON found to compile AND change the ISA (source edits are the probe's own edits,
+re-derived with ``tko.probe.build_variants`` / ``rewrite_source``).
+
+Every variant runs in a worker process bound to one device (``tko.sweep_worker``), on the captured
+inputs, checked against the captured winner's output on the same inputs; only variants that pass are
+timed and ranked.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import kernel_source, offline_compile, probe, standalone
+from .errors import InputError, ToolFailure
+from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
+
+BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
+OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu")
+WAVES_PER_EU = (1, 2, 4)
+SOURCE_HINTS = ("assume", "multiple_of")
+ENV_HINTS = {"buffer_ops_on": {probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {probe.BUFFER_OPS_ENV: "0"}}
+SCRIPTS_DIR = str(Path(__file__).resolve().parents[1])
+
+
+@dataclass
+class Variant:
+    name: str
+    kind: str                      # baseline, config, source, env
+    description: str
+    flat: dict
+    grid: list | None
+    file: str
+    env: dict = field(default_factory=dict)
+    diff: str | None = None        # unified diff of a source edit
+    claims: list = field(default_factory=list)
+
+    def key(self) -> str:
+        text = Path(self.file).read_bytes() if self.kind == "source" else b""
+        blob = json.dumps([self.flat, self.grid, self.env, hashlib.sha1(text).hexdigest()], sort_keys=True)
+        return blob
+
+    def task(self) -> dict:
+        return {"name": self.name, "flat": self.flat, "grid": self.grid, "file": self.file, "env": self.env}
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "description": self.description, "config": self.flat,
+                "grid": self.grid, "env": self.env, "source_diff": self.diff, "claims": self.claims}
+
+
+@dataclass
+class Plan:
+    kernel_file: str
+    kernel: str
+    launch: str
+    spec: dict
+    variants: list
+    notes: list
+    dropped: list
+
+
+# --------------------------------------------------------------------------- variant generation
+
+def read_standalone(path: str | Path) -> tuple[str, dict, dict]:
+    """(file text, parsed file, ``_TKO_SPEC``) of a captured standalone file."""
+    text, parsed = kernel_source.read_kernel_file(path)
+    spec = parsed.get("standalone_spec")
+    if not spec or not spec.get("configs"):
+        raise InputError(f"{path}: not a captured standalone file (no _TKO_SPEC with configs); "
+                         "write one with autotune_capture_patch.py")
+    return text, parsed, spec
+
+
+def is_block_key(key: str, value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and key not in OPTION_KEYS and (
+        key in BLOCK_KEYS or key.upper().startswith("BLOCK") or key.upper().endswith("BLOCK")
+        or "BLOCK_" in key.upper())
+
+
+def _has_loop(text: str, function: str) -> bool:
+    node = probe._function_node(text, function)
+    return any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(node))
+
+
+def grid_driving_keys(kernel: dict) -> set[str]:
+    """Block constexprs that multiply a program id in an index expression (they set the grid)."""
+    pid_vars = {v["name"] for v in kernel.get("index_vars") or [] if "program_id" in v["expr"]}
+    keys = set()
+    for var in kernel.get("index_vars") or []:
+        expr = var["expr"].split("=", 1)[-1]
+        if "program_id" in expr or any(re.search(rf"\b{re.escape(p)}\b", expr) for p in pid_vars):
+            keys.update(re.findall(r"\b[A-Z][A-Z0-9_]*\b", expr))
+    return keys
+
+
+def scaled_grid(grid: list | None, factor: float) -> list | None:
+    """The recorded grid for a block size x ``factor``: the one axis above 1, rounded up.
+
+    cdiv(n, 2B) == ceil(cdiv(n, B) / 2), so x2 is exact; /2 may add one fully masked program.
+    None when the grid has several axes above 1 (which one the block drives is not recorded).
+    """
+    if not grid:
+        return None
+    big = [i for i, g in enumerate(grid) if g > 1]
+    if len(big) != 1:
+        return None
+    out = list(grid)
+    g = grid[big[0]]
+    out[big[0]] = -(-g // 2) if factor > 1 else g * 2
+    return out
+
+
+def config_text(flat: dict) -> str:
+    """The ``triton.Config(...)`` to pin for a flat config."""
+    kwargs = {k: v for k, v in flat.items() if k not in OPTION_KEYS or k == "waves_per_eu"}
+    opts = ", ".join(f"{k}={flat[k]}" for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat)
+    return f"triton.Config({json.dumps(kwargs)}" + (f", {opts}" if opts else "") + ")"
+
+
+def _hip_build() -> bool:
+    try:
+        import torch
+
+        return getattr(torch.version, "hip", None) is not None
+    except Exception:
+        return False
+
+
+def _triton_at_least(version: tuple) -> bool:
+    from .versions import package_version, parse_version
+
+    found = package_version("triton")
+    return bool(found) and parse_version(found) >= version
+
+
+def probe_hint_names(probe_doc: dict) -> tuple[list[str], list[str]]:
+    """(variant names that compiled AND changed the ISA on some target, notes on the others)."""
+    changed, notes = [], []
+    by_name: dict[str, list[dict]] = {}
+    for r in probe_doc.get("results") or []:
+        by_name.setdefault(r.get("variant"), []).append(r)
+    for name, rows in by_name.items():
+        if name == "baseline":
+            continue
+        if any(r.get("status") == "ok" and r.get("changes_vs_baseline") for r in rows):
+            changed.append(name)
+        elif any(r.get("status") == "ok" for r in rows):
+            notes.append(f"probe variant {name}: same load/store code as baseline on every target; not swept")
+        else:
+            notes.append(f"probe variant {name}: did not compile in the probe; not swept")
+    return changed, notes
+
+
+def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | None = None,
+               max_variants: int = 24, hip: bool | None = None) -> Plan:
+    kernel_file = str(Path(kernel_file).resolve())
+    text, parsed, spec = read_standalone(kernel_file)
+    kernel = kernel_source.select_kernel(parsed, spec.get("function"))
+    launch = spec.get("launch", "jit")
+    winner = spec["configs"][0]
+    flat0 = dict(winner["flat"])
+    grid0 = list(winner["grid"]) if winner.get("grid") else None
+    hip = _hip_build() if hip is None else hip
+    notes: list[str] = []
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    variants = [Variant("baseline", "baseline", "the captured winner", flat0, grid0, kernel_file)]
+
+    def config_variant(name: str, description: str, **changes: Any) -> None:
+        flat = dict(flat0, **changes)
+        variants.append(Variant(name, "config", description, flat, grid0, kernel_file))
+
+    driving = grid_driving_keys(kernel)
+    for key, value in flat0.items():
+        if not is_block_key(key, value):
+            continue
+        for factor, label in ((2, "x2"), (0.5, "/2")):
+            new = int(value * factor)
+            if new < 1 or new == value:
+                continue
+            flat = dict(flat0, **{key: new})
+            grid = grid0
+            if launch != "inductor" and key in driving:
+                grid = scaled_grid(grid0, factor)
+                if grid is None:
+                    notes.append(f"{key}={new}: not swept: the recorded grid {grid0} has several axes above 1 "
+                                 "and which one the block drives is not recorded")
+                    continue
+            desc = f"{key} {label} ({value} -> {new})"
+            if grid != grid0:
+                desc += f"; grid {grid0} -> {grid}"
+            variants.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
+    warps = int(flat0.get("num_warps") or 4)
+    for new, label in ((warps * 2, "x2"), (warps // 2, "/2")):
+        if 1 <= new <= 16 and new != warps:
+            config_variant(f"num_warps={new}", f"num_warps {label} ({warps} -> {new})", num_warps=new)
+    stages = flat0.get("num_stages")
+    if _has_loop(text, kernel["name"]):
+        stages = int(stages or (2 if hip else 3))
+        for new in (stages + 1, stages - 1):
+            if new >= 1:
+                config_variant(f"num_stages={new}", f"num_stages {stages} -> {new} (the kernel has a loop "
+                               "to pipeline)", num_stages=new)
+    else:
+        notes.append("num_stages not swept: the kernel has no loop, so software pipelining has nothing to do")
+    if hip:
+        current = flat0.get("waves_per_eu")
+        for new in WAVES_PER_EU:
+            if new != current:
+                config_variant(f"waves_per_eu={new}", f"AMD waves_per_eu={new} (occupancy target per EU)",
+                               waves_per_eu=new)
+    else:
+        notes.append("waves_per_eu not swept: an AMD (HIP) option and this is not a HIP build")
+    if probe_doc is not None:
+        variants += _probe_variants(probe_doc, text, kernel, spec, kernel_file, flat0, grid0, work, hip, notes)
+    unique, seen = [], set()
+    for v in variants:
+        k = v.key()
+        if k in seen:
+            notes.append(f"{v.name}: same launch as an earlier variant; dropped")
+            continue
+        seen.add(k)
+        unique.append(v)
+    dropped = [v.name for v in unique[max(1, max_variants):]]
+    if dropped:
+        notes.append(f"--max-variants {max_variants}: not run: {', '.join(dropped)}")
+    return Plan(kernel_file, kernel["name"], launch, spec, unique[:max(1, max_variants)], notes, dropped)
+
+
+def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel_file: str, flat0: dict,
+                    grid0: list | None, work: Path, hip: bool, notes: list) -> list[Variant]:
+    if probe_doc.get("kernel") not in (None, kernel["name"]):
+        raise InputError(f"the probe JSON is for kernel {probe_doc.get('kernel')!r}, not {kernel['name']!r}")
+    names, probe_notes = probe_hint_names(probe_doc)
+    notes += probe_notes
+    plan = offline_compile.plan_compile(kernel, launch=offline_compile.launch_from_standalone_spec(spec))
+    out = []
+    jit_pointer_range = spec.get("launch") != "inductor" and _triton_at_least((3, 6))
+    for name in names:
+        parts = [p.strip() for p in name.split("+") if p.strip()]
+        if "pointer_range" in parts:
+            if jit_pointer_range:
+                notes.append(f"probe variant {name}: tt.pointer_range=32 is what a JIT launch on Triton >= 3.6 "
+                             "already adds for tensors under 2 GiB (AMD, buffer ops on), so the captured "
+                             "winner has it; no separate variant")
+            else:
+                notes.append(f"probe variant {name}: tt.pointer_range is a compile attribute, not a source "
+                             "or config change; this launch path cannot apply it, so it is not swept")
+            parts = [p for p in parts if p != "pointer_range"]
+        if not parts:
+            continue
+        unknown = [p for p in parts if p not in SOURCE_HINTS and p not in ENV_HINTS]
+        if unknown:
+            # block/warp variants of the probe are already among the config variants
+            continue
+        env: dict = {}
+        for p in parts:
+            env.update(ENV_HINTS.get(p, {}))
+        if env and not hip:
+            notes.append(f"probe variant {name}: {probe.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
+            continue
+        source_parts = [p for p in parts if p in SOURCE_HINTS]
+        label = "+".join(parts)
+        if not source_parts:
+            out.append(Variant(label, "env", f"environment {env}", dict(flat0), grid0, kernel_file, env=env))
+            notes.append(f"{label}: set in the worker before the compile; Triton <= 3.3 reads "
+                         f"{probe.BUFFER_OPS_ENV} at import, so there this variant compiles like the baseline")
+            continue
+        derived = probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
+        if derived.skipped:
+            notes.append(f"probe variant {name}: {derived.skipped}")
+            continue
+        top = derived.source_lines.get("top", [])
+        after = {int(k): v for k, v in derived.source_lines.items() if k != "top"}
+        new_text = probe.rewrite_source(text, kernel["name"], top, after)
+        path = work / f"{kernel['name']}__{re.sub(r'[^A-Za-z0-9_]', '_', label)}.py"
+        shutil.copyfile(kernel_file, path)  # keeps the mode; the text is replaced next
+        path.write_text(new_text, encoding="utf-8")
+        diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                            fromfile=Path(kernel_file).name, tofile=Path(kernel_file).name + " (edited)"))
+        out.append(Variant(label, "source", derived.description, dict(flat0), grid0, str(path), env=env,
+                           diff=diff, claims=list(derived.claims)))
+    return out
+
+
+def add_source_variant(plan: Plan, name: str, description: str, new_text: str, work_dir: str | Path) -> Variant:
+    """A variant whose kernel source is ``new_text`` (same config as the winner)."""
+    old = Path(plan.kernel_file).read_text(encoding="utf-8")
+    path = Path(work_dir) / f"{plan.kernel}__{re.sub(r'[^A-Za-z0-9_]', '_', name)}.py"
+    path.write_text(new_text, encoding="utf-8")
+    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                        fromfile=Path(plan.kernel_file).name,
+                                        tofile=Path(plan.kernel_file).name + " (edited)"))
+    base = plan.variants[0]
+    v = Variant(name, "source", description, dict(base.flat), base.grid, str(path), diff=diff)
+    plan.variants.append(v)
+    return v
+
+
+# --------------------------------------------------------------------------- workers
+
+class WorkerProcess:
+    """One ``tko.sweep_worker`` process bound to one device; messages come through a reader thread."""
+
+    def __init__(self, slot: str, device_index: int | None, setup: dict, log_path: Path):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if device_index is not None:
+            env.update(device_visibility(device_index, env, _hip_build()))
+            if _hip_build():
+                env.pop("CUDA_VISIBLE_DEVICES", None)
+        code = ("import sys; sys.path.insert(0, %r); from tko.sweep_worker import main; "
+                "raise SystemExit(main())" % SCRIPTS_DIR)
+        self.slot = slot
+        self.log = open(log_path, "w", encoding="utf-8")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True, env=env,
+                                     cwd=str(Path(setup["base_file"]).parent))
+        self.messages: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.send(setup)
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            if line.startswith(MESSAGE_PREFIX):
+                self.messages.put(json.loads(line[len(MESSAGE_PREFIX):]))
+        self.messages.put(None)  # end of output: the process exited
+
+    def send(self, obj: dict) -> None:
+        self.proc.stdin.write(json.dumps(obj) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float) -> dict:
+        try:
+            msg = self.messages.get(timeout=timeout)
+        except queue.Empty:
+            self.kill()
+            return {"error": f"no answer within {timeout:g} s; worker stopped"}
+        if msg is None:
+            self.proc.wait()
+            return {"error": f"worker exited with code {self.proc.returncode} (see {self.log.name})"}
+        return msg
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=60)
+        except Exception:
+            self.kill()
+        self.log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def device_visibility(index: int, env: dict, hip: bool) -> dict:
+    """The environment that shows a worker only device ``index`` of the devices this process sees.
+
+    Indices are relative to this process's own visibility list, so ``CUDA_VISIBLE_DEVICES=2,3`` and
+    index 1 give ``3``.  HIP builds (ROCm, Hygon DTK) filter with ``HIP_VISIBLE_DEVICES``; setting both
+    variables there would filter twice.
+    """
+    var = "HIP_VISIBLE_DEVICES" if hip else "CUDA_VISIBLE_DEVICES"
+    current = env.get(var) or (env.get("CUDA_VISIBLE_DEVICES") if hip else None)
+    visible = [x.strip() for x in current.split(",") if x.strip()] if current else []
+    return {var: visible[index] if index < len(visible) else str(index)}
+
+
+def visible_devices(requested: str, interpret: bool) -> list[int | None]:
+    """Device indices to bind workers to; ``[None]`` (the CPU) under the interpreter."""
+    if interpret:
+        return [None]
+    import torch
+
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise InputError("no GPU visible: the sweep needs a GPU (or TRITON_INTERPRET=1 for a CPU check run)")
+    if requested in ("all", ""):
+        return list(range(count))
+    try:
+        wanted = [int(x) for x in requested.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--devices: expected 'all' or indices like 0,1; got {requested!r}") from None
+    bad = [d for d in wanted if not 0 <= d < count]
+    if bad or not wanted:
+        raise InputError(f"--devices {requested}: {count} GPU(s) visible (indices 0..{count - 1})")
+    return wanted
+
+
+def warm_compile(plan: Plan, devices: list, jobs: int, work: Path, timeout: float) -> dict:
+    """Compile every variant in ``jobs`` processes so that the timing workers find a warm Triton cache."""
+    tasks: queue.Queue = queue.Queue()
+    for v in plan.variants:
+        tasks.put(v.task())
+    results: list[dict] = []
+    started = time.time()
+
+    def run(n: int) -> None:
+        dev = devices[n % len(devices)]
+        setup = {"mode": "compile", "base_file": plan.kernel_file, "device": "cuda"}
+        w = WorkerProcess(f"compile{n}", dev, setup, work / f"compile{n}.log")
+        ready = w.receive(timeout)
+        if not ready.get("ready"):
+            results.append({"name": None, "ok": False, "error": ready.get("error")})
+            w.kill()
+            return
+        while True:
+            try:
+                task = tasks.get_nowait()
+            except queue.Empty:
+                break
+            w.send(task)
+            results.append(w.receive(timeout))
+        w.close()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(max(1, min(jobs, len(plan.variants))))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"jobs": len(threads), "seconds": round(time.time() - started, 3),
+            "failed": [r for r in results if not r.get("ok")]}
+
+
+def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
+              work: Path, interpret: bool, timeout: float = 600.0, retime_baseline: bool = True) -> dict:
+    """Run every variant of ``plan`` over (device x worker) slots; returns records, slots, baseline re-time."""
+    device_str = "cpu" if interpret else "cuda"
+    baseline = plan.variants[0]
+    setup = {"mode": "run", "base_file": plan.kernel_file, "device": device_str, "warmup_ms": warmup_ms,
+             "rep_ms": rep_ms, "baseline": baseline.task()}
+    tasks: queue.Queue = queue.Queue()
+    for v in plan.variants:
+        tasks.put(v.task())
+    records: dict[str, dict] = {}
+    slots_info: list[dict] = []
+    workers: dict[str, WorkerProcess] = {}
+    lock = threading.Lock()
+
+    def start(slot: str, dev) -> tuple[WorkerProcess | None, dict]:
+        w = WorkerProcess(slot, dev, setup, work / f"{slot}.log")
+        ready = w.receive(timeout)
+        if not ready.get("ready"):
+            w.kill()
+            return None, ready
+        return w, ready
+
+    def run(slot: str, dev) -> None:
+        w, ready = start(slot, dev)
+        info = {"slot": slot, "device_index": dev, "device_name": ready.get("device_name"),
+                "ready": w is not None, "error": ready.get("error"), "outputs": ready.get("outputs"),
+                "poisoned": ready.get("poisoned"), "restored_in_out": ready.get("restored_in_out"),
+                "variants": []}
+        with lock:
+            slots_info.append(info)
+        if w is None:
+            return
+        while True:
+            try:
+                task = tasks.get_nowait()
+            except queue.Empty:
+                break
+            t0 = time.time()
+            w.send(task)
+            rec = w.receive(timeout)
+            rec.setdefault("name", task["name"])
+            if "error" in rec and "passed" not in rec:
+                rec["passed"] = False
+                w.kill()
+                w, again = start(slot, dev)  # a crashed or hung worker is replaced for the rest
+                if w is None:
+                    info["error"] = again.get("error")
+            rec.update(slot=slot, device_index=dev, device_name=info["device_name"],
+                       seconds=round(time.time() - t0, 3))
+            with lock:
+                records[task["name"]] = rec
+                info["variants"].append(task["name"])
+            if w is None:
+                return
+        with lock:
+            workers[slot] = w
+
+    slots = [(f"dev{'cpu' if d is None else d}.w{k}", d) for d in devices for k in range(workers_per_device)]
+    threads = [threading.Thread(target=run, args=s) for s in slots]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    retime = None
+    try:
+        if not any(s["ready"] for s in slots_info):
+            first = next((s for s in slots_info if s.get("error")), {})
+            raise ToolFailure(f"no worker could run the captured winner: {first.get('error')}")
+        first = records.get(baseline.name) or {}
+        w = workers.get(first.get("slot"))
+        if retime_baseline and w is not None and first.get("passed"):
+            w.send(baseline.task())
+            retime = w.receive(timeout)
+            retime.update(slot=first["slot"], device_index=first.get("device_index"))
+    finally:
+        for w in workers.values():
+            w.close()
+    slots_info.sort(key=lambda s: s["slot"])
+    return {"records": records, "slots": slots_info, "retime": retime}
+
+
+# --------------------------------------------------------------------------- results
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if not a or not b:
+        return None
+    return abs(a - b) / min(a, b)
+
+
+def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
+             interpret: bool, wall_s: float, compile_info: dict | None, probe_file: str | None) -> dict:
+    from .bench import gb_per_s, rank_variants
+    from . import peaks
+
+    records = run["records"]
+    num_bytes = plan.spec.get("num_bytes")
+    base_rec = records.get("baseline") or {}
+    base_ms = (base_rec.get("timing") or {}).get("median_ms")
+    retime_ms = ((run.get("retime") or {}).get("timing") or {}).get("median_ms")
+    noise = _rel(base_ms, retime_ms)
+    device_name = next((s["device_name"] for s in run["slots"] if s.get("device_name")), None)
+    captured = plan.spec.get("device") or {}
+    peak = None
+    if not interpret and device_name:
+        peak = peaks.lookup(device_name, captured.get("arch") if captured.get("name") == device_name else None)
+    rows = []
+    for v in plan.variants:
+        rec = records.get(v.name) or {"passed": False, "error": "not run (no worker took it)"}
+        timing = rec.get("timing")
+        ms = (timing or {}).get("median_ms")
+        status = "ok" if rec.get("passed") and timing else ("error" if rec.get("error") else "failed")
+        row = v.to_json()
+        row.update(status=status, check=rec.get("check"), error=rec.get("error"), timing=timing,
+                   median_ms=ms, p20_ms=(timing or {}).get("p20_ms"), p80_ms=(timing or {}).get("p80_ms"),
+                   x_vs_baseline=(base_ms / ms) if ms and base_ms else None,
+                   gb_per_s=gb_per_s(num_bytes, ms) if not interpret else None,
+                   slot=rec.get("slot"), device_index=rec.get("device_index"), device_name=rec.get("device_name"),
+                   seconds=rec.get("seconds"))
+        row["pct_of_copy_peak"] = peaks.percent_of_peak(row["gb_per_s"], peak)
+        row["within_noise"] = (v.name != "baseline" and ms is not None and noise is not None
+                               and _rel(ms, base_ms) is not None and _rel(ms, base_ms) <= noise)
+        row["reason"] = (rec.get("check") or {}).get("reason") if status == "failed" else rec.get("error")
+        rows.append(row)
+    ranking = rank_variants([{"name": r["name"], "passed": r["status"] == "ok", "median_ms": r["median_ms"],
+                              "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"],
+                              "reason": r["reason"] if r["status"] == "failed" else None} for r in rows
+                             if r["status"] != "error"], noise_rel=noise or 0.0)
+    for r in rows:
+        if r["status"] == "error":
+            ranking["excluded"].append({"name": r["name"], "reason": "error: " + str(r["error"])})
+    best_name = ranking["best"]
+    best = next((r for r in rows if r["name"] == best_name), None)
+    within_noise = bool(best and best_name != "baseline" and noise is not None and base_ms and best["median_ms"]
+                        and (base_ms - best["median_ms"]) / best["median_ms"] <= noise)
+    timer = INTERPRETER_TIMER if interpret else "triton.testing.do_bench (median, p20, p80)"
+    ok = [r for r in rows if r["status"] == "ok"]
+    summary = (f"{len(plan.variants)} variants, {len(ok)} passed and timed, "
+               f"{len(rows) - len(ok)} failed or errored; best {best_name}"
+               + (f" ({best['x_vs_baseline']:.3f}x baseline" + (", within noise" if within_noise else "") + ")"
+                  if best and best.get("x_vs_baseline") else "")
+               + (" [interpreter: not a performance number]" if interpret else ""))
+    return {
+        "kernel_file": plan.kernel_file,
+        "kernel": plan.kernel,
+        "launch": plan.launch,
+        "probe_file": probe_file,
+        "captured_device": captured,
+        "devices": [{"index": d} for d in devices] if not interpret else [{"index": None, "name": "cpu"}],
+        "workers_per_device": workers_per_device,
+        "slots": run["slots"],
+        "interpreter": interpret,
+        "timer": timer,
+        "warmup_ms": warmup_ms,
+        "rep_ms": rep_ms,
+        "num_bytes": num_bytes,
+        "peak": peak,
+        "compile": compile_info,
+        "variants": rows,
+        "ranking": ranking,
+        "baseline": {"median_ms": base_ms, "retime_median_ms": retime_ms, "noise_rel": noise,
+                     "retime_slot": (run.get("retime") or {}).get("slot")},
+        "best": {"name": best_name, "within_noise": within_noise, "file": None, "apply": None},
+        "notes": plan.notes + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"]
+                               if interpret else []),
+        "wall_s": round(wall_s, 3),
+        "summary": summary,
+        "cases": [{k: r[k] for k in ("name", "status", "median_ms", "x_vs_baseline", "gb_per_s")} for r in rows],
+    }
+
+
+def how_to_apply(row: dict, plan: Plan) -> str:
+    if row["kind"] == "baseline":
+        return "keep the captured config: " + config_text(plan.variants[0].flat)
+    if row["kind"] == "config":
+        return "pin " + config_text(row["config"])
+    if row["kind"] == "env":
+        return "set " + " ".join(f"{k}={v}" for k, v in row["env"].items()) + " in the environment"
+    return "apply this source edit:\n" + (row["source_diff"] or "")
+
+
+def write_best(plan: Plan, payload: dict, path: str | Path) -> str | None:
+    """The standalone file with the best variant's source and config; saved inputs by absolute path."""
+    name = payload["best"]["name"]
+    if name is None:
+        return None
+    variant = next(v for v in plan.variants if v.name == name)
+    text = Path(variant.file).read_text(encoding="utf-8")
+    spec = json.loads(json.dumps(plan.spec))
+    here = os.path.dirname(plan.kernel_file)
+    for desc in spec["args"]:
+        if desc.get("saved"):
+            desc["saved"] = os.path.join(here, desc["saved"])
+    spec["configs"] = [{"flat": variant.flat, "grid": variant.grid}] + [
+        c for c in spec["configs"][1:] if c.get("flat") != variant.flat]
+    text = standalone.replace_spec(text, spec)
+    if variant.env:
+        # first, before triton is imported: some Triton versions read these at import
+        line = f"__import__(\"os\").environ.update({variant.env!r})  # the sweep's best variant needs this\n"
+        futures = list(re.finditer(r"^from\s+__future__\s+import\s+.*$", text, re.M))
+        cut = futures[-1].end() + 1 if futures else 0
+        text = text[:cut] + line + text[cut:]
+    from .atomic import write_text
+
+    write_text(path, text)
+    row = next(r for r in payload["variants"] if r["name"] == name)
+    payload["best"]["file"] = str(Path(path).resolve())
+    payload["best"]["apply"] = how_to_apply(row, plan)
+    if payload["best"]["within_noise"]:
+        payload["best"]["apply"] = ("within the noise of the captured winner: re-measure before changing "
+                                    "anything; if it holds, " + payload["best"]["apply"])
+    return str(path)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown(payload: dict) -> str:
+    interp = payload["interpreter"]
+    lines = [f"# Variant sweep: `{payload['kernel']}`", "",
+             f"Kernel file `{payload['kernel_file']}` ({payload['launch']} launch). Timer: {payload['timer']}, "
+             f"warm-up {payload['warmup_ms']:g} ms, rep {payload['rep_ms']:g} ms, the same for every variant. "
+             f"{len(payload['slots'])} worker(s) over {len(payload['devices'])} device(s); wall time "
+             f"{payload['wall_s']:.1f} s.", ""]
+    if interp:
+        lines += ["**Interpreter run (TRITON_INTERPRET=1): the times below are not performance numbers.**", ""]
+    b = payload["baseline"]
+    lines += [f"Baseline {_fmt(b['median_ms'], '.4f')} ms, re-timed at the end {_fmt(b['retime_median_ms'], '.4f')} ms:"
+              f" noise {_fmt(None if b['noise_rel'] is None else 100 * b['noise_rel'], '.1f')}%. "
+              "Differences inside the noise are marked `~`.", ""]
+    lines += ["| rank | variant | ms (p20-p80) | x vs baseline | GB/s | % copy peak | check | device |",
+              "|---|---|---|---|---|---|---|---|"]
+    ranks = {r["name"]: r for r in payload["ranking"]["ranked"]}
+    order = [r["name"] for r in payload["ranking"]["ranked"]] + [
+        v["name"] for v in payload["variants"] if v["name"] not in ranks]
+    rows = {v["name"]: v for v in payload["variants"]}
+    for name in order:
+        v = rows[name]
+        r = ranks.get(name)
+        check = "pass" if v["status"] == "ok" else f"**{v['status']}**: " + str(v.get("reason") or "")[:140]
+        x = _fmt(v["x_vs_baseline"], ".3f") + (" ~" if v.get("within_noise") else "")
+        ms = (f"{v['median_ms']:.4f} ({v['p20_ms']:.4f}-{v['p80_ms']:.4f})" if v["median_ms"] else "-")
+        lines.append(f"| {r['rank'] if r else '-'} | `{name}` | {ms} | {x} | {_fmt(v['gb_per_s'], '.1f')} | "
+                     f"{_fmt(v['pct_of_copy_peak'], '.1f')} | {check.replace('|', '/')} | "
+                     f"{v.get('device_name') or '-'} {v.get('slot') or ''} |")
+    best = payload["best"]
+    lines += ["", f"## Best: `{best['name']}`" + (" (within noise of the baseline)" if best["within_noise"] else ""), ""]
+    if best.get("file"):
+        lines.append(f"Runnable file: `{best['file']}`")
+    if best.get("apply"):
+        lines += ["", "```diff" if "apply this source edit" in best["apply"] else "```",
+                  best["apply"], "```"]
+    if payload["notes"]:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in payload["notes"]]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,247 @@
+"""sweep_captured_kernel.py: variants around a captured winner, the correctness gate, ranking, workers.
+
+CPU tests capture the hand-written ``@triton.autotune`` kernels of ``tests/fixtures/sweep/sweep_kernels.py``
+under ``TRITON_INTERPRET=1`` (as ``tests/test_capture.py`` does) and sweep the captured standalone
+files in the Triton interpreter.  ``gather_scale`` is correct only for BLOCK <= 64 (a deliberate
+mask bug), so its BLOCK=128 variant must fail the gate; ``add_inplace`` has an in/out argument.
+The ``gpu`` test sweeps real H200 captures (``tests/fixtures/capture_h200``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tko import sweep
+from tko.contracts import contract_problems
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = Path(__file__).resolve().parent / "fixtures" / "sweep"
+CAP_H200 = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
+PROBE = FIX / "gather_scale_probe.json"
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory) -> Path:
+    cap = tmp_path_factory.mktemp("sweep") / "cap"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "autotune_capture_patch.py"), "--dir", str(cap),
+                           str(FIX / "sweep_kernels.py")], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (cap / "gather_scale.py").is_file() and (cap / "add_inplace.py").is_file()
+    return cap
+
+
+def probe_doc() -> dict:
+    return json.loads(PROBE.read_text())
+
+
+def names(plan) -> list[str]:
+    return [v.name for v in plan.variants]
+
+
+# --------------------------------------------------------------------------- variant generation
+
+def test_variant_set_from_captured_config(captured, tmp_path):
+    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=probe_doc(), hip=False)
+    assert plan.spec["configs"][0]["flat"] == {"BLOCK": 64, "num_stages": 3, "num_warps": 2}
+    assert plan.spec["configs"][0]["grid"] == [5]                     # cdiv(300, 64)
+    assert names(plan) == ["baseline", "BLOCK=128", "BLOCK=32", "num_warps=4", "num_warps=1"]
+    by = {v.name: v for v in plan.variants}
+    assert by["BLOCK=128"].grid == [3] and by["BLOCK=32"].grid == [10]   # BLOCK multiplies program_id
+    assert by["num_warps=4"].flat == {"BLOCK": 64, "num_stages": 3, "num_warps": 4}
+    assert by["num_warps=4"].grid == [5]
+    notes = "\n".join(plan.notes)
+    # the real probe: only pointer_range changed the ISA (gfx942 buffer ops), and a JIT launch on
+    # Triton >= 3.6 already gets it; assume / multiple_of / buffer_ops_off changed nothing
+    assert "pointer_range: tt.pointer_range=32 is what a JIT launch on Triton >= 3.6 already adds" in notes
+    for name in ("assume", "multiple_of", "buffer_ops_off"):
+        assert f"probe variant {name}: same load/store code as baseline on every target; not swept" in notes
+    assert "num_stages not swept: the kernel has no loop" in notes
+
+    hip = sweep.build_plan(captured / "gather_scale.py", tmp_path / "h", hip=True)
+    assert names(hip) == names(plan) + ["waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
+    assert sweep.config_text(hip.variants[-1].flat) == \
+        'triton.Config({"BLOCK": 64, "waves_per_eu": 4}, num_warps=2, num_stages=3)'
+
+    inplace = sweep.build_plan(captured / "add_inplace.py", tmp_path / "i", hip=False, max_variants=3)
+    assert names(inplace) == ["baseline", "BLOCK=256", "BLOCK=64"]
+    assert inplace.dropped == ["num_warps=8", "num_warps=2"]
+    assert "--max-variants 3: not run: num_warps=8, num_warps=2" in inplace.notes
+
+
+def test_probe_source_edit_is_the_probes_edit(captured, tmp_path):
+    # Had the probe seen multiple_of change the ISA, the sweep must run the probe's own edit.
+    doc = probe_doc()
+    for row in doc["results"]:
+        if row["variant"] == "multiple_of":
+            row["changes_vs_baseline"] = ["(marked changed by this test)"]
+    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=doc, hip=False)
+    variant = next(v for v in plan.variants if v.name == "multiple_of")
+    assert variant.kind == "source"
+    inserted = next(v["inserted"] for v in doc["variants"] if v["name"] == "multiple_of")
+    added = [ln[1:].strip() for ln in variant.diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert added == [ln for lines in inserted.values() for ln in lines]
+    assert added == ["offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)"]
+    with pytest.raises(Exception, match="not 'add_inplace'"):
+        sweep.build_plan(captured / "add_inplace.py", tmp_path / "x", probe_doc=doc, hip=False)
+
+
+def test_scaled_grid_and_grid_keys():
+    assert sweep.scaled_grid([5], 2) == [3] and sweep.scaled_grid([5], 0.5) == [10]
+    assert sweep.scaled_grid([1, 7, 1], 2) == [1, 4, 1]
+    assert sweep.scaled_grid([4, 4], 2) is None            # which axis the block drives is unknown
+    assert sweep.is_block_key("R0_BLOCK", 64) and sweep.is_block_key("BLOCK_K", 32)
+    assert not sweep.is_block_key("num_warps", 4) and not sweep.is_block_key("GROUP_M", 8)
+
+
+def test_worker_device_visibility_is_relative_to_ours():
+    assert sweep.device_visibility(1, {}, hip=False) == {"CUDA_VISIBLE_DEVICES": "1"}
+    assert sweep.device_visibility(1, {"CUDA_VISIBLE_DEVICES": "2,3"}, hip=False) == {"CUDA_VISIBLE_DEVICES": "3"}
+    assert sweep.device_visibility(0, {"HIP_VISIBLE_DEVICES": "5,6"}, hip=True) == {"HIP_VISIBLE_DEVICES": "5"}
+    assert sweep.device_visibility(1, {"CUDA_VISIBLE_DEVICES": "4,7"}, hip=True) == {"HIP_VISIBLE_DEVICES": "7"}
+
+
+# --------------------------------------------------------------------------- gate, ranking, workers
+
+@pytest.mark.slow
+def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, hip=False)
+    text = Path(plan.kernel_file).read_text()
+    broken = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * 2.5", 1)
+    assert broken != text
+    sweep.add_source_variant(plan, "scale_2.5", "an edit that changes the result", broken, tmp_path)
+    run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True)
+    payload = sweep.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,
+                             interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
+    rows = {r["name"]: r for r in payload["variants"]}
+    assert rows["BLOCK=128"]["status"] == "failed"
+    assert rows["BLOCK=128"]["check"]["unwritten_count"] == 128     # 2 blocks x 64 masked-off lanes
+    assert rows["scale_2.5"]["status"] == "failed"
+    assert rows["scale_2.5"]["check"]["unwritten_count"] == 0
+    assert rows["scale_2.5"]["check"]["rel_err"] == pytest.approx(0.25, rel=1e-6)
+    assert "-" in rows["scale_2.5"]["source_diff"] and "* 2.5" in rows["scale_2.5"]["source_diff"]
+    passed = {n for n, r in rows.items() if r["status"] == "ok"}
+    assert passed == {"baseline", "BLOCK=32", "num_warps=4", "num_warps=1"}
+    for n in passed:
+        assert rows[n]["check"]["rel_err"] == 0.0 and rows[n]["median_ms"] > 0
+    ranked = [r["name"] for r in payload["ranking"]["ranked"]]
+    assert set(ranked) == passed
+    times = [rows[n]["median_ms"] for n in ranked]
+    assert times == sorted(times)
+    assert {e["name"] for e in payload["ranking"]["excluded"]} == {"BLOCK=128", "scale_2.5"}
+    assert payload["baseline"]["retime_median_ms"] > 0 and payload["baseline"]["noise_rel"] is not None
+    assert run["slots"][0]["poisoned"] == ["out_ptr"] and run["slots"][0]["restored_in_out"] == []
+
+
+@pytest.mark.slow
+def test_in_out_argument_is_restored_not_poisoned(captured, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    plan = sweep.build_plan(captured / "add_inplace.py", tmp_path, hip=False)
+    run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
+    slot = run["slots"][0]
+    assert slot["outputs"] == ["x_ptr"] and slot["restored_in_out"] == ["x_ptr"] and slot["poisoned"] == []
+    # x += y timed many times: without the restore the checks after the first timing would fail
+    assert all(r["passed"] and r["check"]["rel_err"] == 0.0 for r in run["records"].values()), run["records"]
+    assert set(run["records"]) == {"baseline", "BLOCK=256", "BLOCK=64", "num_warps=8", "num_warps=2"}
+
+
+@pytest.mark.slow
+def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
+    out = tmp_path / "out"
+    proc = run_script("sweep_captured_kernel.py", captured / "gather_scale.py", "--probe", PROBE,
+                      "--workers-per-device", "2", "--warmup", "1", "--rep", "2",
+                      "--json-out", out / "sweep.json", "--markdown-out", out / "sweep.md",
+                      "--best-out", out / "best_gather_scale.py", cwd=tmp_path, env={"TRITON_INTERPRET": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "sweep.json").read_text())
+    assert doc["schema"] == "variant_sweep/1" and contract_problems(doc) == []
+    assert doc["interpreter"] is True and doc["timer"] == "interpreter: not a performance number"
+    assert len(doc["slots"]) == 2 and all(s["ready"] for s in doc["slots"])
+    ran = [n for s in doc["slots"] for n in s["variants"]]
+    assert sorted(ran) == sorted(v["name"] for v in doc["variants"])
+    assert {v["slot"] for v in doc["variants"]} <= {"devcpu.w0", "devcpu.w1"}
+    assert doc["wall_s"] > 0
+    status = {v["name"]: v["status"] for v in doc["variants"]}
+    assert status == {"baseline": "ok", "BLOCK=128": "failed", "BLOCK=32": "ok", "num_warps=4": "ok",
+                      "num_warps=1": "ok"}
+    assert "BLOCK=128" not in [r["name"] for r in doc["ranking"]["ranked"]]
+    best = doc["best"]
+    assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
+    md = (out / "sweep.md").read_text()
+    assert "not performance numbers" in md and "never written" in md and f"## Best: `{best['name']}`" in md
+    # the best file runs on its own, with the best variant's config first
+    best_cfg = next(v["config"] for v in doc["variants"] if v["name"] == best["name"])
+    run = run_script("run_captured_kernel.py", best["file"], "--rep", "1", "--json-out", tmp_path / "run.json",
+                     cwd=tmp_path, env={"TRITON_INTERPRET": "1"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    result = json.loads((tmp_path / "run.json").read_text())
+    assert result["status"] == "ok" and result["best"]["config"] == best_cfg
+
+
+# --------------------------------------------------------------------------- errors
+
+@pytest.mark.skipif(sys.platform == "win32", reason="posix paths")
+def test_needs_a_gpu_or_the_interpreter(captured, tmp_path, run_script):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    proc = run_script("sweep_captured_kernel.py", captured / "gather_scale.py", "--json-out", tmp_path / "s.json",
+                      "--markdown-out", tmp_path / "s.md", "--best-out", tmp_path / "b.py", cwd=tmp_path,
+                      env={"TRITON_INTERPRET": "0"})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "GPU" in lines[0] and "TRITON_INTERPRET=1" in lines[0]
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_bad_inputs_exit_2(tmp_path, run_script, captured):
+    common = ["--json-out", tmp_path / "s.json", "--markdown-out", tmp_path / "s.md", "--best-out", tmp_path / "b.py"]
+    proc = run_script("sweep_captured_kernel.py", FIX / "sweep_kernels.py", *common, cwd=tmp_path,
+                      env={"TRITON_INTERPRET": "1"})
+    assert proc.returncode == 2 and "not a captured standalone file" in proc.stderr
+    proc = run_script("sweep_captured_kernel.py", captured / "gather_scale.py", "--max-variants", "0", *common,
+                      cwd=tmp_path, env={"TRITON_INTERPRET": "1"})
+    assert proc.returncode == 2 and "--max-variants must be at least 1" in proc.stderr
+    proc = run_script("sweep_captured_kernel.py", captured / "gather_scale.py", "--probe",
+                      CAP_H200 / "pointwise_chain" / "with_capture.json", *common, cwd=tmp_path,
+                      env={"TRITON_INTERPRET": "1"})
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    proc = run_script("sweep_captured_kernel.py", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "--workers-per-device" in proc.stdout
+
+
+# --------------------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("example, kernel", [
+    ("pointwise_chain", "triton_poi_fused_add_gelu_mul_0.py"),
+    ("row_reduction", "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0.py"),
+])
+def test_gpu_sweep_of_h200_captures(example, kernel, tmp_path, run_script):
+    out = tmp_path / example
+    proc = run_script("sweep_captured_kernel.py", CAP_H200 / example / kernel, "--workers-per-device", "1",
+                      "--json-out", out / "sweep.json", "--markdown-out", out / "sweep.md",
+                      "--best-out", out / f"best_{kernel}", "--work-dir", out / "work", cwd=tmp_path, timeout=1200)
+    print(proc.stdout, proc.stderr[-3000:])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    print((out / "sweep.md").read_text())
+    doc = json.loads((out / "sweep.json").read_text())
+    assert contract_problems(doc) == []
+    rows = {v["name"]: v for v in doc["variants"]}
+    assert rows["baseline"]["status"] == "ok" and rows["baseline"]["check"]["rel_err"] == 0.0
+    assert doc["interpreter"] is False and doc["baseline"]["noise_rel"] is not None
+    for r in rows.values():
+        if r["status"] == "ok":
+            assert r["timing"]["timer"] == "triton.testing.do_bench" and r["gb_per_s"] > 0
+    assert doc["compile"]["jobs"] >= 1 and not doc["compile"]["failed"]
+    run = run_script("run_captured_kernel.py", doc["best"]["file"], "--json-out", tmp_path / "run.json",
+                     cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-2000:]
