@@ -115,8 +115,13 @@ def test_copied_alone_uses_inline_core_keeps_buffer_ops_and_agrees(cpu_run, tmp_
 
     alone = tmp_path / "my_bench.py"
     shutil.copy(SCRIPTS / TEMPLATE, alone)
+    # A machine without the bundle: an installed copy (pip install -e .) is shadowed by a tko
+    # package that cannot be imported.
+    shadow = tmp_path / "no_bundle" / "tko"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text('raise ImportError("no tko on this machine")\n')
     res = _run_copy(alone, *CPU_ARGS, "--keep-buffer-ops", "--json-out", tmp_path / "b.json",
-                    env=_interp_env(), cwd=tmp_path)
+                    env={**_interp_env(), "PYTHONPATH": str(shadow.parent)}, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "tko not importable" in res.stderr and "inline fallback" in res.stderr
     doc = json.loads((tmp_path / "b.json").read_text())
