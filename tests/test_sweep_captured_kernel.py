@@ -92,6 +92,38 @@ def test_probe_source_edit_is_the_probes_edit(captured, tmp_path):
         sweep.build_plan(captured / "add_inplace.py", tmp_path / "x", probe_doc=doc, hip=False)
 
 
+def test_variant_set_of_real_inductor_captures(tmp_path):
+    red = CAP_H200 / "row_reduction" / "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0.py"
+    plan = sweep.build_plan(red, tmp_path, hip=True)
+    assert plan.launch == "inductor"
+    assert plan.spec["configs"][0] == {"flat": {"R0_BLOCK": 2048, "XBLOCK": 1, "num_stages": 1, "num_warps": 16},
+                                       "grid": [4096, 1, 1]}
+    # a looped reduction: num_stages 1 -> 2 (0 is not a stage count); num_warps 16 is the cap
+    assert names(plan) == ["baseline", "R0_BLOCK=4096", "R0_BLOCK=1024", "XBLOCK=2", "num_warps=8",
+                           "num_stages=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
+    by = {v.name: v for v in plan.variants}
+    assert by["XBLOCK=2"].grid == [2048, 1, 1] and by["R0_BLOCK=1024"].grid == [4096, 1, 1]
+    per = CAP_H200 / "mlp_train_step" / "triton_per_fused_native_layer_norm_0.py"
+    plan = sweep.build_plan(per, tmp_path / "p", hip=False)
+    assert names(plan) == ["baseline", "XBLOCK=2", "num_warps=2"]    # persistent: no loop, XBLOCK=1
+    assert "num_stages not swept: the kernel has no loop, so software pipelining has nothing to do" in plan.notes
+
+
+@pytest.mark.slow
+def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
+    # a real H200 Inductor capture (17x31 floats) through the module's own CachingAutotuner
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    tiny = CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py"
+    plan = sweep.build_plan(tiny, tmp_path, hip=False)
+    assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=128", "num_warps=8", "num_warps=2"]
+    run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
+    slot = run["slots"][0]
+    assert slot["outputs"] == ["out_ptr0"] and slot["poisoned"] == ["out_ptr0"]
+    assert {n: r["passed"] for n, r in run["records"].items()} == {n: True for n in names(plan)}
+    assert all(r["check"]["numel"] == 17 * 31 and r["check"]["unwritten_count"] == 0
+               for r in run["records"].values())
+
+
 def test_scaled_grid_and_grid_keys():
     assert sweep.scaled_grid([5], 2) == [3] and sweep.scaled_grid([5], 0.5) == [10]
     assert sweep.scaled_grid([1, 7, 1], 2) == [1, 4, 1]

@@ -34,6 +34,7 @@ from .errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
 
 BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
+INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
 OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu")
 WAVES_PER_EU = (1, 2, 4)
 SOURCE_HINTS = ("assume", "multiple_of")
@@ -198,7 +199,14 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
                 continue
             flat = dict(flat0, **{key: new})
             grid = grid0
-            if launch != "inductor" and key in driving:
+            if launch == "inductor":
+                # the launcher computes the grid on torch > 2.6; older torch launches the recorded
+                # grid, so it is rescaled on the block's own axis (x, y, z)
+                axis = INDUCTOR_GRID_AXIS.get(key)
+                if axis is not None and grid0 and axis < len(grid0):
+                    grid = list(grid0)
+                    grid[axis] = -(-grid0[axis] // 2) if factor > 1 else grid0[axis] * 2
+            elif key in driving:
                 grid = scaled_grid(grid0, factor)
                 if grid is None:
                     notes.append(f"{key}={new}: not swept: the recorded grid {grid0} has several axes above 1 "
@@ -467,6 +475,7 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
     def run(slot: str, dev) -> None:
         w, ready = start(slot, dev)
         info = {"slot": slot, "device_index": dev, "device_name": ready.get("device_name"),
+                "device_arch": ready.get("device_arch"),
                 "ready": w is not None, "error": ready.get("error"), "outputs": ready.get("outputs"),
                 "poisoned": ready.get("poisoned"), "restored_in_out": ready.get("restored_in_out"),
                 "variants": []}
@@ -542,11 +551,18 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     base_ms = (base_rec.get("timing") or {}).get("median_ms")
     retime_ms = ((run.get("retime") or {}).get("timing") or {}).get("median_ms")
     noise = _rel(base_ms, retime_ms)
-    device_name = next((s["device_name"] for s in run["slots"] if s.get("device_name")), None)
+    first_slot = next((s for s in run["slots"] if s.get("device_name")), {})
     captured = plan.spec.get("device") or {}
     peak = None
-    if not interpret and device_name:
-        peak = peaks.lookup(device_name, captured.get("arch") if captured.get("name") == device_name else None)
+    if not interpret and first_slot:
+        peak = peaks.lookup(first_slot["device_name"], first_slot.get("device_arch"))
+    shared = []
+    if len(devices) > 1:
+        shared.append(f"variants ran on {len(devices)} devices: 'x vs baseline' compares across devices of "
+                      "the same model, so read it against the noise")
+    if workers_per_device > 1:
+        shared.append(f"{workers_per_device} workers shared each device, so timings may overlap other "
+                      "variants' runs; use --workers-per-device 1 for final numbers")
     rows = []
     for v in plan.variants:
         rec = records.get(v.name) or {"passed": False, "error": "not run (no worker took it)"}
@@ -604,8 +620,8 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
         "baseline": {"median_ms": base_ms, "retime_median_ms": retime_ms, "noise_rel": noise,
                      "retime_slot": (run.get("retime") or {}).get("slot")},
         "best": {"name": best_name, "within_noise": within_noise, "file": None, "apply": None},
-        "notes": plan.notes + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"]
-                               if interpret else []),
+        "notes": plan.notes + shared + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"]
+                                        if interpret else []),
         "wall_s": round(wall_s, 3),
         "summary": summary,
         "cases": [{k: r[k] for k in ("name", "status", "median_ms", "x_vs_baseline", "gb_per_s")} for r in rows],

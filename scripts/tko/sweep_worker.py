@@ -35,8 +35,21 @@ def _send(obj: dict) -> None:
     sys.stdout.flush()
 
 
+def _interpreter_allows_inductor_modules() -> None:
+    """Inductor kernel modules call ``set_driver_to_gpu()`` at import, which raises without a GPU;
+    under the interpreter there is no driver to pick, so in this worker process it does nothing."""
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        return
+    try:
+        from torch._inductor.runtime import triton_helpers
+    except Exception:
+        return
+    triton_helpers.set_driver_to_gpu = lambda: None
+
+
 def load_namespace(path: str) -> dict:
     """Execute a standalone file as a module (its runner's ``__main__`` block does not run)."""
+    _interpreter_allows_inductor_modules()
     namespace = {"__name__": "_tko_sweep_variant", "__file__": path, "__builtins__": __builtins__}
     with open(path, encoding="utf-8") as fh:
         exec(compile(fh.read(), path, "exec"), namespace)
@@ -266,8 +279,12 @@ def main() -> int:
         info = {} if mode == "compile" else worker.find_outputs(setup["baseline"])
         import torch
 
-        name = torch.cuda.get_device_name() if setup["device"].startswith("cuda") else "cpu"
-        _send({"ready": True, "device_name": name, **info})
+        name, arch = "cpu", None
+        if setup["device"].startswith("cuda"):
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            name = props.name
+            arch = (getattr(props, "gcnArchName", "") or "").split(":")[0] or f"sm_{props.major}{props.minor}"
+        _send({"ready": True, "device_name": name, "device_arch": arch, **info})
     except Exception as exc:
         _send({"ready": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
                "error_tail": traceback.format_exc().splitlines()[-6:]})
