@@ -112,16 +112,37 @@ def test_variant_set_of_real_inductor_captures(tmp_path):
 @pytest.mark.slow
 def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
     # a real H200 Inductor capture (17x31 floats) through the module's own CachingAutotuner
+    # planned as on a HIP build, with the real gfx942 probe of this kernel (pointer_range -> buffer ops):
+    # the interpreter ignores compile attributes, so this checks that every edited file loads and is right
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tiny = CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py"
-    plan = sweep.build_plan(tiny, tmp_path, hip=False)
-    assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=128", "num_warps=8", "num_warps=2"]
+    plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=json.loads((FIX / "tiny_inductor_probe.json").read_text()))
+    assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=128", "num_warps=8", "num_warps=2",
+                           "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4", "pointer_range"]
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
     slot = run["slots"][0]
     assert slot["outputs"] == ["out_ptr0"] and slot["poisoned"] == ["out_ptr0"]
     assert {n: r["passed"] for n, r in run["records"].items()} == {n: True for n in names(plan)}
     assert all(r["check"]["numel"] == 17 * 31 and r["check"]["unwritten_count"] == 0
                for r in run["records"].values())
+
+
+def test_inductor_pointer_range_is_a_triton_meta_edit(tmp_path):
+    tiny = CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py"
+    doc = json.loads((FIX / "tiny_inductor_probe.json").read_text())
+    plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=doc)
+    variant = plan.variants[-1]
+    assert variant.name == "pointer_range" and variant.kind == "source"
+    removed = [ln for ln in variant.diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    added = [ln for ln in variant.diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert len(removed) == len(added) == 1 and "triton_meta=" in added[0]
+    assert "'configs': [{(0,): [['tt.divisibility', 16], ['tt.pointer_range', 32]], (1,): [['tt.divisibility', 16], " \
+           "['tt.pointer_range', 32]], (2,): [['tt.divisibility', 16], ['tt.pointer_range', 32]]}]" in added[0]
+    assert [c.split(":")[0] for c in variant.claims] == ["in_ptr0", "in_ptr1", "out_ptr0"]
+    assert "storage of 2108 bytes" in variant.claims[0]            # 17 x 31 float32
+    cuda = sweep.build_plan(tiny, tmp_path / "c", hip=False, probe_doc=doc)
+    assert "pointer_range" not in names(cuda)
+    assert "probe variant pointer_range: tt.pointer_range acts on AMD (HIP) only; not swept here" in cuda.notes
 
 
 def test_scaled_grid_and_grid_keys():

@@ -20,7 +20,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -264,21 +263,24 @@ def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel
     jit_pointer_range = spec.get("launch") != "inductor" and _triton_at_least((3, 6))
     for name in names:
         parts = [p.strip() for p in name.split("+") if p.strip()]
+        pointer_range = False
         if "pointer_range" in parts:
-            if jit_pointer_range:
+            parts = [p for p in parts if p != "pointer_range"]
+            if spec.get("launch") == "inductor" and hip:
+                pointer_range = True       # Inductor passes triton_meta attributes: a real edit
+            elif jit_pointer_range:
                 notes.append(f"probe variant {name}: tt.pointer_range=32 is what a JIT launch on Triton >= 3.6 "
                              "already adds for tensors under 2 GiB (AMD, buffer ops on), so the captured "
                              "winner has it; no separate variant")
+            elif spec.get("launch") == "inductor":
+                notes.append(f"probe variant {name}: tt.pointer_range acts on AMD (HIP) only; not swept here")
             else:
-                notes.append(f"probe variant {name}: tt.pointer_range is a compile attribute, not a source "
-                             "or config change; this launch path cannot apply it, so it is not swept")
-            parts = [p for p in parts if p != "pointer_range"]
-        if not parts:
+                notes.append(f"probe variant {name}: tt.pointer_range is a compile attribute that a JIT launch "
+                             "before Triton 3.6 cannot be given; not swept")
+        if not parts and not pointer_range:
             continue
-        unknown = [p for p in parts if p not in SOURCE_HINTS and p not in ENV_HINTS]
-        if unknown:
-            # block/warp variants of the probe are already among the config variants
-            continue
+        if [p for p in parts if p not in SOURCE_HINTS and p not in ENV_HINTS]:
+            continue  # the probe's block/warp variants are already among the config variants
         env: dict = {}
         for p in parts:
             env.update(ENV_HINTS.get(p, {}))
@@ -286,27 +288,93 @@ def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel
             notes.append(f"probe variant {name}: {probe.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
             continue
         source_parts = [p for p in parts if p in SOURCE_HINTS]
-        label = "+".join(parts)
-        if not source_parts:
+        label = "+".join((["pointer_range"] if pointer_range else []) + parts)
+        if env:
+            notes.append(f"{label}: {probe.BUFFER_OPS_ENV} is set in the worker before the compile; Triton <= 3.3 "
+                         "reads it at import, so there this variant compiles like the baseline")
+        if not source_parts and not pointer_range:
             out.append(Variant(label, "env", f"environment {env}", dict(flat0), grid0, kernel_file, env=env))
-            notes.append(f"{label}: set in the worker before the compile; Triton <= 3.3 reads "
-                         f"{probe.BUFFER_OPS_ENV} at import, so there this variant compiles like the baseline")
             continue
-        derived = probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
-        if derived.skipped:
-            notes.append(f"probe variant {name}: {derived.skipped}")
-            continue
-        top = derived.source_lines.get("top", [])
-        after = {int(k): v for k, v in derived.source_lines.items() if k != "top"}
-        new_text = probe.rewrite_source(text, kernel["name"], top, after)
+        new_text, descriptions, claims = text, [], []
+        if source_parts:
+            derived = probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
+            if derived.skipped:
+                notes.append(f"probe variant {name}: {derived.skipped}")
+                continue
+            top = derived.source_lines.get("top", [])
+            after = {int(k): v for k, v in derived.source_lines.items() if k != "top"}
+            new_text = probe.rewrite_source(text, kernel["name"], top, after)
+            descriptions.append(derived.description)
+            claims += derived.claims
+        if pointer_range:
+            # last: the decorator edit is re-located in the already edited text
+            edited, why = inductor_pointer_range_edit(new_text, kernel["name"], spec)
+            if edited is None:
+                notes.append(f"probe variant {name}: pointer_range not applied: {why[0]}")
+                continue
+            new_text = edited
+            descriptions.append("['tt.pointer_range', 32] added to triton_meta for pointers under 2 GiB "
+                                "(what Inductor emits on HIP from torch 2.13)")
+            claims += why
         path = work / f"{kernel['name']}__{re.sub(r'[^A-Za-z0-9_]', '_', label)}.py"
-        shutil.copyfile(kernel_file, path)  # keeps the mode; the text is replaced next
         path.write_text(new_text, encoding="utf-8")
         diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
                                             fromfile=Path(kernel_file).name, tofile=Path(kernel_file).name + " (edited)"))
-        out.append(Variant(label, "source", derived.description, dict(flat0), grid0, str(path), env=env,
-                           diff=diff, claims=list(derived.claims)))
+        out.append(Variant(label, "source", "; ".join(descriptions), dict(flat0), grid0, str(path), env=env,
+                           diff=diff, claims=claims))
     return out
+
+
+_ITEM_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "complex64": 8, "float32": 4, "int32": 4, "uint32": 4,
+               "float16": 2, "bfloat16": 2, "int16": 2, "uint16": 2}
+POINTER_RANGE_LIMIT = 2 ** 31
+
+
+def inductor_pointer_range_edit(text: str, kernel_name: str, spec: dict) -> tuple[str | None, list[str]]:
+    """The kernel's ``triton_meta`` with ``['tt.pointer_range', 32]`` added for pointer arguments
+    whose recorded storage is under 2 GiB: what Inductor's ``emit_pointer_range_32`` (torch >= 2.13)
+    emits on HIP itself.  (new text or None, claims or the reason it does not apply)."""
+    func = probe._function_node(text, kernel_name)
+    meta = None
+    for dec in func.decorator_list:
+        if isinstance(dec, ast.Call):
+            meta = next((k.value for k in dec.keywords if k.arg == "triton_meta" and isinstance(k.value, ast.Dict)),
+                        meta)
+    if meta is None:
+        return None, ["no triton_meta dict literal in the decorator"]
+    entries = {k.value: v for k, v in zip(meta.keys, meta.values) if isinstance(k, ast.Constant)}
+    sig_node, configs_node = entries.get("signature"), entries.get("configs")
+    if sig_node is None or not isinstance(configs_node, ast.List) or len(configs_node.elts) != 1:
+        return None, ["triton_meta has no signature or not exactly one attribute config"]
+    try:
+        signature = ast.literal_eval(sig_node)
+        configs = ast.literal_eval(configs_node)
+    except ValueError:
+        return None, ["triton_meta signature/configs are not literals"]
+    args = {a.get("name"): a for a in spec.get("args", [])}
+    attrs = dict(configs[0])
+    claims = []
+    for index, (name, dtype) in enumerate(signature.items()):
+        if not str(dtype).startswith("*"):
+            continue
+        desc = args.get(name) or {}
+        size = _ITEM_BYTES.get(str(desc.get("dtype")), 1)
+        nbytes = int(desc.get("storage_numel") or 0) * size
+        if not desc or nbytes >= POINTER_RANGE_LIMIT:
+            continue
+        hints = [list(h) for h in attrs.get((index,), [])]
+        if ["tt.pointer_range", 32] in hints:
+            continue
+        attrs[(index,)] = hints + [["tt.pointer_range", 32]]
+        claims.append(f"{name}: storage of {nbytes} bytes recorded at capture, under 2 GiB, so 32-bit offsets "
+                      "from the base reach all of it")
+    if not claims:
+        return None, ["every pointer already has tt.pointer_range, or none was recorded under 2 GiB"]
+    lines = text.splitlines(keepends=True)
+    start = sum(len(ln) for ln in lines[:configs_node.lineno - 1]) + configs_node.col_offset
+    end = sum(len(ln) for ln in lines[:configs_node.end_lineno - 1]) + configs_node.end_col_offset
+    ordered = dict(sorted(attrs.items()))
+    return text[:start] + repr([ordered]) + text[end:], claims
 
 
 def add_source_variant(plan: Plan, name: str, description: str, new_text: str, work_dir: str | Path) -> Variant:
