@@ -170,6 +170,9 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     broken = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * 2.5", 1)
     assert broken != text
     sweep.add_source_variant(plan, "scale_2.5", "an edit that changes the result", broken, tmp_path)
+    raising = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * not_defined", 1)
+    sweep.add_source_variant(plan, "raises", "an edit that does not compile", raising, tmp_path)
+    plan.variants.insert(1, plan.variants.pop())  # second: the variants after it need the replaced worker
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True)
     payload = sweep.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,
                              interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
@@ -180,6 +183,7 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     assert rows["scale_2.5"]["check"]["unwritten_count"] == 0
     assert rows["scale_2.5"]["check"]["rel_err"] == pytest.approx(0.25, rel=1e-6)
     assert "-" in rows["scale_2.5"]["source_diff"] and "* 2.5" in rows["scale_2.5"]["source_diff"]
+    assert rows["raises"]["status"] == "error" and "not_defined" in rows["raises"]["error"]
     passed = {n for n, r in rows.items() if r["status"] == "ok"}
     assert passed == {"baseline", "BLOCK=32", "num_warps=4", "num_warps=1"}
     for n in passed:
@@ -188,7 +192,7 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     assert set(ranked) == passed
     times = [rows[n]["median_ms"] for n in ranked]
     assert times == sorted(times)
-    assert {e["name"] for e in payload["ranking"]["excluded"]} == {"BLOCK=128", "scale_2.5"}
+    assert {e["name"] for e in payload["ranking"]["excluded"]} == {"BLOCK=128", "scale_2.5", "raises"}
     assert payload["baseline"]["retime_median_ms"] > 0 and payload["baseline"]["noise_rel"] is not None
     assert run["slots"][0]["poisoned"] == ["out_ptr"] and run["slots"][0]["restored_in_out"] == []
 

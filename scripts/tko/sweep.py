@@ -415,8 +415,9 @@ class WorkerProcess:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            if line.startswith(MESSAGE_PREFIX):
-                self.messages.put(json.loads(line[len(MESSAGE_PREFIX):]))
+            at = line.find(MESSAGE_PREFIX)  # a print of the kernel module may precede it on the line
+            if at >= 0:
+                self.messages.put(json.loads(line[at + len(MESSAGE_PREFIX):]))
         self.messages.put(None)  # end of output: the process exited
 
     def send(self, obj: dict) -> None:
@@ -560,10 +561,12 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
             w.send(task)
             rec = w.receive(timeout)
             rec.setdefault("name", task["name"])
-            if "error" in rec and "passed" not in rec:
+            if rec.get("error"):
+                # crashed, hung, or raised: a failed launch can leave the device context unusable,
+                # so the worker is replaced (and re-runs the winner for its reference) for the rest
                 rec["passed"] = False
                 w.kill()
-                w, again = start(slot, dev)  # a crashed or hung worker is replaced for the rest
+                w, again = start(slot, dev)
                 if w is None:
                     info["error"] = again.get("error")
             rec.update(slot=slot, device_index=dev, device_name=info["device_name"],
