@@ -66,22 +66,11 @@ def build_parser() -> ArgumentParser:
 
 def read_launch_event(path: str, kernel_names: set[str]) -> dict:
     """The last 'launch' event for this kernel (plus the winner of its autotune event, if any)."""
-    import json
-    from pathlib import Path
+    from tko.autotune_log import read_events
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{path}: no such file")
     launch, winner = None, None
-    for number, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            event = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn line: the summarizer reports these; here we only need one launch
-        if not isinstance(event, dict) or event.get("kernel") not in kernel_names:
+    for event in read_events(path):
+        if event.get("kernel") not in kernel_names:
             continue
         if event.get("event") == "launch":
             launch = event

@@ -251,6 +251,41 @@ def _int(value: Any) -> int | None:
 # ---------------------------------------------------------------------------
 # the line parser
 
+def decode_event(text: str) -> tuple[dict | None, str | None]:
+    """One ``autotune_event/1`` line -> (event, None), or (None, why it cannot be read)."""
+    try:
+        event = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"truncated or invalid JSON line ({exc.msg})"
+    if not isinstance(event, dict):
+        return None, "JSON line is not an object"
+    schema = str(event.get("schema", ""))
+    if not schema.startswith("autotune_event/"):
+        return None, f"JSON line with schema {schema or 'missing'!r}, expected autotune_event/1"
+    if schema != "autotune_event/1":
+        return None, f"unsupported {schema} (this reader knows autotune_event/1)"
+    kernel, kind = event.get("kernel"), event.get("event")
+    if not isinstance(kernel, str) or not kernel or not isinstance(kind, str):
+        return None, "autotune_event line without 'event' or 'kernel'"
+    return event, None
+
+
+def read_events(path: str | Path) -> list[dict]:
+    """Every readable ``autotune_event/1`` event of a capture log, in order (bad lines skipped;
+    ``summarize_autotune_log.py`` is the place that reports them)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such file")
+    events = []
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            event, _ = decode_event(line)
+            if event is not None:
+                events.append(event)
+    return events
+
+
 class _FileParser:
     def __init__(self, path: Path, out: ParsedLogs):
         self.path = path
@@ -313,25 +348,11 @@ class _FileParser:
 
     # -- autotune_event/1 JSON Lines
     def _json_line(self, lineno: int, text: str) -> None:
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError as exc:
-            self.skip(lineno, f"truncated or invalid JSON line ({exc.msg})")
+        event, problem = decode_event(text)
+        if problem:
+            self.skip(lineno, problem)
             return
-        if not isinstance(event, dict):
-            self.skip(lineno, "JSON line is not an object")
-            return
-        schema = str(event.get("schema", ""))
-        if not schema.startswith("autotune_event/"):
-            self.skip(lineno, f"JSON line with schema {schema or 'missing'!r}, expected autotune_event/1")
-            return
-        if schema != "autotune_event/1":
-            self.skip(lineno, f"unsupported {schema} (this reader knows autotune_event/1)")
-            return
-        kernel, kind = event.get("kernel"), event.get("event")
-        if not isinstance(kernel, str) or not kernel or not isinstance(kind, str):
-            self.skip(lineno, "autotune_event line without 'event' or 'kernel'")
-            return
+        kernel, kind = event["kernel"], event["event"]
         self.seen(FMT_EVENTS)
         fact = self.out.fact(kernel)
         fact.add_source(event.get("source_file"))
