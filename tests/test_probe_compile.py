@@ -440,3 +440,15 @@ def test_linker_stand_in_for_old_triton_without_ld_lld(monkeypatch, tmp_path):
                    check=True)
     assert (tmp_path / "out").read_bytes() == b"\x7fELF-object"
     assert sys.executable in Path(stub).read_text().splitlines()[0]
+
+
+def test_kernel_file_with_future_import_loads(tmp_path):
+    from tko import offline_compile
+
+    src = tmp_path / "k.py"
+    src.write_text("from __future__ import annotations\nimport triton\nimport triton.language as tl\n\n\n"
+                   "@triton.jit\ndef add_kernel(x_ptr, n, BLOCK: tl.constexpr):\n"
+                   "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+                   "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n")
+    namespace, notes = offline_compile.load_module_namespace(src)
+    assert "add_kernel" in namespace and notes == []

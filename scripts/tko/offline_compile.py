@@ -128,6 +128,9 @@ def load_module_namespace(path: str | Path, text: str | None = None) -> tuple[di
     for stmt in tree.body:
         if _is_driver_call(stmt):
             continue
+        if isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__":
+            body.append(stmt)  # must stay a bare first statement to compile at all
+            continue
         if isinstance(stmt, ast.FunctionDef):
             names = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in stmt.decorator_list]
             if any(kernel_source.is_jit_decorator(n) for n in names):
