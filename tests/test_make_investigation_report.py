@@ -88,3 +88,27 @@ def test_wrong_artifact_is_one_line_exit_2(run_script, tmp_path):
     assert proc.returncode == 2
     assert "is a isa_scan/1 artifact, expected triton_meta" in proc.stderr
     assert not (tmp_path / "r.md").exists()
+
+
+def test_measured_variants_table_and_impact_from_a_benchmark_run(run_script, tmp_path):
+    # The benchmark template in the interpreter with the host-clock timer: real checks, CPU times.
+    proc = run_script("triton_benchmark_template.py", "--size", "4096", "--cpu-timer", "--json-out", "bench.json",
+                      cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    bench = json.loads((tmp_path / "bench.json").read_text())
+    proc = run_script("make_investigation_report.py", "--kernel", "silu_mul", "--benchmark", "bench.json",
+                      "--out", "report.md", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "report.json").read_text())
+    md = (tmp_path / "report.md").read_text()
+    case = bench["cases"][0]
+    names = [r["name"] for r in case["results"]]
+    rows = doc["sections"]["tuning_runs"]["rows"]
+    assert [r["name"] for r in rows] == names
+    best = case["ranking"]["best"]
+    assert doc["sections"]["tuning_runs"]["best"] == best
+    assert f"| {best} (best) | passed |" in md
+    assert "Best measured variant" in doc["impact"]
+    skipped = [r for r in case["results"] if r["status"] == "skipped"]
+    for r in skipped:  # never ranked, reason shown
+        assert r["reason"] in md

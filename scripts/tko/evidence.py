@@ -251,11 +251,39 @@ def from_probe(ev: Evidence, doc: dict | None, label: str) -> None:
     ev.fact("probe_buffer_variant", found, f"{label}: results (first variant turning loads into buffer loads)")
 
 
+def _variant_row(v: dict) -> dict:
+    return {"name": v.get("name"), "status": v.get("status"), "median_ms": v.get("median_ms"),
+            "x_vs_baseline": v.get("x_vs_baseline", v.get("speedup_vs_baseline")),
+            "gb_per_s": v.get("gb_per_s"),
+            "pct_of_peak": v.get("pct_of_copy_peak", v.get("pct_of_peak")),
+            "within_noise": v.get("within_noise", v.get("ties_best")),
+            "reason": v.get("reason") if v.get("status") != "passed" and v.get("status") != "ok" else None}
+
+
 def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
+    """Measured variants: a variant sweep of the captured kernel, or a benchmark-template run."""
     if doc is None:
         return
-    ev.sections["tuning_runs"] = {"schema": doc.get("schema"), "summary": doc.get("summary"),
-                                  "cases": doc.get("cases"), "label": label}
+    schema = str(doc.get("schema", ""))
+    if schema.startswith("variant_sweep/"):
+        rows = [_variant_row(v) for v in doc.get("variants", [])]
+        best = (doc.get("best") or {}).get("name")
+        base = doc.get("baseline") or {}
+        noise = base.get("noise_rel")
+        timer = doc.get("timer")
+        apply = (doc.get("best") or {}).get("apply")
+    else:  # benchmark/1: one table per (size, dtype) case; show the first
+        cases = doc.get("cases") or [{}]
+        rows = [_variant_row(v) for v in cases[0].get("results", [])]
+        best = (cases[0].get("ranking") or {}).get("best")
+        noise = cases[0].get("noise_rel")
+        timer = (doc.get("timing") or {}).get("timer")
+        apply = None
+    best_row = next((r for r in rows if r["name"] == best), None)
+    ev.sections["tuning_runs"] = {"schema": schema, "label": label, "rows": rows, "best": best,
+                                  "best_x": (best_row or {}).get("x_vs_baseline"), "noise_rel": noise,
+                                  "timer": timer, "apply": apply,
+                                  "failed": [r["name"] for r in rows if r["status"] in ("failed", "error")]}
 
 
 def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:

@@ -44,9 +44,13 @@ def impact_text(ev: evidence.Evidence) -> str:
     parts = []
     t = ev.sections.get("timing", {})
     runs = ev.sections.get("tuning_runs")
-    if runs and runs.get("summary"):
-        best = (runs["summary"] or {}).get("best")
-        parts.append(f"Variant measurements ({runs['label']}): best {best}.")
+    if runs and runs.get("rows"):
+        if runs.get("best") and runs.get("best_x"):
+            noise = runs.get("noise_rel")
+            parts.append(f"Best measured variant `{runs['best']}`: {runs['best_x']:.3f}x the baseline"
+                         + (f" (run-to-run noise {100 * noise:.1f}%)" if noise is not None else "") + ".")
+        else:
+            parts.append(f"{len(runs['rows'])} variants measured ({runs['label']}); none beat the baseline.")
     ab = ev.sections.get("fallback_ab")
     if ab and ab.get("speedup_fallback_over_compiled"):
         parts.append(f"Eager fallback: {ab['speedup_fallback_over_compiled']:.3f}x end to end "
