@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     finally:
         if work_ctx is not None:
             work_ctx.cleanup()
-    print(payload["summary"])
+    print(payload["summary"]["text"])
     if payload["best"]["file"]:
         print(f"best variant written to {payload['best']['file']}")
     return 0

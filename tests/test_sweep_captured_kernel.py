@@ -231,6 +231,12 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     assert "BLOCK=128" not in [r["name"] for r in doc["ranking"]["ranked"]]
     best = doc["best"]
     assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
+    assert doc["summary"]["status_counts"] == {"ok": 4, "failed": 1, "error": 0}
+    # the investigation report takes the sweep as its --benchmark input
+    rep = run_script("make_investigation_report.py", "--kernel", "gather_scale", "--out", tmp_path / "rep.md",
+                     "--benchmark", out / "sweep.json", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    assert f"Variant measurements (sweep.json): best {doc['summary']['best']}." in (tmp_path / "rep.md").read_text()
     md = (out / "sweep.md").read_text()
     assert "not performance numbers" in md and "never written" in md and f"## Best: `{best['name']}`" in md
     # the best file runs on its own, with the best variant's config first

@@ -665,11 +665,14 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
                         and (base_ms - best["median_ms"]) / best["median_ms"] <= noise)
     timer = INTERPRETER_TIMER if interpret else "triton.testing.do_bench (median, p20, p80)"
     ok = [r for r in rows if r["status"] == "ok"]
-    summary = (f"{len(plan.variants)} variants, {len(ok)} passed and timed, "
-               f"{len(rows) - len(ok)} failed or errored; best {best_name}"
-               + (f" ({best['x_vs_baseline']:.3f}x baseline" + (", within noise" if within_noise else "") + ")"
-                  if best and best.get("x_vs_baseline") else "")
-               + (" [interpreter: not a performance number]" if interpret else ""))
+    best_text = str(best_name) + (f" ({best['x_vs_baseline']:.3f}x baseline" + (", within noise" if within_noise else "")
+                                  + ")" if best and best.get("x_vs_baseline") else "")
+    if interpret:
+        best_text += " [interpreter: not a performance number]"
+    counts = {k: sum(1 for r in rows if r["status"] == k) for k in ("ok", "failed", "error")}
+    summary = {"text": f"{len(plan.variants)} variants, {len(ok)} passed and timed, "
+                       f"{len(rows) - len(ok)} failed or errored; best {best_text}",
+               "variants": len(plan.variants), "status_counts": counts, "best": best_text, "noise_rel": noise}
     return {
         "kernel_file": plan.kernel_file,
         "kernel": plan.kernel,
