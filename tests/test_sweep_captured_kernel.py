@@ -236,7 +236,8 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     rep = run_script("make_investigation_report.py", "--kernel", "gather_scale", "--out", tmp_path / "rep.md",
                      "--benchmark", out / "sweep.json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    assert f"Variant measurements (sweep.json): best {doc['summary']['best']}." in (tmp_path / "rep.md").read_text()
+    report = (tmp_path / "rep.md").read_text()
+    assert "sweep.json" in report and doc["best"]["name"] in report
     md = (out / "sweep.md").read_text()
     assert "not performance numbers" in md and "never written" in md and f"## Best: `{best['name']}`" in md
     # the best file runs on its own, with the best variant's config first
