@@ -7,8 +7,8 @@
 Online: env check, capture run (autotune_capture_patch + Inductor logs), profile run, peak copy
 bandwidth, then the offline part. Offline (--from-capture): summarize, collect, and for the top-N
 Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
-run where a GPU is present (else a recorded run), and one report per kernel plus an index
-(investigation.md). A failed step is recorded and becomes a gap; it never stops the chain.
+run where a GPU is present (else a recorded run), on a GPU a variant sweep of each kernel the rules
+say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded and becomes a gap; it never stops the chain.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ def main(argv=None) -> int:
     p.add_argument("--probe-variants", default=None,
                    help="probe_compile.py --variants for each kernel (default: its full set)")
     p.add_argument("--no-run", action="store_true", help="do not time standalone kernels")
+    p.add_argument("--no-sweep", action="store_true",
+                   help="on a GPU, do not sweep variants of kernels the rules say to tune")
     p.add_argument("--smoke", action="store_true", help="online: check_env --smoke")
     p.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to judge GB/s against")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
@@ -59,7 +61,8 @@ def main(argv=None) -> int:
             raise InputError(f"{a.from_capture}: no such capture directory")
         mode = "offline"
     archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
-    kernels = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps, a.probe_variants)
+    kernels = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps, a.probe_variants,
+                               sweep=not a.no_sweep)
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
               "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
     pipeline.write_index(out, result)

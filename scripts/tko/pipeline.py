@@ -4,7 +4,9 @@ Online (``investigate.py -- python repro.py``, needs the GPU the repro runs on):
 capture run (the capture patch, Inductor logs, a private Inductor cache), profile run, peak
 bandwidth, then the offline part. Offline (``--from-capture DIR``): summarize, collect, and for
 the top-N Triton kernels inspect, scan, compile-probe and, where a GPU exists or a recorded run
-is present, the standalone timing; then one report per kernel and an index.
+is present, the standalone timing; then one report per kernel and an index. On a GPU, a kernel
+whose report says "continue Triton tuning" is swept (sweep_captured_kernel.py) and its report
+remade with the measured variants.
 
 A step that fails is recorded (status, the error's last line) and the chain goes on: its
 absence shows up as a gap in the reports. Every step is a subprocess running a script of
@@ -149,7 +151,7 @@ def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
 
 
 def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
-            peak_gbps: float | None, probe_variants: str | None = None) -> list[dict]:
+            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True) -> list[dict]:
     out.mkdir(parents=True, exist_ok=True)
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
@@ -220,6 +222,19 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
         env = {"TKO_PEAKS_FILE": str(cap / PEAKS_FILE)} if (cap / PEAKS_FILE).is_file() else None
         chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
         rep = _load(kd / "report.json")
+        # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
+        # and its report is remade with the measured variants.
+        verdict = ((rep or {}).get("decision") or {}).get("verdict")
+        if sweep and verdict == "tune_triton" and local_gpu and standalone.is_file():
+            cmd = script("sweep_captured_kernel.py") + [standalone, "--json-out", kd / "sweep.json",
+                                                       "--markdown-out", kd / "sweep.md",
+                                                       "--best-out", kd / f"best_{kernel}.py"]
+            if (kd / "probe.json").is_file():
+                cmd += ["--probe", kd / "probe.json"]
+            if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
+                chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
+                          output=kd / "report.md", env=env)
+                rep = _load(kd / "report.json")
         reports.append({"kernel": kernel, "dir": str(kd.relative_to(out)),
                         "verdict": (rep or {}).get("decision", {}).get("verdict"),
                         "decision_text": (rep or {}).get("decision_text"),
