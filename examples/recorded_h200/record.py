@@ -2,7 +2,9 @@
 
 On the GPU machine, for each example, the online investigation records a capture directory:
 
-    python examples/recorded_h200/record.py run --work /tmp/rec
+    python examples/recorded_h200/record.py run --work /tmp/rec [--examples pointwise_chain,...] [--budget-s S]
+
+It prints, last, one line per investigated kernel: example, kernel, share of GPU time, decision, rule.
 
 Then, wherever the result was copied to, keep what ``investigate.py --from-capture`` needs:
 
@@ -18,24 +20,42 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ["pointwise_chain", "scatter_index_add"]
+EXAMPLES = ["pointwise_chain", "scatter_index_add", "row_reduction", "tiny_launches", "mlp_train_step",
+            "dynamic_shapes", "user_autotune_kernel"]
 DROP_DIRS = {"fxgraph", "aotautograd"}
 DROP_SUFFIXES = {".so", ".llir", ".cubin", ".pt", ".lock"}
 
 
-def run(work: Path) -> int:
-    rc = 0
-    for name in EXAMPLES:
+def run(work: Path, examples: list[str], budget_s: float) -> int:
+    rc, start, done = 0, time.time(), []
+    for name in examples:
+        if time.time() - start > budget_s:
+            print(f"{name}: skipped (time budget)")
+            continue
+        t0 = time.time()
         cmd = [sys.executable, str(ROOT / "scripts" / "investigate.py"), "--out", str(work / name), "--top", "2",
                "--probe-arch", "none", *(["--smoke"] if name == "pointwise_chain" else []),
                "--", sys.executable, str(ROOT / "examples" / f"{name}.py"), "--steps", "20"]
-        rc |= subprocess.call(cmd)
+        code = subprocess.call(cmd)
+        rc |= code
+        done.append((name, code, time.time() - t0))
+    print("\n== investigate.py online, per example ==")
+    print(f"{'example':22} {'rc':>3} {'s':>6}  {'kernel':48} {'share':>6}  {'verdict':24} rule")
+    for name, code, secs in done:
+        index = work / name / "investigation.json"
+        kernels = json.loads(index.read_text()).get("kernels", []) if index.is_file() else []
+        for k in kernels or [{}]:
+            share = f"{100 * k['share']:.1f}%" if isinstance(k.get("share"), (int, float)) else "-"
+            print(f"{name:22} {code:>3} {secs:6.1f}  {str(k.get('kernel', '-'))[:48]:48} {share:>6}  "
+                  f"{str(k.get('verdict')):24} {k.get('rule')}")
     return rc
 
 
@@ -67,11 +87,15 @@ def main() -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("--work", type=Path, required=True)
+    r.add_argument("--examples", default=",".join(EXAMPLES), help="comma-separated example names")
+    r.add_argument("--budget-s", type=float, default=1e9, help="start no new example after this many seconds")
     q = sub.add_parser("prune")
     q.add_argument("src", type=Path)
     q.add_argument("dst", type=Path)
     a = p.parse_args()
-    return run(a.work) if a.cmd == "run" else prune(a.src, a.dst)
+    if a.cmd == "run":
+        return run(a.work, [n for n in a.examples.split(",") if n], a.budget_s)
+    return prune(a.src, a.dst)
 
 
 if __name__ == "__main__":
