@@ -5,7 +5,8 @@
         --json-out sweep.json --markdown-out sweep.md --best-out best_<kernel>.py
 
 KERNEL.py is a standalone file written by autotune_capture_patch.py.  Variants around its captured
-winner (block sizes x2 and /2, num_warps x2 and /2, num_stages +/-1 for kernels with a loop,
+winner (block sizes x2 and /2, alone and with num_warps scaled alike, num_warps x2 and /2,
+num_stages +/-1 for kernels with a loop,
 waves_per_eu on AMD, and the hint variants a probe_compile.py JSON found to change the ISA) run on
 the captured inputs, each checked against the winner's output on the same inputs; only those that
 pass are timed (do_bench median, p20, p80) and ranked.  The winner is re-timed at the end: the
@@ -85,15 +86,14 @@ def main(argv=None) -> int:
                 raise InputError("no GPU visible: the sweep needs a GPU (or TRITON_INTERPRET=1 to check the "
                                  "path on the CPU, without performance numbers)")
         devices = sweep.visible_devices(opts.devices, interpret)
-        compile_info = None
-        if interpret:
-            compile_info = {"jobs": 0, "seconds": 0.0, "failed": [],
-                            "note": "interpreter: nothing is compiled"}
-        else:
+        warm = None
+        if not interpret:
             jobs = opts.compile_jobs or os.cpu_count() or 1
-            compile_info = sweep.warm_compile(plan, devices, jobs, work, opts.timeout)
+            warm = lambda: sweep.warm_compile(plan, devices, jobs, work, opts.timeout)  # noqa: E731
         run = sweep.run_sweep(plan, devices, opts.workers_per_device, opts.warmup, opts.rep, work, interpret,
-                              timeout=opts.timeout)
+                              timeout=opts.timeout, warm=warm)
+        compile_info = run["compile"] if not interpret else {
+            "jobs": 0, "seconds": 0.0, "failed": [], "note": "interpreter: nothing is compiled"}
         payload = sweep.assemble(plan, run, devices=devices, workers_per_device=opts.workers_per_device,
                                  warmup_ms=opts.warmup, rep_ms=opts.rep, interpret=interpret,
                                  wall_s=time.time() - started, compile_info=compile_info,

@@ -149,3 +149,17 @@ def test_module_version_reads_init_without_metadata(tmp_path, monkeypatch):
     assert versions.package_version("fakepkg_tko") is None
     assert versions.module_version("fakepkg_tko") == "3.1.0+das.opt1"
     assert versions.module_version("no_such_module_tko") is None
+
+
+def test_torch_device_arch_reads_cuda_and_hip_properties():
+    """Recent CUDA builds of torch put the product name in gcnArchName (seen on an H200 with torch
+    2.11: 'NVIDIA H200'); the arch there is sm_<major><minor>. HIP builds name the arch in it."""
+    from types import SimpleNamespace
+
+    from tko.archs import torch_device_arch
+
+    h200 = SimpleNamespace(gcnArchName="NVIDIA H200", major=9, minor=0)
+    assert torch_device_arch(h200, hip=False) == ("sm_90", "sm_90")
+    dcu = SimpleNamespace(gcnArchName="gfx938:sramecc+:xnack-", major=9, minor=3)
+    assert torch_device_arch(dcu, hip=True) == ("gfx938", "gfx938:sramecc+:xnack-")
+    assert torch_device_arch(SimpleNamespace(gcnArchName="", major=None, minor=None)) == (None, None)

@@ -51,9 +51,13 @@ def test_variant_set_from_captured_config(captured, tmp_path):
     plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=probe_doc(), hip=False)
     assert plan.spec["configs"][0]["flat"] == {"BLOCK": 64, "num_stages": 3, "num_warps": 2}
     assert plan.spec["configs"][0]["grid"] == [5]                     # cdiv(300, 64)
-    assert names(plan) == ["baseline", "BLOCK=128", "BLOCK=32", "num_warps=4", "num_warps=1"]
+    assert names(plan) == ["baseline", "BLOCK=128", "BLOCK=128,num_warps=4", "BLOCK=32", "BLOCK=32,num_warps=1",
+                           "num_warps=4", "num_warps=1"]
     by = {v.name: v for v in plan.variants}
     assert by["BLOCK=128"].grid == [3] and by["BLOCK=32"].grid == [10]   # BLOCK multiplies program_id
+    # a block move with num_warps scaled alike: same grid as the block move, work per thread kept
+    assert by["BLOCK=128,num_warps=4"].flat == {"BLOCK": 128, "num_stages": 3, "num_warps": 4}
+    assert by["BLOCK=128,num_warps=4"].grid == [3]
     assert by["num_warps=4"].flat == {"BLOCK": 64, "num_stages": 3, "num_warps": 4}
     assert by["num_warps=4"].grid == [5]
     notes = "\n".join(plan.notes)
@@ -70,9 +74,9 @@ def test_variant_set_from_captured_config(captured, tmp_path):
         'triton.Config({"BLOCK": 64, "waves_per_eu": 4}, num_warps=2, num_stages=3)'
 
     inplace = sweep.build_plan(captured / "add_inplace.py", tmp_path / "i", hip=False, max_variants=3)
-    assert names(inplace) == ["baseline", "BLOCK=256", "BLOCK=64"]
-    assert inplace.dropped == ["num_warps=8", "num_warps=2"]
-    assert "--max-variants 3: not run: num_warps=8, num_warps=2" in inplace.notes
+    assert names(inplace) == ["baseline", "BLOCK=256", "BLOCK=256,num_warps=8"]
+    assert inplace.dropped == ["BLOCK=64", "BLOCK=64,num_warps=2", "num_warps=8", "num_warps=2"]
+    assert "--max-variants 3: not run: BLOCK=64, BLOCK=64,num_warps=2, num_warps=8, num_warps=2" in inplace.notes
 
 
 def test_probe_source_edit_is_the_probes_edit(captured, tmp_path):
@@ -99,13 +103,15 @@ def test_variant_set_of_real_inductor_captures(tmp_path):
     assert plan.spec["configs"][0] == {"flat": {"R0_BLOCK": 2048, "XBLOCK": 1, "num_stages": 1, "num_warps": 16},
                                        "grid": [4096, 1, 1]}
     # a looped reduction: num_stages 1 -> 2 (0 is not a stage count); num_warps 16 is the cap
-    assert names(plan) == ["baseline", "R0_BLOCK=4096", "R0_BLOCK=1024", "XBLOCK=2", "num_warps=8",
-                           "num_stages=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
+    # (no combined move above num_warps 16)
+    assert names(plan) == ["baseline", "R0_BLOCK=4096", "R0_BLOCK=1024", "R0_BLOCK=1024,num_warps=8", "XBLOCK=2",
+                           "num_warps=8", "num_stages=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
     by = {v.name: v for v in plan.variants}
     assert by["XBLOCK=2"].grid == [2048, 1, 1] and by["R0_BLOCK=1024"].grid == [4096, 1, 1]
     per = CAP_H200 / "mlp_train_step" / "triton_per_fused_native_layer_norm_0.py"
     plan = sweep.build_plan(per, tmp_path / "p", hip=False)
-    assert names(plan) == ["baseline", "XBLOCK=2", "num_warps=2"]    # persistent: no loop, XBLOCK=1
+    # persistent: no loop, XBLOCK=1
+    assert names(plan) == ["baseline", "XBLOCK=2", "XBLOCK=2,num_warps=2", "num_warps=2"]
     assert "num_stages not swept: the kernel has no loop, so software pipelining has nothing to do" in plan.notes
 
 
@@ -117,8 +123,9 @@ def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tiny = CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py"
     plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=json.loads((FIX / "tiny_inductor_probe.json").read_text()))
-    assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=128", "num_warps=8", "num_warps=2",
-                           "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4", "pointer_range"]
+    assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=512,num_warps=8", "XBLOCK=128", "XBLOCK=128,num_warps=2",
+                           "num_warps=8", "num_warps=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4",
+                           "pointer_range"]
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
     slot = run["slots"][0]
     assert slot["outputs"] == ["out_ptr0"] and slot["poisoned"] == ["out_ptr0"]
@@ -185,14 +192,16 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     assert "-" in rows["scale_2.5"]["source_diff"] and "* 2.5" in rows["scale_2.5"]["source_diff"]
     assert rows["raises"]["status"] == "error" and "not_defined" in rows["raises"]["error"]
     passed = {n for n, r in rows.items() if r["status"] == "ok"}
-    assert passed == {"baseline", "BLOCK=32", "num_warps=4", "num_warps=1"}
+    assert rows["BLOCK=128,num_warps=4"]["status"] == "failed"           # the same masked-off lanes
+    assert passed == {"baseline", "BLOCK=32", "BLOCK=32,num_warps=1", "num_warps=4", "num_warps=1"}
     for n in passed:
         assert rows[n]["check"]["rel_err"] == 0.0 and rows[n]["median_ms"] > 0
     ranked = [r["name"] for r in payload["ranking"]["ranked"]]
     assert set(ranked) == passed
     times = [rows[n]["median_ms"] for n in ranked]
     assert times == sorted(times)
-    assert {e["name"] for e in payload["ranking"]["excluded"]} == {"BLOCK=128", "scale_2.5", "raises"}
+    assert {e["name"] for e in payload["ranking"]["excluded"]} == {"BLOCK=128", "BLOCK=128,num_warps=4", "scale_2.5",
+                                                                   "raises"}
     assert payload["baseline"]["retime_median_ms"] > 0 and payload["baseline"]["noise_rel"] is not None
     assert run["slots"][0]["poisoned"] == ["out_ptr"] and run["slots"][0]["restored_in_out"] == []
 
@@ -206,7 +215,8 @@ def test_in_out_argument_is_restored_not_poisoned(captured, tmp_path, monkeypatc
     assert slot["outputs"] == ["x_ptr"] and slot["restored_in_out"] == ["x_ptr"] and slot["poisoned"] == []
     # x += y timed many times: without the restore the checks after the first timing would fail
     assert all(r["passed"] and r["check"]["rel_err"] == 0.0 for r in run["records"].values()), run["records"]
-    assert set(run["records"]) == {"baseline", "BLOCK=256", "BLOCK=64", "num_warps=8", "num_warps=2"}
+    assert set(run["records"]) == {"baseline", "BLOCK=256", "BLOCK=256,num_warps=8", "BLOCK=64", "BLOCK=64,num_warps=2",
+                                   "num_warps=8", "num_warps=2"}
 
 
 @pytest.mark.slow
@@ -226,12 +236,12 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     assert {v["slot"] for v in doc["variants"]} <= {"devcpu.w0", "devcpu.w1"}
     assert doc["wall_s"] > 0
     status = {v["name"]: v["status"] for v in doc["variants"]}
-    assert status == {"baseline": "ok", "BLOCK=128": "failed", "BLOCK=32": "ok", "num_warps=4": "ok",
-                      "num_warps=1": "ok"}
+    assert status == {"baseline": "ok", "BLOCK=128": "failed", "BLOCK=128,num_warps=4": "failed", "BLOCK=32": "ok",
+                      "BLOCK=32,num_warps=1": "ok", "num_warps=4": "ok", "num_warps=1": "ok"}
     assert "BLOCK=128" not in [r["name"] for r in doc["ranking"]["ranked"]]
     best = doc["best"]
     assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
-    assert doc["summary"]["status_counts"] == {"ok": 4, "failed": 1, "error": 0}
+    assert doc["summary"]["status_counts"] == {"ok": 5, "failed": 2, "error": 0}
     # the investigation report takes the sweep as its --benchmark input
     rep = run_script("make_investigation_report.py", "--kernel", "gather_scale", "--out", tmp_path / "rep.md",
                      "--benchmark", out / "sweep.json", cwd=tmp_path)

@@ -8,6 +8,7 @@ DCU samples (rocminfo / hipGetDeviceProperties of a BW1000, gfx936).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # The DCU archs this skill targets by default; check_env flags anything else.
 EXPECTED_DCU_ARCHS = ("gfx936", "gfx938")
@@ -55,6 +56,22 @@ ARCHS: dict[str, ArchInfo] = {a.name: a for a in (
     ArchInfo("sm_90", "nvidia", "Hopper", 32, product="H100/H200"),
     ArchInfo("sm_100", "nvidia", "Blackwell", 32),
 )}
+
+
+def torch_device_arch(props: Any, hip: bool = False) -> tuple[str | None, str | None]:
+    """(arch, arch_full) of a ``torch.cuda.get_device_properties`` object.
+
+    HIP builds (ROCm, Hygon DTK) name the arch in ``gcnArchName`` (``gfx938:sramecc+:xnack-``).
+    CUDA builds of recent torch fill that field with the product name (``NVIDIA H200``), so there
+    the arch is ``sm_<major><minor>``; ``hip`` is ``bool(torch.version.hip)``.
+    """
+    gcn = getattr(props, "gcnArchName", None) or None
+    if hip or (gcn and str(gcn).startswith("gfx")):
+        return (normalize(str(gcn)), str(gcn)) if gcn else (None, None)
+    major, minor = getattr(props, "major", None), getattr(props, "minor", None)
+    if major is None or minor is None:
+        return None, None
+    return f"sm_{major}{minor}", f"sm_{major}{minor}"
 
 
 def normalize(arch: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic
+from .archs import torch_device_arch
 
 SCHEMA = "autotune_event/1"
 LOG_NAME = "autotune.log"
@@ -276,11 +277,7 @@ def device_record(index: Any = None, device_type: str | None = None) -> dict | N
         if torch.cuda.is_available():
             idx = torch.cuda.current_device() if index is None else int(index)
             props = torch.cuda.get_device_properties(idx)
-            gcn = getattr(props, "gcnArchName", "") or ""
-            if getattr(torch.version, "hip", None) and gcn:
-                arch = gcn.split(":")[0]
-            else:
-                arch = f"sm_{props.major}{props.minor}"
+            arch = torch_device_arch(props, bool(getattr(torch.version, "hip", None)))[0]
             rec = {"name": props.name, "arch": arch, "index": idx,
                    "warp_size": getattr(props, "warp_size", None),
                    "backend": "hip" if getattr(torch.version, "hip", None) else "cuda"}

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import InputError, ToolFailure
+from .archs import torch_device_arch
 
 SCHEMA = "device_peak/1"
 STORE_ENV = "TKO_PEAKS_FILE"
@@ -214,13 +215,10 @@ def current_device(index: int | None = None) -> dict:
         raise ToolFailure("no GPU visible to torch: nothing to measure")
     idx = torch.cuda.current_device() if index is None else index
     props = torch.cuda.get_device_properties(idx)
-    gcn = getattr(props, "gcnArchName", None)
-    if torch.version.hip or (gcn and str(gcn).startswith("gfx")):
-        arch, backend = _norm_arch(str(gcn)) if gcn else None, "hip"
-    else:
-        arch, backend = f"sm_{props.major}{props.minor}", "cuda"
-    return {"index": idx, "name": props.name, "arch": arch, "backend": backend,
-            "arch_full": str(gcn) if gcn else arch,
+    hip = bool(torch.version.hip) or str(getattr(props, "gcnArchName", "")).startswith("gfx")
+    arch, arch_full = torch_device_arch(props, hip)
+    return {"index": idx, "name": props.name, "arch": arch, "backend": "hip" if hip else "cuda",
+            "arch_full": arch_full,
             "l2_bytes": getattr(props, "L2_cache_size", None),
             "memory_bytes": getattr(props, "total_memory", None),
             "compute_units": getattr(props, "multi_processor_count", None)}

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import kernel_source, offline_compile, probe, standalone
 from .errors import InputError, ToolFailure
@@ -215,6 +215,14 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
             if grid != grid0:
                 desc += f"; grid {grid0} -> {grid}"
             variants.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
+            # the same block move with num_warps scaled alike keeps the work per thread: the move
+            # that a block change alone cannot make when the winner is register- or lane-bound
+            warps0 = int(flat0.get("num_warps") or 4)
+            warps_new = int(warps0 * factor)
+            if 1 <= warps_new <= 16 and warps_new != warps0:
+                variants.append(Variant(f"{key}={new},num_warps={warps_new}", "config",
+                                        f"{desc}; num_warps {warps0} -> {warps_new}",
+                                        dict(flat, num_warps=warps_new), grid, kernel_file))
     warps = int(flat0.get("num_warps") or 4)
     for new, label in ((warps * 2, "x2"), (warps // 2, "/2")):
         if 1 <= new <= 16 and new != warps:
@@ -519,8 +527,14 @@ def warm_compile(plan: Plan, devices: list, jobs: int, work: Path, timeout: floa
 
 
 def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
-              work: Path, interpret: bool, timeout: float = 600.0, retime_baseline: bool = True) -> dict:
-    """Run every variant of ``plan`` over (device x worker) slots; returns records, slots, baseline re-time."""
+              work: Path, interpret: bool, timeout: float = 600.0, retime_baseline: bool = True,
+              warm: Callable[[], dict] | None = None) -> dict:
+    """Run every variant of ``plan`` over (device x worker) slots; returns records, slots, baseline re-time.
+
+    ``warm`` (the compile step) runs while the timing workers start (import, device context, the
+    winner's reference outputs); no variant is timed before it has finished, so compiles never
+    share the GPU or the CPU with a timed run.
+    """
     device_str = "cpu" if interpret else "cuda"
     baseline = plan.variants[0]
     setup = {"mode": "run", "base_file": plan.kernel_file, "device": device_str, "warmup_ms": warmup_ms,
@@ -532,6 +546,26 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
     slots_info: list[dict] = []
     workers: dict[str, WorkerProcess] = {}
     lock = threading.Lock()
+    gate = threading.Event()
+    warmed: dict = {}
+    phase: dict = {}
+
+    def warm_then_open() -> None:
+        try:
+            warmed.update(warm())
+        except Exception as exc:  # the timing workers compile on their own then; say why
+            warmed.update(failed=[], error=f"{type(exc).__name__}: {exc}")
+        finally:
+            phase["timing_started"] = time.time()
+            gate.set()
+
+    if warm is None:
+        phase["timing_started"] = time.time()
+        gate.set()
+        warm_thread = None
+    else:
+        warm_thread = threading.Thread(target=warm_then_open)
+        warm_thread.start()
 
     def start(slot: str, dev) -> tuple[WorkerProcess | None, dict]:
         w = WorkerProcess(slot, dev, setup, work / f"{slot}.log")
@@ -552,6 +586,7 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
             slots_info.append(info)
         if w is None:
             return
+        gate.wait()
         while True:
             try:
                 task = tasks.get_nowait()
@@ -585,6 +620,9 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
         t.start()
     for t in threads:
         t.join()
+    if warm_thread is not None:
+        warm_thread.join()
+    timing_s = round(time.time() - phase["timing_started"], 3)
     retime = None
     try:
         if not any(s["ready"] for s in slots_info):
@@ -600,7 +638,8 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
         for w in workers.values():
             w.close()
     slots_info.sort(key=lambda s: s["slot"])
-    return {"records": records, "slots": slots_info, "retime": retime}
+    return {"records": records, "slots": slots_info, "retime": retime, "timing_s": timing_s,
+            "compile": warmed if warm is not None else None}
 
 
 # --------------------------------------------------------------------------- results
@@ -697,6 +736,7 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
         "notes": plan.notes + shared + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"]
                                         if interpret else []),
         "wall_s": round(wall_s, 3),
+        "timing_s": run.get("timing_s"),
         "summary": summary,
         "cases": [{k: r[k] for k in ("name", "status", "median_ms", "x_vs_baseline", "gb_per_s")} for r in rows],
     }
@@ -755,7 +795,7 @@ def markdown(payload: dict) -> str:
              f"Kernel file `{payload['kernel_file']}` ({payload['launch']} launch). Timer: {payload['timer']}, "
              f"warm-up {payload['warmup_ms']:g} ms, rep {payload['rep_ms']:g} ms, the same for every variant. "
              f"{len(payload['slots'])} worker(s) over {len(payload['devices'])} device(s); wall time "
-             f"{payload['wall_s']:.1f} s.", ""]
+             f"{payload['wall_s']:.1f} s, of which timing {_fmt(payload.get('timing_s'), '.1f')} s.", ""]
     if interp:
         lines += ["**Interpreter run (TRITON_INTERPRET=1): the times below are not performance numbers.**", ""]
     b = payload["baseline"]

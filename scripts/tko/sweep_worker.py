@@ -26,6 +26,8 @@ import time
 import traceback
 from typing import Any
 
+from .archs import torch_device_arch
+
 MESSAGE_PREFIX = "TKO_SWEEP "
 INTERPRETER_TIMER = "interpreter: not a performance number"
 
@@ -283,7 +285,7 @@ def main() -> int:
         if setup["device"].startswith("cuda"):
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
             name = props.name
-            arch = (getattr(props, "gcnArchName", "") or "").split(":")[0] or f"sm_{props.major}{props.minor}"
+            arch = torch_device_arch(props, bool(getattr(torch.version, "hip", None)))[0]
         _send({"ready": True, "device_name": name, "device_arch": arch, **info})
     except Exception as exc:
         _send({"ready": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
