@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device call, two GPUs side by side: the capture suite (issue "capture": standalone vs program,
+# CUDA-graph timer) on GPU 0 and investigate.py online on the examples on GPU 1.  Results under $OUT.
+set -u
+export PYTHONUNBUFFERED=1
+EXAMPLES=${EXAMPLES:-row_reduction,tiny_launches,mlp_train_step,dynamic_shapes,user_autotune_kernel}
+LIMIT=${LIMIT:-470}
+mkdir -p "$OUT/suite"
+CUDA_VISIBLE_DEVICES=1 timeout "$LIMIT" python examples/recorded_h200/record.py run --work /tmp/rec \
+    --examples "$EXAMPLES" --budget-s $((LIMIT - 120)) > "$OUT/investigate_log.txt" 2>&1 &
+inv=$!
+CUDA_VISIBLE_DEVICES=0 timeout "$LIMIT" python tests/gpu/run_gpu_suite.py --work /tmp/gs --out "$OUT/suite" \
+    --timer both --budget-s $((LIMIT - 120)) > "$OUT/suite/stdout.txt" 2>&1
+wait $inv
+python examples/recorded_h200/record.py prune /tmp/rec /tmp/rec_pruned > /dev/null 2>&1
+tar czf "$OUT/recorded.tar.gz" -C /tmp rec_pruned
+# the reports and indexes of each online run (not the capture, which the pruned copy holds)
+(cd /tmp/rec && tar czf "$OUT/investigations.tar.gz" --exclude='*/capture' --exclude='*.pt' --exclude='*.so' \
+    --exclude='*.cubin' --exclude='*.llir' .)
+ls -la "$OUT" "$OUT/suite"
+sed -n '/== capture per example ==/,$p' "$OUT/suite/stdout.txt"
+sed -n '/== investigate.py online/,$p' "$OUT/investigate_log.txt"
