@@ -428,3 +428,38 @@ def test_measure_peak_bandwidth_on_gpu(run_script, tmp_path):
     if table and table["basis"] == "copy_gbps":
         # the same device measured elsewhere: within a factor 1.5 either way
         assert 1 / 1.5 < rec["copy_gbps"] / table["peak_gbps"] < 1.5
+
+
+def test_nondeterministic_reference_widens_the_bound_by_its_own_spread():
+    """Float atomics: a re-run of the winner itself differed by 1.2e-3 in one element on an H200
+    (the index_add kernel of examples/scatter_index_add.py). The gate holds a variant to the
+    winner's own spread, and still rejects a real error."""
+    import torch
+
+    from tko.bench import NONDETERMINISM_MARGIN, check_outputs, self_difference
+
+    torch.manual_seed(0)
+    ref = torch.randn(4096) * 10
+    ref[7] = 1e-3                                   # a near-cancelled sum: tiny |ref|
+    rerun = ref.clone()
+    rerun[7] += 1.2e-3                              # another atomic order
+    assert not check_outputs(rerun, ref).passed    # bit-exact-ish bound: the winner fails itself
+    spread = self_difference([ref.clone(), rerun], ref)
+    assert spread["max_abs"] == pytest.approx(1.2e-3, rel=1e-3) and spread["runs"] == 2
+    assert spread["slack"] == pytest.approx(NONDETERMINISM_MARGIN * 1.2e-3, rel=1e-3)
+    variant = ref.clone()
+    variant[100] -= 2e-3                            # a different order, somewhat larger
+    res = check_outputs([variant], [ref], abs_slack=[spread["slack"]])
+    assert res.passed and res.tolerance["abs_slack"] == spread["slack"]
+    wrong = ref.clone()
+    wrong[100] += 1.0                               # a real bug is far outside that spread
+    res = check_outputs([wrong], [ref], abs_slack=[spread["slack"]])
+    assert not res.passed
+    one_off = ref.clone()
+    one_off[100] += 0.01                            # one element: caught by the widened element bound
+    res = check_outputs([one_off], [ref], abs_slack=[spread["slack"]])
+    assert not res.passed and "+ 0.0048" in res.reason and res.mismatch_count == 1
+    # deterministic reference: no slack at all; integers that change cannot be excused
+    assert self_difference([ref.clone()], ref)["slack"] == 0.0
+    ints = torch.arange(10)
+    assert self_difference([ints + 1], ints)["integer_changed"] is True

@@ -213,6 +213,9 @@ def test_in_out_argument_is_restored_not_poisoned(captured, tmp_path, monkeypatc
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
     slot = run["slots"][0]
     assert slot["outputs"] == ["x_ptr"] and slot["restored_in_out"] == ["x_ptr"] and slot["poisoned"] == []
+    # a deterministic winner: its re-runs match its first output exactly, so no slack
+    assert slot["self_difference"] == [{"output": "x_ptr", "runs": 4, "max_abs": 0.0, "slack": 0.0,
+                                        "integer_changed": False}]
     # x += y timed many times: without the restore the checks after the first timing would fail
     assert all(r["passed"] and r["check"]["rel_err"] == 0.0 for r in run["records"].values()), run["records"]
     assert set(run["records"]) == {"baseline", "BLOCK=256", "BLOCK=256,num_warps=8", "BLOCK=64", "BLOCK=64,num_warps=2",

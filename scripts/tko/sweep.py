@@ -581,6 +581,7 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
                 "device_arch": ready.get("device_arch"),
                 "ready": w is not None, "error": ready.get("error"), "outputs": ready.get("outputs"),
                 "poisoned": ready.get("poisoned"), "restored_in_out": ready.get("restored_in_out"),
+                "self_difference": ready.get("self_difference"),
                 "variants": []}
         with lock:
             slots_info.append(info)

@@ -29,6 +29,7 @@ from typing import Any
 from .archs import torch_device_arch
 
 MESSAGE_PREFIX = "TKO_SWEEP "
+SELF_CHECK_RUNS = 4          # re-runs of the winner that measure its own run-to-run difference
 INTERPRETER_TIMER = "interpreter: not a performance number"
 
 
@@ -97,6 +98,7 @@ class Worker:
             self.saved = [self._storages(self.arg_sets[0])]
         self.names = [d.get("name") or f"arg{i}" for i, d in enumerate(self.spec["args"])]
         self.rotate_max = rotate_max
+        self.slack: list[float] | float = 0.0     # per output, from the winner's re-runs (find_outputs)
 
     # ---------------------------------------------------------------- arguments
 
@@ -130,8 +132,9 @@ class Worker:
     # ---------------------------------------------------------------- outputs and reference
 
     def find_outputs(self, baseline: dict) -> dict:
-        """Which tensor arguments the kernel writes, which of them may be poisoned; the reference."""
-        from .bench import poison_
+        """Which tensor arguments the kernel writes, which of them may be poisoned; the reference
+        and how much the winner's own re-runs differ from it."""
+        from .bench import poison_, self_difference
 
         torch = self.torch
         args = self.arg_sets[0]
@@ -160,9 +163,24 @@ class Worker:
         self.reference = [first[i] for i in written]
         if not written:
             raise RuntimeError("the captured winner wrote none of its tensor arguments")
+        # re-runs of the winner: float atomics give a slightly different result each time, and a
+        # variant is held to the winner's own spread, not to bit-exactness it cannot have
+        reruns: dict = {i: [] for i in written}
+        with _env_applied(baseline.get("env") or {}):
+            for _ in range(SELF_CHECK_RUNS):
+                self.restore()
+                for i in poisonable:
+                    poison_(args[i])
+                call()
+                self.sync()
+                for i in written:
+                    reruns[i].append(args[i].clone())
+        spread = [self_difference(reruns[i], first[i]) for i in written]
+        self.slack = [d["slack"] for d in spread]
         return {"outputs": [self.names[i] for i in written],
                 "poisoned": [self.names[i] for i in poisonable],
-                "restored_in_out": [self.names[i] for i in written if i not in poisonable]}
+                "restored_in_out": [self.names[i] for i in written if i not in poisonable],
+                "self_difference": [dict(d, output=self.names[i]) for d, i in zip(spread, written)]}
 
     def _build_pristine(self) -> dict:
         torch = self.torch
@@ -189,7 +207,8 @@ class Worker:
                     poison_(args[i])
                 call()
                 self.sync()
-                check = check_outputs([args[i] for i in self.outputs], self.reference)
+                check = check_outputs([args[i] for i in self.outputs], self.reference,
+                                      abs_slack=self.slack)
                 record["check"] = check.to_dict()
                 record["passed"] = check.passed
                 if not check.passed or not timed:
