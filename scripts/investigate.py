@@ -61,10 +61,10 @@ def main(argv=None) -> int:
             raise InputError(f"{a.from_capture}: no such capture directory")
         mode = "offline"
     archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
-    kernels = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps, a.probe_variants,
-                               sweep=not a.no_sweep)
+    kernels, program = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
+                                        a.probe_variants, sweep=not a.no_sweep)
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
-              "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
+              "program": program, "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
     pipeline.write_index(out, result)
     print(pipeline.index_markdown(result))
     failed = [s for s in chain.steps if s.status != "ok"]

@@ -42,6 +42,8 @@ def test_hot_memory_inefficient_kernel_is_tuned_with_cited_evidence():
     (dict(mean_us=3.0, calls=640), "launch_bound", "rewrite_model"),
     (dict(pct_copy_peak=0.2, valu_per_byte=9.0), "arithmetic_bound", "rewrite_model"),
     (dict(multi_pass=True, pct_copy_peak=0.3), "multi_pass_reduction", "disable_compiled_region"),
+    (dict(multi_pass=True, pct_copy_peak=0.1, dynamic_sizes=True, dynamic_size_args="ks0"),
+     "dynamic_shape_multi_pass", "rewrite_model"),
 ])
 def test_rule_fires_and_decides(override, rule, verdict):
     d = decide.decide(facts(**{**HOT, **override}), RULES)
@@ -58,6 +60,10 @@ def test_rule_fires_and_decides(override, rule, verdict):
     (dict(mean_us=3.0, calls=5), "launch_bound"),                 # tiny but rare
     (dict(pct_copy_peak=0.2, valu_per_byte=3.95), "arithmetic_bound"),  # tanh-GELU PTX, memory-bound
     (dict(multi_pass=True, pct_copy_peak=0.7), "multi_pass_reduction"),
+    (dict(mean_us=8.8, calls=23), "launch_bound"),                # slow, not at the launch floor
+    (dict(multi_pass=True, pct_copy_peak=0.1, dynamic_sizes=False), "dynamic_shape_multi_pass"),
+    (dict(multi_pass=False, pct_copy_peak=0.1, dynamic_sizes=True), "dynamic_shape_multi_pass"),
+    (dict(multi_pass=True, pct_copy_peak=0.6, dynamic_sizes=True), "dynamic_shape_multi_pass"),
 ])
 def test_rule_stays_silent_just_outside_its_evidence(override, rule):
     assert rule not in fired_ids(decide.decide(facts(**{**HOT, **override}), RULES))
@@ -119,3 +125,28 @@ def test_malformed_rules_are_input_errors(bad):
 def test_every_threshold_cites_a_source():
     for name, t in RULES["thresholds"].items():
         assert isinstance(t, dict) and t.get("source"), name
+
+
+@pytest.mark.parametrize("example,verdict", [
+    ("tiny_launches", "rewrite_model"),         # 64 kernels of ~1 us, each 1.5 %, together 100 %
+    ("pointwise_chain", None), ("scatter_index_add", None), ("row_reduction", None),
+    ("mlp_train_step", None),                   # 207 short launches, but 1.1 % of the time
+    ("dynamic_shapes", None),                   # 8.3 us mean: slow kernels, not launch-bound
+])
+def test_program_rules_on_recorded_h200_profiles(example, verdict):
+    import json
+
+    from conftest import ROOT
+    from tko import pipeline
+
+    profile = json.loads((ROOT / "examples" / "recorded_h200" / example / "profile" / "profile.json").read_text())
+    program = pipeline.program_decision(profile, "profile.json")
+    assert program["verdict"] == verdict
+    if verdict:
+        assert program["rule"] == "many_tiny_launches"
+        assert program["facts"]["tiny_kernel_share"]["value"] == pytest.approx(1.0)
+        assert program["facts"]["tiny_kernel_launches"]["value"] == 1600
+        assert "1600 launches of 65 kernels" in program["says"]
+        firing = program["fired"][0]
+        assert {e["fact"] for e in firing["evidence"]} == {"tiny_kernel_share", "tiny_kernel_launches"}
+        assert all("profile.json: ranking[" in e["source"] for e in firing["evidence"])

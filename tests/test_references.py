@@ -597,7 +597,7 @@ def test_quoted_decision_thresholds_match_rules():
         pytest.skip("decision_rules.yaml not present")
     rules = yaml.safe_load(rules_path.read_text(encoding="utf-8"))
     thresholds = {k: v["value"] for k, v in rules["thresholds"].items()}
-    rule_ids = {r["id"] for r in rules["rules"]}
+    rule_ids = {r["id"] for r in rules["rules"] + rules.get("program_rules", [])}
     text = _text("optimization_patterns.md")
     section = text.split("## 0.", 1)[1].split("\n## ", 1)[0]
     quoted = re.findall(r"`([a-z_]+)` ([0-9]+(?:\.[0-9]+)?)", section)

@@ -8,7 +8,7 @@ It prints, last, one line per investigated kernel: example, kernel, share of GPU
 
 Then, wherever the result was copied to, keep what ``investigate.py --from-capture`` needs:
 
-    python examples/recorded_h200/record.py prune /tmp/rec examples/recorded_h200
+    python examples/recorded_h200/record.py prune /tmp/rec examples/recorded_h200 [--slim tiny_launches]
 
 Pruning keeps each ``<example>/capture/`` except Inductor's FX-graph and AOT-autograd caches,
 launcher .so files, LLVM IR and cubins, and saved input tensors; gzip-compresses the profiler
@@ -59,14 +59,30 @@ def run(work: Path, examples: list[str], budget_s: float) -> int:
     return rc
 
 
-def prune(src: Path, dst: Path) -> int:
+def _slim_keep(rel: Path, investigated: set[str]) -> bool:
+    """What a slim copy keeps: the ranked profile (not the trace), the capture log, the standalone
+    files and Triton cache entries of the investigated kernels, the environment and peak records."""
+    parts = rel.parts
+    if parts[0] == "inductor_cache":
+        return "triton" in parts and rel.name.split(".")[0].removeprefix("__grp__") in investigated
+    if parts[0] == "profile":
+        return rel.name in ("profile.json", "profile.md")
+    if parts[0] == "autotune_kernels":
+        return rel.name == "autotune.log" or (len(parts) == 2 and rel.stem in investigated)
+    return len(parts) == 1 and rel.name in ("triton_env.json", "device_peaks.json")
+
+
+def prune(src: Path, dst: Path, slim: set[str] = frozenset()) -> int:
     for example in sorted(p for p in src.iterdir() if (p / "capture").is_dir()):
         out = dst / example.name
         if out.exists():
             shutil.rmtree(out)
+        investigated = {p.parent.name for p in (example / "kernels").glob("*/run.json")}
         for path in sorted((example / "capture").rglob("*")):
             rel = path.relative_to(example / "capture")
             if not path.is_file() or path.suffix in DROP_SUFFIXES or DROP_DIRS & set(rel.parts):
+                continue
+            if example.name in slim and not _slim_keep(rel, investigated):
                 continue
             target = out / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -92,10 +108,12 @@ def main() -> int:
     q = sub.add_parser("prune")
     q.add_argument("src", type=Path)
     q.add_argument("dst", type=Path)
+    q.add_argument("--slim", default="", help="comma-separated examples to keep only the ranked profile, the "
+                   "capture log and the investigated kernels of (no trace, Inductor cache or compile log)")
     a = p.parse_args()
     if a.cmd == "run":
         return run(a.work, [n for n in a.examples.split(",") if n], a.budget_s)
-    return prune(a.src, a.dst)
+    return prune(a.src, a.dst, {n for n in a.slim.split(",") if n})
 
 
 if __name__ == "__main__":

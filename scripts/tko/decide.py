@@ -66,7 +66,9 @@ def validate_rules(data: Any, path: Path | str = "rules") -> None:
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
         raise InputError(f"{path}: expected a mapping with a 'rules' list")
     thresholds = data.get("thresholds", {})
-    for rule in data["rules"]:
+    if not isinstance(data.get("program_rules", []), list):
+        raise InputError(f"{path}: 'program_rules' must be a list")
+    for rule in data["rules"] + data.get("program_rules", []):
         rid = rule.get("id", "?")
         if rule.get("verdict") not in VERDICTS:
             raise InputError(f"{path}: rule {rid}: verdict must be one of {', '.join(VERDICTS)}")
@@ -148,14 +150,16 @@ def _format(text: str, values: dict) -> str:
     return Fmt().vformat(text, (), _SafeDict(values))
 
 
-def decide(facts: dict[str, Fact], rules: dict | None = None, kernel: str = "") -> Decision:
-    """Fire every rule on ``facts``; the lowest-priority deciding rule gives the verdict."""
+def decide(facts: dict[str, Fact], rules: dict | None = None, kernel: str = "", scope: str = "rules") -> Decision:
+    """Fire every rule on ``facts``; the lowest-priority deciding rule gives the verdict.
+
+    ``scope`` is ``rules`` (one kernel's facts) or ``program_rules`` (the whole profile's)."""
     rules = rules if rules is not None else load_rules()
     thresholds = rules.get("thresholds", {})
     threshold_values = {k: _threshold(k, thresholds) for k in thresholds}
     fired: list[Firing] = []
     all_missing: set[str] = set()
-    for rule in rules["rules"]:
+    for rule in rules.get(scope, []):
         used: dict[str, Fact] = {}
         missing: set[str] = set()
         if all(_holds(c, facts, thresholds, used, missing) for c in rule.get("when", [])):

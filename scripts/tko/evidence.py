@@ -62,6 +62,31 @@ def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:
     ev.fact("mean_us", rec.get("mean_us"), f"{where}.mean_us")
 
 
+def program_facts(doc: dict, label: str, tiny_us: float) -> dict:
+    """Facts about the whole profiled program (``program_rules``): how much GPU time sits in
+    kernels too short to be anything but launch-bound."""
+    ranked, field_name = (doc.get("ranking"), "ranking") if doc.get("ranking") else (doc.get("kernels") or [], "kernels")
+    summary = doc.get("summary") or {}
+    def mean_us(k: dict) -> float | None:
+        if isinstance(k.get("mean_us"), (int, float)):
+            return k["mean_us"]
+        calls, total = k.get("calls"), k.get("total_us")        # the compact ranking rows
+        return total / calls if isinstance(total, (int, float)) and calls else None
+
+    timed = [k for k in ranked if mean_us(k) is not None]
+    tiny = [k for k in timed if mean_us(k) < tiny_us]
+    where = f"{label}: {field_name}[total_us / calls < {tiny_us:g}]"
+    facts = {}
+    if timed:
+        facts["tiny_kernel_share"] = Fact(round(sum(k.get("share") or 0.0 for k in tiny), 6), f"{where}.share, summed")
+        facts["tiny_kernel_launches"] = Fact(sum(k.get("calls") or 0 for k in tiny), f"{where}.calls, summed")
+        facts["tiny_kernels"] = Fact(len(tiny), f"{where}: count of {len(timed)} kernels")
+    if summary.get("dispatches") and summary.get("kernel_time_us") is not None:
+        facts["mean_kernel_us"] = Fact(round(summary["kernel_time_us"] / summary["dispatches"], 3),
+                                       f"{label}: summary.kernel_time_us / summary.dispatches")
+    return facts
+
+
 def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no autotune summary (summarize_autotune_log.py): configs tried unknown")
@@ -136,6 +161,12 @@ def from_meta(ev: Evidence, doc: dict | None, label: str) -> None:
             f"{where}.memory_ops/atomics (kind=scatter or indirect offset)")
     # Multi-pass: an input pointer loaded at several places of a reduction kernel (Inductor's
     # looped reductions re-read the row once per pass).
+    # Inductor passes the symbolic sizes of a dynamic-shape graph as ks0, ks1, ... scalars
+    dynamic = [p["name"] for p in k.get("params", []) if p.get("kind") == "scalar"
+               and re.fullmatch(r"ks\d+", str(p.get("name")))]
+    ev.sections["meta"]["dynamic_size_args"] = dynamic
+    ev.fact("dynamic_sizes", bool(dynamic), f"{where}.params (scalars named ks<N>: {dynamic or 'none'})")
+    ev.fact("dynamic_size_args", ", ".join(dynamic) or None, f"{where}.params")
     if k.get("reductions"):
         bases: dict[str, int] = {}
         for o in loads:

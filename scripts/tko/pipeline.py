@@ -27,6 +27,7 @@ from pathlib import Path
 from . import atomic
 from .artifact import dumps
 from .errors import InputError
+from .report import DECISION_TEXT
 
 SCRIPTS = Path(__file__).resolve().parents[1]
 
@@ -175,6 +176,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                       "--markdown-out", out / "profile.md"], output=out / "profile.json")
             profile_json = out / "profile.json"
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
+    program = program_decision(profile, str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap)
+                                            else profile_json.relative_to(out)))
     kernels = top_kernels(profile, summary, top)
     env_json = cap / ENV_FILE
     local_gpu = gpu_available()
@@ -241,12 +244,32 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                         "rule": (rep or {}).get("decision", {}).get("rule"),
                         "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
                         "gaps": len((rep or {}).get("gaps", [])) if rep else None})
-    return reports
+    return reports, program
+
+
+def program_decision(profile: dict | None, label: str) -> dict | None:
+    """The ``program_rules`` of decision_rules.yaml on the whole profile: what no single kernel shows."""
+    if not profile:
+        return None
+    from . import evidence
+    from .decide import _threshold, decide, load_rules
+
+    rules = load_rules()
+    facts = evidence.program_facts(profile, label, _threshold("launch_bound_mean_us", rules.get("thresholds", {})))
+    decision = decide(facts, rules, scope="program_rules")
+    chosen = next((f for f in decision.fired if f.rule == decision.rule), None)
+    return {"verdict": decision.verdict, "rule": decision.rule, "says": chosen.says if chosen else None,
+            "fired": [f.__dict__ for f in decision.fired],
+            "facts": {k: {"value": f.value, "source": f.source} for k, f in facts.items()}}
 
 
 def index_markdown(result: dict) -> str:
-    lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", "",
-             "| kernel | share of GPU time | decision | rule | gaps | report |", "|---|---|---|---|---|---|"]
+    lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
+    program = result.get("program") or {}
+    if program.get("verdict"):
+        lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
+                  f"(rule `{program['rule']}`): {program['says']}", ""]
+    lines += ["| kernel | share of GPU time | decision | rule | gaps | report |", "|---|---|---|---|---|---|"]
     for r in result["kernels"]:
         share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
         lines.append(f"| `{r['kernel']}` | {share} | {r.get('decision_text') or 'n/a'} | {r.get('rule') or ''} | "
