@@ -246,6 +246,8 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     best = doc["best"]
     assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
     assert doc["summary"]["status_counts"] == {"ok": 5, "failed": 2, "error": 0}
+    for v in doc["variants"]:   # where each variant's seconds went; only passing variants are timed
+        assert set(v["phase_s"]) == ({"prepare", "first_launch_and_check"} | ({"timing"} if v["status"] == "ok" else set()))
     # the investigation report takes the sweep as its --benchmark input
     rep = run_script("make_investigation_report.py", "--kernel", "gather_scale", "--out", tmp_path / "rep.md",
                      "--benchmark", out / "sweep.json", cwd=tmp_path)

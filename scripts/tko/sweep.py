@@ -686,7 +686,7 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
                    x_vs_baseline=(base_ms / ms) if ms and base_ms else None,
                    gb_per_s=gb_per_s(num_bytes, ms) if not interpret else None,
                    slot=rec.get("slot"), device_index=rec.get("device_index"), device_name=rec.get("device_name"),
-                   seconds=rec.get("seconds"))
+                   seconds=rec.get("seconds"), phase_s=rec.get("phase_s"))
         row["pct_of_copy_peak"] = peaks.percent_of_peak(row["gb_per_s"], peak)
         row["within_noise"] = (v.name != "baseline" and ms is not None and noise is not None
                                and _rel(ms, base_ms) is not None and _rel(ms, base_ms) <= noise)

@@ -198,10 +198,14 @@ class Worker:
         from .bench import check_outputs, poison_
 
         record: dict[str, Any] = {"name": variant["name"]}
+        # where a variant's seconds go: loading/compiling it, its first launch and check, timing
+        phases = record["phase_s"] = {}
         args = self.arg_sets[0]
+        t0 = time.perf_counter()
         try:
             with _env_applied(variant.get("env") or {}):
                 call = self.make_call(variant, args)
+                phases["prepare"] = round(time.perf_counter() - t0, 4)
                 self.restore()
                 for i in self.poisonable:
                     poison_(args[i])
@@ -209,11 +213,14 @@ class Worker:
                 self.sync()
                 check = check_outputs([args[i] for i in self.outputs], self.reference,
                                       abs_slack=self.slack)
+                phases["first_launch_and_check"] = round(time.perf_counter() - t0 - phases["prepare"], 4)
                 record["check"] = check.to_dict()
                 record["passed"] = check.passed
                 if not check.passed or not timed:
                     return record
+                t1 = time.perf_counter()
                 record["timing"] = self.time_variant(variant, call)
+                phases["timing"] = round(time.perf_counter() - t1, 4)
         except Exception as exc:
             record.update(passed=False, error=f"{type(exc).__name__}: {exc}".splitlines()[0][:500],
                           error_tail=traceback.format_exc().splitlines()[-6:])
