@@ -148,6 +148,8 @@ def main() -> int:
             for f in sorted(cdir.glob("*")):
                 if f.is_file():
                     tar.add(f, arcname=f"{case}/{f.name}")
+            for f in sorted(cdir.glob("*.work/*.log")):     # worker logs: where a slow variant's time went
+                tar.add(f, arcname=f"{case}/{f.parent.name}/{f.name}")
             for f in sorted((cdir / "capture").glob("*")):
                 if f.is_file():
                     tar.add(f, arcname=f"{case}/capture/{f.name}")
