@@ -2,7 +2,7 @@
 """The whole investigation in one command.
 
     python scripts/investigate.py --out investigation -- python repro.py --steps 20   # on the GPU
-    python scripts/investigate.py --from-capture examples/recorded_h200 --out investigation  # anywhere
+    python scripts/investigate.py --from-capture examples/recorded_h200/pointwise_chain --out investigation  # anywhere
 
 Online: env check, capture run (autotune_capture_patch + Inductor logs), profile run, peak copy
 bandwidth, then the offline part. Offline (--from-capture): summarize, collect, and for the top-N
