@@ -78,6 +78,14 @@ def _env_applied(env: dict):
     return scope()
 
 
+def _merge_spread(runs: list[dict]) -> dict:
+    """One ``self_difference`` record from several single-run records."""
+    changed = any(r["integer_changed"] for r in runs)
+    worst = max((r["max_abs"] or 0.0) for r in runs) if not changed else None
+    return {"runs": len(runs), "max_abs": worst, "integer_changed": changed,
+            "slack": max(r["slack"] for r in runs) if not changed else 0.0}
+
+
 class Worker:
     def __init__(self, base_file: str, device: str, warmup_ms: float, rep_ms: float, rotate_max: int,
                  compile_only: bool = False):
@@ -165,7 +173,8 @@ class Worker:
             raise RuntimeError("the captured winner wrote none of its tensor arguments")
         # re-runs of the winner: float atomics give a slightly different result each time, and a
         # variant is held to the winner's own spread, not to bit-exactness it cannot have
-        reruns: dict = {i: [] for i in written}
+        # (compared run by run, so no extra copy of a large output is kept)
+        per_run: dict = {i: [] for i in written}
         with _env_applied(baseline.get("env") or {}):
             for _ in range(SELF_CHECK_RUNS):
                 self.restore()
@@ -174,8 +183,8 @@ class Worker:
                 call()
                 self.sync()
                 for i in written:
-                    reruns[i].append(args[i].clone())
-        spread = [self_difference(reruns[i], first[i]) for i in written]
+                    per_run[i].append(self_difference([args[i]], first[i]))
+        spread = [_merge_spread(per_run[i]) for i in written]
         self.slack = [d["slack"] for d in spread]
         return {"outputs": [self.names[i] for i in written],
                 "poisoned": [self.names[i] for i in poisonable],
