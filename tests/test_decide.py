@@ -137,10 +137,10 @@ def test_program_rules_on_recorded_h200_profiles(example, verdict):
     import json
 
     from conftest import ROOT
-    from tko import pipeline
+    from tko import evidence
 
     profile = json.loads((ROOT / "examples" / "recorded_h200" / example / "profile" / "profile.json").read_text())
-    program = pipeline.program_decision(profile, "profile.json")
+    program = evidence.program_decision(profile, "profile.json")
     assert program["verdict"] == verdict
     if verdict:
         assert program["rule"] == "many_tiny_launches"

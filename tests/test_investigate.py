@@ -99,5 +99,9 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
                                                      if example == "tiny_launches" else (None, None))
     md = (tmp_path / "inv" / "investigation.md").read_text()
     assert ("**Whole program: rewrite the model code** (rule `many_tiny_launches`)" in md) == (example == "tiny_launches")
+    # each kernel report carries the program finding too: "not hot" alone is not the whole story
+    kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
+    assert ("**Whole program: rewrite the model code**" in kernel_md) == (example == "tiny_launches")
+    assert report["program"]["rule"] == program["rule"]
     if rule == "dynamic_shape_multi_pass":
         assert "Compiled for symbolic sizes (ks0)" in report["decision"]["fired"][0]["says"]

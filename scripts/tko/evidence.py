@@ -87,6 +87,22 @@ def program_facts(doc: dict, label: str, tiny_us: float) -> dict:
     return facts
 
 
+def program_decision(profile: dict | None, label: str, rules: dict | None = None) -> dict | None:
+    """The ``program_rules`` of decision_rules.yaml on the whole profile: what no single kernel
+    shows (a program of tiny launches). None without a profile."""
+    if not profile:
+        return None
+    from .decide import _threshold, decide, load_rules
+
+    rules = rules if rules is not None else load_rules()
+    facts = program_facts(profile, label, _threshold("launch_bound_mean_us", rules.get("thresholds", {})))
+    decision = decide(facts, rules, scope="program_rules")
+    chosen = next((f for f in decision.fired if f.rule == decision.rule), None)
+    return {"verdict": decision.verdict, "rule": decision.rule, "says": chosen.says if chosen else None,
+            "fired": [f.__dict__ for f in decision.fired],
+            "facts": {k: {"value": f.value, "source": f.source} for k, f in facts.items()}}
+
+
 def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no autotune summary (summarize_autotune_log.py): configs tried unknown")

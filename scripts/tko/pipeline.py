@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic
+from . import atomic, evidence
 from .artifact import dumps
 from .errors import InputError
 from .report import DECISION_TEXT
@@ -176,7 +176,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                       "--markdown-out", out / "profile.md"], output=out / "profile.json")
             profile_json = out / "profile.json"
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
-    program = program_decision(profile, str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap)
+    program = evidence.program_decision(profile, str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap)
                                             else profile_json.relative_to(out)))
     kernels = top_kernels(profile, summary, top)
     env_json = cap / ENV_FILE
@@ -245,22 +245,6 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                         "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
                         "gaps": len((rep or {}).get("gaps", [])) if rep else None})
     return reports, program
-
-
-def program_decision(profile: dict | None, label: str) -> dict | None:
-    """The ``program_rules`` of decision_rules.yaml on the whole profile: what no single kernel shows."""
-    if not profile:
-        return None
-    from . import evidence
-    from .decide import _threshold, decide, load_rules
-
-    rules = load_rules()
-    facts = evidence.program_facts(profile, label, _threshold("launch_bound_mean_us", rules.get("thresholds", {})))
-    decision = decide(facts, rules, scope="program_rules")
-    chosen = next((f for f in decision.fired if f.rule == decision.rule), None)
-    return {"verdict": decision.verdict, "rule": decision.rule, "says": chosen.says if chosen else None,
-            "fired": [f.__dict__ for f in decision.fired],
-            "facts": {k: {"value": f.value, "source": f.source} for k, f in facts.items()}}
 
 
 def index_markdown(result: dict) -> str:

@@ -81,10 +81,12 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
     evidence.name_facts(ev)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
+    program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules)
     return {
         "kernel": kernel,
         "decision": decision.as_dict(),
         "decision_text": DECISION_TEXT.get(decision.verdict, decision.verdict),
+        "program": program,
         "facts": {k: {"value": f.value, "source": f.source} for k, f in sorted(ev.facts.items())},
         "sections": ev.sections,
         "impact": impact_text(ev),
@@ -102,6 +104,7 @@ def render_markdown(report: dict) -> str:
     sections = report["sections"]
     return tidy_markdown(template.render(
         kernel=report["kernel"], decision=report["decision"], decision_text=report["decision_text"],
+        program=report.get("program"), program_text=DECISION_TEXT.get((report.get("program") or {}).get("verdict")),
         facts=report["facts"], impact=report["impact"], gaps=report["gaps"],
         profile=sections.get("profile"), timing=sections.get("timing", {}), autotune=sections.get("autotune"),
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
