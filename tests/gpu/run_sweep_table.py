@@ -7,8 +7,9 @@
    over long rows (65536 columns, a looped reduction), atomic-heavy index_add), capture the compiled
    example with autotune_capture_patch.py (forced re-tune, private Inductor cache);
 3. sweep every captured kernel with sweep_captured_kernel.py over all visible GPUs, twice (run 1 and
-   run 2, same settings); on a machine with several GPUs the first kernel is swept once more on GPU 0
-   alone, so the wall-time gain of spreading variants over GPUs is measured, not assumed.
+   run 2, same settings); on a machine with several GPUs the first kernel is swept again on GPU 0
+   alone and on all GPUs with a long --rep (--scaling-rep), so the gain of spreading variants over
+   GPUs is measured, not assumed.
 Prints the table last; writes results.json and sweeps.tar.gz (sweep JSON, Markdown, best files,
 capture logs; no saved tensors) under --out.  It stops starting new sweeps after --budget-s seconds.
 """
@@ -89,6 +90,8 @@ def main() -> int:
     ap.add_argument("--cases", default=",".join(c for c, _, _ in CASES))
     ap.add_argument("--max-kernels", type=int, default=3, help="kernels swept per case (launch order)")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--scaling-rep", type=float, default=1000.0,
+                    help="do_bench rep (ms) of the one-GPU vs all-GPU sweep of the first kernel")
     opts = ap.parse_args()
     start = time.time()
     work, out = Path(opts.work), Path(opts.out)
@@ -129,17 +132,19 @@ def main() -> int:
                 doc = json.loads(Path(f"{stem}.json").read_text()) if Path(f"{stem}.json").exists() else {}
                 results["rows"].append({"case": case, "kernel": kernel, "run": run_no, "rc": rc, **sweep_row(doc)})
             (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
-    # the gain of several GPUs: the first kernel once more on GPU 0 alone
+    # the gain of several GPUs: the first kernel swept on GPU 0 alone and on all GPUs, both with
+    # --rep SCALING_REP so that timing, the part more GPUs divide, is a visible share of the wall
     first = next((r for r in results["rows"] if r.get("rc") == 0), None)
     if n_gpus > 1 and first:
         case_dir = work / first["case"]
         path = dict(captured_kernels(case_dir / "capture"))[first["kernel"]]
-        stem = case_dir / f"{first['kernel']}.gpu0"
-        rc, _ = run([sys.executable, ROOT / "scripts/sweep_captured_kernel.py", path, "--devices", "0",
-                     "--work-dir", f"{stem}.work", "--json-out", f"{stem}.json", "--markdown-out", f"{stem}.md",
-                     "--best-out", f"{stem}.best.py"], env, log, 400)
-        doc = json.loads(Path(f"{stem}.json").read_text()) if Path(f"{stem}.json").exists() else {}
-        results["one_gpu"] = {"kernel": first["kernel"], "rc": rc, **sweep_row(doc)}
+        for label, devices in (("one_gpu", "0"), ("all_gpus", "all")):
+            stem = case_dir / f"{first['kernel']}.scaling_{label}"
+            rc, _ = run([sys.executable, ROOT / "scripts/sweep_captured_kernel.py", path, "--devices", devices,
+                         "--rep", str(opts.scaling_rep), "--work-dir", f"{stem}.work", "--json-out", f"{stem}.json",
+                         "--markdown-out", f"{stem}.md", "--best-out", f"{stem}.best.py"], env, log, 500)
+            doc = json.loads(Path(f"{stem}.json").read_text()) if Path(f"{stem}.json").exists() else {}
+            results[label] = {"kernel": first["kernel"], "rc": rc, **sweep_row(doc)}
     results["seconds"] = round(time.time() - start, 1)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
     with tarfile.open(out / "sweeps.tar.gz", "w:gz") as tar:
@@ -168,11 +173,12 @@ def main() -> int:
               f"{fmt(r['best_pct'], 6, 1)} {fmt(r['best_x'], 6)} {fmt(r['noise_rel'], 6)} "
               f"{c.get('ok', 0):>3}/{c.get('failed', 0)}/{c.get('error', 0):<5} {fmt(r['wall_s'], 7, 1)} "
               f"{r['devices']:>4}")
-    if results.get("one_gpu"):
-        o = results["one_gpu"]
-        print(f"\none GPU: {o['kernel']}: timing phase {o['timing_s']} s, wall {o['wall_s']} s "
-              f"({o['slots']} worker) vs all GPUs: timing {first['timing_s']} s, wall {first['wall_s']} s "
-              f"({first['slots']} workers)")
+    if results.get("one_gpu") and results.get("all_gpus"):
+        o, a = results["one_gpu"], results["all_gpus"]
+        ratio = (a["timing_s"] / o["timing_s"]) if a.get("timing_s") and o.get("timing_s") else None
+        print(f"\nscaling (--rep {opts.scaling_rep:g} ms), {o['kernel']}: one GPU timing {o['timing_s']} s, "
+              f"wall {o['wall_s']} s; {a['slots']} GPUs timing {a['timing_s']} s, wall {a['wall_s']} s; "
+              f"timing ratio {fmt(ratio, 5)}")
     print(f"\nsweep table seconds: {results['seconds']}")
     return 0
 
