@@ -238,6 +238,14 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     ran = [n for s in doc["slots"] for n in s["variants"]]
     assert sorted(ran) == sorted(v["name"] for v in doc["variants"])
     assert {v["slot"] for v in doc["variants"]} <= {"devcpu.w0", "devcpu.w1"}
+    # two workers: each timed the winner first; every variant is compared with its own worker's
+    per_slot = doc["baseline"]["per_slot_ms"]
+    assert set(per_slot) == {"devcpu.w0", "devcpu.w1"} and all(s["baseline"]["passed"] for s in doc["slots"])
+    for v in doc["variants"]:
+        assert v["baseline_ms_same_device"] == per_slot[v["slot"]]
+        if v["median_ms"]:
+            assert v["x_vs_baseline"] == pytest.approx(per_slot[v["slot"]] / v["median_ms"])
+    assert doc["baseline"]["noise_rel"] == max(doc["baseline"]["retime_rel"], doc["baseline"]["spread_rel"])
     assert doc["wall_s"] > 0
     status = {v["name"]: v["status"] for v in doc["variants"]}
     assert status == {"baseline": "ok", "BLOCK=128": "failed", "BLOCK=128,num_warps=4": "failed", "BLOCK=32": "ok",
@@ -367,3 +375,31 @@ def test_real_h200_sweeps_one_gpu_against_two():
         assert ms2[name] == pytest.approx(ms1[name], rel=0.015), name
     assert min(ms1, key=ms1.get) == min(ms2, key=ms2.get) == "num_warps=8"
     assert one["timing_s"] > 0 and two["timing_s"] > 0
+
+
+def test_variants_on_two_gpus_are_judged_against_the_winner_on_their_own_gpu(captured, tmp_path):
+    """GPU 1 runs everything 2 % slower than GPU 0. A variant on GPU 1 that is 1 % faster than the
+    winner there is a real 1 % gain, and one on GPU 0 that equals the winner is no gain; compared
+    across GPUs both would read wrong. Noise is the larger of the re-time and half the p20-p80."""
+    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, hip=False, max_variants=3)
+    a, b = plan.variants[1].name, plan.variants[2].name
+
+    def rec(slot, ms, spread=0.002):
+        return {"passed": True, "slot": slot, "device_index": int(slot[3]), "device_name": "GPU",
+                "timing": {"median_ms": ms, "p20_ms": ms * (1 - spread), "p80_ms": ms * (1 + spread)}}
+
+    run = {"records": {"baseline": rec("dev0.w0", 1.000), a: rec("dev1.w0", 1.020 / 1.01), b: rec("dev0.w0", 1.000)},
+           "slots": [{"slot": "dev0.w0", "baseline": {"median_ms": 1.000}},
+                     {"slot": "dev1.w0", "baseline": {"median_ms": 1.020}}],
+           "retime": {"slot": "dev0.w0", "timing": {"median_ms": 1.0005}}}
+    payload = sweep.assemble(plan, run, devices=[0, 1], workers_per_device=1, warmup_ms=25, rep_ms=100,
+                             interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
+    rows = {r["name"]: r for r in payload["variants"]}
+    assert rows[a]["x_vs_baseline"] == pytest.approx(1.01) and rows[a]["baseline_ms_same_device"] == 1.020
+    assert rows[b]["x_vs_baseline"] == pytest.approx(1.0)
+    base = payload["baseline"]
+    assert base["retime_rel"] == pytest.approx(0.0005) and base["spread_rel"] == pytest.approx(0.002)
+    assert base["noise_rel"] == pytest.approx(0.002) and base["device_spread_rel"] == pytest.approx(0.02)
+    assert payload["ranking"]["best"] == a and not rows[a]["within_noise"] and rows[b]["within_noise"]
+    # across GPUs, a's raw 1.0099 ms would have lost to the winner's 1.000 ms
+    assert rows[a]["median_ms"] > rows["baseline"]["median_ms"]
