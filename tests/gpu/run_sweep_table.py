@@ -74,6 +74,7 @@ def sweep_row(doc: dict) -> dict:
             "best_pct": best.get("pct_of_copy_peak"), "best_x": best.get("x_vs_baseline"),
             "best_within_noise": (doc.get("best") or {}).get("within_noise"),
             "apply": (doc.get("best") or {}).get("apply"), "noise_rel": (doc.get("baseline") or {}).get("noise_rel"),
+            "device_spread_rel": (doc.get("baseline") or {}).get("device_spread_rel"),
             "counts": counts, "failed": [(r["name"], r.get("reason")) for r in doc.get("variants", [])
                                          if r.get("status") != "ok"],
             "wall_s": doc.get("wall_s"), "timing_s": doc.get("timing_s"),
@@ -162,7 +163,7 @@ def main() -> int:
     print(f"\npeak: {results['peak']}")
     print("\n== Inductor winner vs sweep best (do_bench median; % of measured copy peak) ==")
     print(f"{'case':17} {'kernel':44} {'run':>3} {'win ms':>8} {'win %':>6} {'best variant':28} {'best ms':>8} "
-          f"{'best %':>6} {'x':>6} {'noise':>6} {'ok/fail/err':>11} {'wall s':>7} {'gpus':>4}")
+          f"{'best %':>6} {'x':>6} {'noise':>6} {'gpu±':>6} {'ok/fail/err':>11} {'wall s':>7} {'gpus':>4}")
     for r in results["rows"]:
         if "skipped" in r:
             print(f"{r['case']:17} {r['kernel'][:44]:44} {r['run']:>3} skipped ({r['skipped']})")
@@ -171,6 +172,7 @@ def main() -> int:
         print(f"{r['case']:17} {r['kernel'][:44]:44} {r['run']:>3} {fmt(r['winner_ms'], 8, 4)} "
               f"{fmt(r['winner_pct'], 6, 1)} {str(r['best'])[:28]:28} {fmt(r['best_ms'], 8, 4)} "
               f"{fmt(r['best_pct'], 6, 1)} {fmt(r['best_x'], 6)} {fmt(r['noise_rel'], 6)} "
+              f"{fmt(r.get('device_spread_rel'), 6)} "
               f"{c.get('ok', 0):>3}/{c.get('failed', 0)}/{c.get('error', 0):<5} {fmt(r['wall_s'], 7, 1)} "
               f"{r['devices']:>4}")
     if results.get("one_gpu") and results.get("all_gpus"):
