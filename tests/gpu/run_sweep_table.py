@@ -139,11 +139,12 @@ def main() -> int:
     if n_gpus > 1 and first:
         case_dir = work / first["case"]
         path = dict(captured_kernels(case_dir / "capture"))[first["kernel"]]
+        cenv = dict(env, TORCHINDUCTOR_CACHE_DIR=str(case_dir / "inductor_cache"))   # warm: timing is compared
         for label, devices in (("one_gpu", "0"), ("all_gpus", "all")):
             stem = case_dir / f"{first['kernel']}.scaling_{label}"
             rc, _ = run([sys.executable, ROOT / "scripts/sweep_captured_kernel.py", path, "--devices", devices,
                          "--rep", str(opts.scaling_rep), "--work-dir", f"{stem}.work", "--json-out", f"{stem}.json",
-                         "--markdown-out", f"{stem}.md", "--best-out", f"{stem}.best.py"], env, log, 500)
+                         "--markdown-out", f"{stem}.md", "--best-out", f"{stem}.best.py"], cenv, log, 500)
             doc = json.loads(Path(f"{stem}.json").read_text()) if Path(f"{stem}.json").exists() else {}
             results[label] = {"kernel": first["kernel"], "rc": rc, **sweep_row(doc)}
     results["seconds"] = round(time.time() - start, 1)
