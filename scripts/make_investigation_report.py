@@ -36,6 +36,7 @@ def main(argv=None) -> int:
     p.add_argument("--probe", help="probe_compile.py output")
     p.add_argument("--benchmark", help="triton_benchmark_template.py or sweep output")
     p.add_argument("--ab", help="eager_fallback_ab.py output")
+    p.add_argument("--artifacts", help="collect_inductor_artifacts.py manifest.json (the model code behind the kernel)")
     p.add_argument("--peak-gbps", type=float, default=None,
                    help="copy bandwidth to judge GB/s against (default: measured store, then references/device_peaks.yaml)")
     p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
@@ -43,7 +44,8 @@ def main(argv=None) -> int:
     from tko import decide, report
 
     paths = {"autotune_summary": a.autotune_summary, "meta": a.meta, "isa": a.isa, "profile": a.profile,
-             "env": a.env, "run": a.run, "probe": a.probe, "benchmark": a.benchmark, "ab": a.ab}
+             "env": a.env, "run": a.run, "probe": a.probe, "benchmark": a.benchmark, "ab": a.ab,
+             "artifacts": a.artifacts}
     docs = report.load_inputs(paths)
     labels = {k: Path(v).name for k, v in paths.items() if v}
     rules = decide.load_rules(Path(a.rules)) if a.rules else None

@@ -105,3 +105,6 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
     assert report["program"]["rule"] == program["rule"]
     if rule == "dynamic_shape_multi_pass":
         assert "Compiled for symbolic sizes (ks0)" in report["decision"]["fired"][0]["says"]
+        # the model code behind it, from the recorded TORCH_LOGS: both lines of f
+        assert first["where"] == ["dynamic_shapes.py:10", "dynamic_shapes.py:11"]
+        assert "| dynamic_shapes.py:10, dynamic_shapes.py:11 |" in md

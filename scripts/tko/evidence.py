@@ -103,6 +103,27 @@ def program_decision(profile: dict | None, label: str, rules: dict | None = None
             "facts": {k: {"value": f.value, "source": f.source} for k, f in facts.items()}}
 
 
+def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
+    """The model code the kernel comes from (collect_inductor_artifacts.py's ``model_code``)."""
+    if doc is None:
+        ev.gaps.append("no artifact manifest (collect_inductor_artifacts.py): the model code behind the kernel unknown")
+        return
+    i, k = find_kernel(doc.get("kernels", []), ev.kernel, "kernel")
+    mc = (k or {}).get("model_code")
+    if not mc or not mc.get("frames"):
+        why = next((m["reason"] for m in (k or {}).get("missing", []) if m.get("kind", "").startswith("model_code")),
+                   "the kernel is not in the manifest")
+        ev.gaps.append(f"{label}: model code unknown ({why})")
+        return
+    frames = []
+    for f in mc["frames"]:
+        target = f"__main__:{f['qualname']}" if f.get("qualname") else None
+        frames.append({**f, "disable_target": target})
+    ev.sections["model_code"] = {"source": f"{label}: kernels[{i}].model_code", "aten_ops": mc.get("aten_ops", []),
+                                 "source_nodes": mc.get("source_nodes", []), "frames": frames,
+                                 "unmapped_nodes": mc.get("unmapped_nodes", [])}
+
+
 def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no autotune summary (summarize_autotune_log.py): configs tried unknown")

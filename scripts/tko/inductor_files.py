@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from . import model_code
+
 OUTPUT_CODE_LINE = re.compile(r"Output code written to: (?P<path>\S+\.py)")
 DEBUG_TRACE_LINE = re.compile(r" debug trace: (?P<path>\S+)")
 KERNEL_PATH_COMMENT = re.compile(r"^# kernel path: (?P<path>\S+\.py)\s*$", re.M)
@@ -418,8 +420,9 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
     output_codes: list[tuple[Path, Path, dict]] = []
     relocated: dict[str, str] = {}
     search_roots = [r for r in (cache_root, log_root, *debug_roots) if r is not None]
+    log_text = read_text(sources.log, limit=1 << 31) if sources.log else ""
     if sources.log:
-        refs = log_references(read_text(sources.log, limit=1 << 31))
+        refs = log_references(log_text)
         for raw in refs["output_code"]:
             p = relocate(raw, search_roots)
             if p is None:
@@ -478,6 +481,8 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
         names = mentioned or sorted(modules) or sorted({e.name for e in entries})
     names = list(dict.fromkeys(names))
 
+    origins = model_code.read_origins(log_text, [read_text(real) for _, real, _ in output_codes]
+                                      + [read_text(real) for _, _, real, _ in debug_codes])
     kernels = []
     for kernel in names:
         kdir = col.kernel_dir(kernel)
@@ -628,8 +633,16 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
             if not any(a["kind"] == "capture_standalone" for a in artifacts):
                 missing.append({"kind": "capture_standalone", "reason":
                                 f"no standalone {kernel}.py in {sources.capture_dir}"})
+        origin = model_code.kernel_model_code(origins, kernel)
+        if origin is None and sources.log:
+            missing.append({"kind": "model_code", "reason":
+                            "no output code names its source nodes (log with TORCH_LOGS=+inductor,output_code)"})
+        elif origin is not None and not origin["frames"]:
+            missing.append({"kind": "model_code_frames", "reason":
+                            "its source nodes are not in a logged FX graph (TORCH_LOGS=+inductor logs the "
+                            "pre- and post-grad graphs with their '# File:' lines)"})
         kernels.append({"kernel": kernel, "dir": kdir, "artifacts": artifacts,
-                        "triton_cache_entries": entry_docs, "missing": missing})
+                        "triton_cache_entries": entry_docs, "model_code": origin, "missing": missing})
 
     unique_refused = list({(r["path"], r["reason"]): r for r in refused}.values())
     return {

@@ -187,7 +187,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
         kd.mkdir(parents=True, exist_ok=True)
         src = kernel_source(out, cap, kernel)
         args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
-                "--autotune-summary": out / "autotune_summary.json", "--env": env_json}
+                "--autotune-summary": out / "autotune_summary.json", "--env": env_json,
+                "--artifacts": out / "artifacts" / "manifest.json"}
         if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
                 src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
             args["--meta"] = kd / "meta.json"
@@ -243,6 +244,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                         "decision_text": (rep or {}).get("decision_text"),
                         "rule": (rep or {}).get("decision", {}).get("rule"),
                         "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
+                        "where": [f"{Path(f['file']).name}:{f['line']}" for f in
+                                  (((rep or {}).get("sections") or {}).get("model_code") or {}).get("frames", [])],
                         "gaps": len((rep or {}).get("gaps", [])) if rep else None})
     return reports, program
 
@@ -253,13 +256,15 @@ def index_markdown(result: dict) -> str:
     if program.get("verdict"):
         lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
                   f"(rule `{program['rule']}`): {program['says']}", ""]
-    lines += ["| kernel | share of GPU time | decision | rule | gaps | report |", "|---|---|---|---|---|---|"]
+    lines += ["| kernel | share of GPU time | model code | decision | rule | gaps | report |",
+              "|---|---|---|---|---|---|---|"]
     for r in result["kernels"]:
         share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
-        lines.append(f"| `{r['kernel']}` | {share} | {r.get('decision_text') or 'n/a'} | {r.get('rule') or ''} | "
+        where = ", ".join(r.get("where") or []) or "n/a"
+        lines.append(f"| `{r['kernel']}` | {share} | {where} | {r.get('decision_text') or 'n/a'} | {r.get('rule') or ''} | "
                      f"{r.get('gaps') if r.get('gaps') is not None else ''} | [{r['dir']}/report.md]({r['dir']}/report.md) |")
     if not result["kernels"]:
-        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | |")
+        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | |")
     lines += ["", "## Steps", "", "| step | status | seconds | note |", "|---|---|---|---|"]
     for s in result["steps"]:
         lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {(s['error'] or '')[:200]} |")

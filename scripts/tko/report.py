@@ -27,6 +27,7 @@ INPUTS = {
     "probe": ("compile_probe", evidence.from_probe),
     "benchmark": (("benchmark", "variant_sweep"), evidence.from_benchmark_or_sweep),
     "ab": ("fallback_ab", evidence.from_ab),
+    "artifacts": ("artifact_manifest", evidence.from_manifest),
 }
 
 
@@ -65,7 +66,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
           peak_override: float | None = None, rules: dict | None = None) -> dict:
     ev = evidence.Evidence(kernel)
     device_name, arch = evidence.from_env(ev, docs.get("env"))
-    for key in ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab"):
+    for key in ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab", "artifacts"):
         INPUTS[key][1](ev, docs.get(key), labels.get(key, key))
     if arch is None and ev.sections.get("isa"):
         arch = ev.sections["isa"].get("arch")
@@ -109,7 +110,7 @@ def render_markdown(report: dict) -> str:
         profile=sections.get("profile"), timing=sections.get("timing", {}), autotune=sections.get("autotune"),
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
-        fallback_ab=sections.get("fallback_ab"),
+        fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"),
     ))
 
 
