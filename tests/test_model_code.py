@@ -105,3 +105,22 @@ def test_collect_manifest_and_report_name_the_model_code(run_script, tmp_path):
 def test_partial_or_foreign_logs_give_nothing_not_errors(text):
     origins = model_code.read_origins(text)
     assert origins.kernels == {}
+
+
+def test_output_code_of_older_torch():
+    # the output-code layout of torch 2.3/2.4 (public Inductor logs): "# Source Nodes:", a blank line
+    # before the definition, and 'triton_' as async_compile.triton's first argument
+    module = ("# kernel path: /tmp/torchinductor_u/dd/cddy.py\n"
+              "# Source Nodes: [add], Original ATen: [aten.add]\n"
+              "# add => add\n"
+              "triton_poi_fused_add_0 = async_compile.triton('triton_', '''\n"
+              "import triton\n"
+              "''', device_str='cuda')\n"
+              "# kernel path: /tmp/torchinductor_u/qt/cqtc.py\n"
+              "# Source Nodes: [], Original ATen: [aten.sum]\n"
+              "\n"
+              "triton_per_fused_sum_0 = async_compile.triton('triton_', '''\n")
+    origins = model_code.read_origins("", [module])
+    assert origins.kernels["triton_poi_fused_add_0"]["source_nodes"] == ["add"]
+    assert origins.kernels["triton_per_fused_sum_0"] == {"compile_id": "module", "source_nodes": [],
+                                                         "aten_ops": ["aten.sum"]}

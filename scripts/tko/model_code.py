@@ -26,9 +26,11 @@ from pathlib import Path
 LOG_LINE = re.compile(r"^[DIVWEC]\d{4} [\d:.]+\s+\d+ \S+\] \[(?P<cid>[^\]]+)\](?: \[(?P<artifact>__\w+)\])? ?(?P<body>.*)$")
 FILE_COMMENT = re.compile(r"#\s*File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
 NODE_DEF = re.compile(r"^\s+(?P<name>[A-Za-z_]\w*)(?:\s*:\s*\"[^\"]*\")?\s*=\s")
-SOURCE_NODES = re.compile(r"^#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\], "
+# torch >= 2.5 writes "Topologically Sorted Source Nodes", older ones "Source Nodes"; those also
+# passed 'triton_' rather than the kernel's name as the first argument of async_compile.triton
+SOURCE_NODES = re.compile(r"^#\s*(?:Topologically Sorted )?Source Nodes: \[(?P<nodes>[^\]]*)\], "
                           r"Original ATen: \[(?P<aten>[^\]]*)\]")
-KERNEL_DEF = re.compile(r"^(?P<name>\w+) = async_compile\.triton\('(?P=name)'")
+KERNEL_DEF = re.compile(r"^(?P<name>\w+) = async_compile\.triton\('\w+'")
 GRAPH_ARTIFACTS = {"__pre_grad_graphs": 0, "__post_grad_graphs": 1}   # lookup order
 
 
