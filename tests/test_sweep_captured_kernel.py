@@ -333,7 +333,7 @@ def test_gpu_sweep_of_h200_captures(example, kernel, tmp_path, run_script):
             assert set(r["phase_s"]) == {"prepare", "first_launch_and_check", "timing"}
     for slot in doc["slots"]:                                 # deterministic kernels: no slack
         assert all(d["max_abs"] == 0.0 and d["slack"] == 0.0 for d in slot["self_difference"])
-        assert slot["device_arch"] == "sm_90" or slot["device_arch"].startswith("gfx")
+        assert slot["device_arch"].startswith(("sm_", "gfx"))
     if len(doc["slots"]) > 1:                                 # several GPUs: a winner timing per GPU
         assert set(doc["baseline"]["per_slot_ms"]) == {s["slot"] for s in doc["slots"]}
     assert doc["timing_s"] > 0 and doc["compile"]["jobs"] >= 1 and not doc["compile"]["failed"]
