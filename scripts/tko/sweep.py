@@ -783,7 +783,15 @@ def how_to_apply(row: dict, plan: Plan) -> str:
     if row["kind"] == "baseline":
         return "keep the captured config: " + config_text(plan.variants[0].flat)
     if row["kind"] == "config":
-        return "pin " + config_text(row["config"])
+        text = "pin " + config_text(row["config"])
+        if plan.launch == "inductor":
+            # an Inductor kernel's configs are generated, not written by the user; its own
+            # coordinate-descent tuner walks the same neighbourhood (block sizes x2 and /2,
+            # num_warps; num_stages for matmuls) from the winner and keeps what is faster
+            text += (" (an Inductor kernel: set torch._inductor.config.coordinate_descent_tuning = True, "
+                     "or TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1, and check in a new capture that its "
+                     "winner became this config; or use the best-variant file for a hand-written copy)")
+        return text
     if row["kind"] == "env":
         return "set " + " ".join(f"{k}={v}" for k, v in row["env"].items()) + " in the environment"
     return "apply this source edit:\n" + (row["source_diff"] or "")
