@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         mode = "offline"
     archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
     kernels, program = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
-                                        a.probe_variants, sweep=not a.no_sweep)
+                                        a.probe_variants, sweep=not a.no_sweep, repro=cmd or None)
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
               "program": program, "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
     pipeline.write_index(out, result)

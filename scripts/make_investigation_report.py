@@ -40,6 +40,7 @@ def main(argv=None) -> int:
     p.add_argument("--peak-gbps", type=float, default=None,
                    help="copy bandwidth to judge GB/s against (default: measured store, then references/device_peaks.yaml)")
     p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
+    p.add_argument("--repro", default=None, help="the repro command line, for the eager-fallback A/B suggestion")
     a = p.parse_args(argv)
     from tko import decide, report
 
@@ -50,6 +51,7 @@ def main(argv=None) -> int:
     labels = {k: Path(v).name for k, v in paths.items() if v}
     rules = decide.load_rules(Path(a.rules)) if a.rules else None
     result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
+    result["repro"] = a.repro
     json_out = a.json_out or str(Path(a.out).with_suffix(".json"))
     write_artifact(json_out, "investigation_report/1", TOOL, result)
     atomic.write_text(a.out, report.render_markdown(result))

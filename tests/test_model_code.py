@@ -90,8 +90,10 @@ def test_collect_manifest_and_report_name_the_model_code(run_script, tmp_path):
     (entry,) = [k for k in manifest["kernels"] if k["kernel"] == kernel]
     assert [f["line"] for f in entry["model_code"]["frames"]] == [10, 11]
     rep = run_script("make_investigation_report.py", "--kernel", kernel, "--out", tmp_path / "rep.md",
-                     "--artifacts", tmp_path / "art" / "manifest.json", cwd=tmp_path)
+                     "--artifacts", tmp_path / "art" / "manifest.json", "--repro", "python examples/dynamic_shapes.py",
+                     cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
+    assert json.loads((tmp_path / "rep.json").read_text())["repro"] == "python examples/dynamic_shapes.py"
     text = (tmp_path / "rep.md").read_text()
     assert "## Model code behind the kernel" in text
     assert "dynamic_shapes.py:10` | `" in text and "h = torch.nn.functional.silu(x) * w" in text

@@ -152,7 +152,8 @@ def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
 
 
 def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
-            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True) -> list[dict]:
+            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
+            repro: list[str] | None = None) -> tuple[list[dict], dict | None]:
     out.mkdir(parents=True, exist_ok=True)
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
@@ -223,6 +224,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             report += [flag, value]
         if peak_gbps:
             report += ["--peak-gbps", str(peak_gbps)]
+        if repro:
+            report += ["--repro", shlex.join(map(str, repro))]
         env = {"TKO_PEAKS_FILE": str(cap / PEAKS_FILE)} if (cap / PEAKS_FILE).is_file() else None
         chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
         rep = _load(kd / "report.json")

@@ -110,7 +110,7 @@ def render_markdown(report: dict) -> str:
         profile=sections.get("profile"), timing=sections.get("timing", {}), autotune=sections.get("autotune"),
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
-        fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"),
+        fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"), repro=report.get("repro"),
     ))
 
 
