@@ -108,3 +108,6 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
         # the model code behind it, from the recorded TORCH_LOGS: both lines of f
         assert first["where"] == ["dynamic_shapes.py:10", "dynamic_shapes.py:11"]
         assert "| dynamic_shapes.py:10, dynamic_shapes.py:11 |" in md
+        kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
+        assert ("eager_fallback_ab.py --disable __main__:f --json-out ab.json -- python examples/dynamic_shapes.py "
+                "--steps 20`") in kernel_md

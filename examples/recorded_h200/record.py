@@ -69,7 +69,7 @@ def _slim_keep(rel: Path, investigated: set[str]) -> bool:
         return rel.name in ("profile.json", "profile.md")
     if parts[0] == "autotune_kernels":
         return rel.name == "autotune.log" or (len(parts) == 2 and rel.stem in investigated)
-    return len(parts) == 1 and rel.name in ("triton_env.json", "device_peaks.json")
+    return len(parts) == 1 and rel.name in ("triton_env.json", "device_peaks.json", "repro_command.json")
 
 
 def prune(src: Path, dst: Path, slim: set[str] = frozenset()) -> int:

@@ -39,6 +39,7 @@ PROFILE_DIR = "profile"
 RUNS_DIR = "runs"
 ENV_FILE = "triton_env.json"
 PEAKS_FILE = "device_peaks.json"
+REPRO_FILE = "repro_command.json"     # {"command": [...]}: what the capture ran, for the A/B suggestion
 
 
 
@@ -112,6 +113,7 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     if not argv or not argv[0].endswith(".py") or not Path(argv[0]).is_file():
         raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
     cap.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(cap / REPRO_FILE, json.dumps({"command": ["python", *argv]}) + "\n")
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
@@ -155,6 +157,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
             repro: list[str] | None = None) -> tuple[list[dict], dict | None]:
     out.mkdir(parents=True, exist_ok=True)
+    if repro is None and (cap / REPRO_FILE).is_file():
+        repro = (_load(cap / REPRO_FILE) or {}).get("command")
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
