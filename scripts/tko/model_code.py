@@ -20,6 +20,7 @@ this gradient belongs to".
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -98,11 +99,19 @@ def read_origins(log_text: str = "", modules: list[str] = ()) -> _Origins:
     return origins
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str) -> ast.Module | None:
+    # one parse per model file, however many kernels point into it
+    try:
+        return ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
 def enclosing_qualname(path: str | Path, line: int) -> str | None:
     """``Class.method`` or ``function`` defined around ``line`` of a Python file, when readable."""
-    try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(str(path))
+    if tree is None:
         return None
     best: tuple[int, str] | None = None
 
