@@ -64,7 +64,9 @@ def main(argv=None) -> int:
     kernels, program = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
                                         a.probe_variants, sweep=not a.no_sweep, repro=cmd or None)
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
-              "program": program, "kernels": kernels, "steps": [s.as_dict() for s in chain.steps]}
+              "repro": pipeline.repro_command(cap), "program": program, "kernels": kernels,
+              "steps": [s.as_dict() for s in chain.steps]}
+    result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
     print(pipeline.index_markdown(result))
     failed = [s for s in chain.steps if s.status != "ok"]

@@ -94,6 +94,14 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
         assert "store" in pct["source"]
         assert report["sections"]["timing"]["standalone_ms"] == pytest.approx(0.0542, abs=0.0005)
     assert not (tmp_path / "inv" / "capture").exists()  # offline: the capture stays where it is
+    steps = index["next_steps"]
+    if example in ("pointwise_chain", "row_reduction", "mlp_train_step"):
+        assert steps == []                                   # leave as is: nothing to run
+    elif example == "tiny_launches":
+        assert len(steps) == 1 and steps[0].startswith("whole program (many_tiny_launches)")
+        assert "-- python examples/tiny_launches.py --steps 20" in steps[0]
+    else:
+        assert f"`{kernel}` ({example}.py:" in steps[0] and "compare_profiles.py " + str(cap / "profile" / "profile.json") in steps[0]
     program = index["program"]
     assert (program["verdict"], program["rule"]) == (("rewrite_model", "many_tiny_launches")
                                                      if example == "tiny_launches" else (None, None))
@@ -111,3 +119,23 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
         kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
         assert ("eager_fallback_ab.py --disable __main__:f --json-out ab.json -- python examples/dynamic_shapes.py "
                 "--steps 20`") in kernel_md
+
+
+def test_next_steps_name_the_command_for_each_decision(tmp_path):
+    from tko import pipeline
+
+    result = {"capture_dir": str(tmp_path), "repro": ["python", "model.py", "--steps", "5"], "program": None,
+              "kernels": [
+                  {"kernel": "k_tune", "dir": "kernels/k_tune", "verdict": "tune_triton", "standalone": "/c/k_tune.py"},
+                  {"kernel": "k_swept", "dir": "kernels/k_swept", "verdict": "tune_triton", "sweep": "kernels/k_swept/sweep.json"},
+                  {"kernel": "k_off", "dir": "kernels/k_off", "verdict": "disable_compiled_region",
+                   "where": ["model.py:12"], "disable_targets": ["__main__:Block.forward"]},
+                  {"kernel": "k_keep", "dir": "kernels/k_keep", "verdict": "leave_as_is"},
+                  {"kernel": "k_unknown", "dir": "kernels/k_unknown", "verdict": None}]}
+    steps = pipeline.next_steps(result)
+    assert steps[0].startswith("`k_tune`: on a GPU, `python scripts/sweep_captured_kernel.py /c/k_tune.py --json-out "
+                               "kernels/k_tune/sweep.json")
+    assert steps[1] == "`k_swept`: swept, see `kernels/k_swept/sweep.json` and the report's best variant and how to apply it"
+    assert ("`python scripts/eager_fallback_ab.py --disable __main__:Block.forward --json-out kernels/k_off/ab.json -- "
+            "python model.py --steps 5`") in steps[2]
+    assert steps[3] == "`k_unknown`: undecided; its report lists the missing evidence" and len(steps) == 4

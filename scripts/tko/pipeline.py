@@ -129,6 +129,11 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
               output=cap / PEAKS_FILE)
 
 
+def repro_command(cap: Path) -> list[str] | None:
+    """The command an online capture ran (``repro_command.json``), when recorded."""
+    return (_load(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
+
+
 def _load(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())
@@ -157,8 +162,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
             repro: list[str] | None = None) -> tuple[list[dict], dict | None]:
     out.mkdir(parents=True, exist_ok=True)
-    if repro is None and (cap / REPRO_FILE).is_file():
-        repro = (_load(cap / REPRO_FILE) or {}).get("command")
+    if repro is None:
+        repro = repro_command(cap)
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
@@ -246,15 +251,53 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                 chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
                           output=kd / "report.md", env=env)
                 rep = _load(kd / "report.json")
+        frames = (((rep or {}).get("sections") or {}).get("model_code") or {}).get("frames", [])
         reports.append({"kernel": kernel, "dir": str(kd.relative_to(out)),
                         "verdict": (rep or {}).get("decision", {}).get("verdict"),
                         "decision_text": (rep or {}).get("decision_text"),
                         "rule": (rep or {}).get("decision", {}).get("rule"),
                         "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
-                        "where": [f"{Path(f['file']).name}:{f['line']}" for f in
-                                  (((rep or {}).get("sections") or {}).get("model_code") or {}).get("frames", [])],
+                        "where": [f"{Path(f['file']).name}:{f['line']}" for f in frames],
+                        "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames
+                                                              if f.get("disable_target"))),
+                        "standalone": str(standalone) if standalone.is_file() else None,
+                        "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
                         "gaps": len((rep or {}).get("gaps", [])) if rep else None})
     return reports, program
+
+
+def next_steps(result: dict) -> list[str]:
+    """What to run next, per kernel decision and for the whole program: commands, not advice."""
+    repro = " ".join(result.get("repro") or []) or "python <repro> ..."
+    before = Path(result.get("capture_dir") or ".") / PROFILE_DIR / "profile.json"
+    compare = (f"`python scripts/profile_kernels.py --json-out after.json -- {repro}`, then "
+               f"`python scripts/compare_profiles.py {before if before.is_file() else '<profile before>'} after.json`")
+    steps = []
+    program = result.get("program") or {}
+    if program.get("verdict") == "rewrite_model":
+        steps.append(f"whole program ({program['rule']}): change the model as its finding says, then {compare} "
+                     "(add --steps-before/--steps-after if the runs differ in steps)")
+    for k in result.get("kernels", []):
+        name, where = k["kernel"], ", ".join(k.get("where") or []) or "model code unknown"
+        if k.get("verdict") == "tune_triton":
+            if k.get("sweep"):
+                steps.append(f"`{name}`: swept, see `{k['sweep']}` and the report's best variant and how to apply it")
+            elif k.get("standalone"):
+                steps.append(f"`{name}`: on a GPU, `python scripts/sweep_captured_kernel.py {k['standalone']} "
+                             f"--json-out {k['dir']}/sweep.json --markdown-out {k['dir']}/sweep.md --best-out "
+                             f"{k['dir']}/best.py`, then remake its report with `--benchmark {k['dir']}/sweep.json`")
+            else:
+                steps.append(f"`{name}`: capture it (no standalone file) and sweep it on a GPU")
+        elif k.get("verdict") == "disable_compiled_region":
+            targets = " ".join(f"--disable {t}" for t in k.get("disable_targets") or []) or "--disable <module>:<function>"
+            steps.append(f"`{name}` ({where}): `python scripts/eager_fallback_ab.py {targets} --json-out "
+                         f"{k['dir']}/ab.json -- {repro}`; keep the fallback only if it is faster end to end with "
+                         "equal outputs")
+        elif k.get("verdict") == "rewrite_model":
+            steps.append(f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}")
+        elif k.get("verdict") is None:
+            steps.append(f"`{name}`: undecided; its report lists the missing evidence")
+    return steps
 
 
 def index_markdown(result: dict) -> str:
@@ -272,6 +315,8 @@ def index_markdown(result: dict) -> str:
                      f"{r.get('gaps') if r.get('gaps') is not None else ''} | [{r['dir']}/report.md]({r['dir']}/report.md) |")
     if not result["kernels"]:
         lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | |")
+    if result.get("next_steps"):
+        lines += ["", "## Next steps", ""] + [f"- {n}" for n in result["next_steps"]]
     lines += ["", "## Steps", "", "| step | status | seconds | note |", "|---|---|---|---|"]
     for s in result["steps"]:
         lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {(s['error'] or '')[:200]} |")
