@@ -58,6 +58,13 @@ def test_directory_without_capture_is_exit_2(run_script, tmp_path):
     (tmp_path / "empty").mkdir()
     proc = run_script("investigate.py", "--from-capture", tmp_path / "empty", "--out", tmp_path / "o", cwd=tmp_path)
     assert proc.returncode == 2 and "not a capture directory" in proc.stderr
+    # a folder of captures (the bundled examples): the error names them
+    from conftest import ROOT
+
+    proc = run_script("investigate.py", "--from-capture", ROOT / "examples" / "recorded_h200", "--out", tmp_path / "o",
+                      cwd=tmp_path)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "it holds captures: dynamic_shapes, mlp_train_step, pointwise_chain" in proc.stderr
 
 
 @pytest.mark.parametrize("example,kernel,verdict,rule", [

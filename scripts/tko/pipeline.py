@@ -167,7 +167,10 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
-        raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory")
+        inner = sorted(d.name for d in cap.iterdir() if d.is_dir() and ((d / CAPTURE_KERNELS / "autotune.log").is_file()
+                                                                     or (d / CAPTURE_LOG).is_file()))
+        raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory"
+                         + (f" (it holds captures: {', '.join(inner)}; name one)" if inner else ""))
     chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
               "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
     collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
