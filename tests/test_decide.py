@@ -44,6 +44,11 @@ def test_hot_memory_inefficient_kernel_is_tuned_with_cited_evidence():
     (dict(multi_pass=True, pct_copy_peak=0.3), "multi_pass_reduction", "disable_compiled_region"),
     (dict(multi_pass=True, pct_copy_peak=0.1, dynamic_sizes=True, dynamic_size_args="ks0"),
      "dynamic_shape_multi_pass", "rewrite_model"),
+    # a measured A/B outranks every inference, even "not hot" and "at copy bandwidth"
+    (dict(fallback_speedup=1.3, fallback_beyond_noise=True, fallback_outputs_equal=True),
+     "fallback_measured_faster", "disable_compiled_region"),
+    (dict(share=0.01, pct_copy_peak=0.95, fallback_speedup=1.3, fallback_beyond_noise=True,
+          fallback_outputs_equal=True), "fallback_measured_faster", "disable_compiled_region"),
 ])
 def test_rule_fires_and_decides(override, rule, verdict):
     d = decide.decide(facts(**{**HOT, **override}), RULES)
@@ -64,6 +69,9 @@ def test_rule_fires_and_decides(override, rule, verdict):
     (dict(multi_pass=True, pct_copy_peak=0.1, dynamic_sizes=False), "dynamic_shape_multi_pass"),
     (dict(multi_pass=False, pct_copy_peak=0.1, dynamic_sizes=True), "dynamic_shape_multi_pass"),
     (dict(multi_pass=True, pct_copy_peak=0.6, dynamic_sizes=True), "dynamic_shape_multi_pass"),
+    (dict(fallback_speedup=1.3, fallback_beyond_noise=False, fallback_outputs_equal=True), "fallback_measured_faster"),
+    (dict(fallback_speedup=1.3, fallback_beyond_noise=True, fallback_outputs_equal=False), "fallback_measured_faster"),
+    (dict(fallback_speedup=0.8, fallback_beyond_noise=True, fallback_outputs_equal=True), "fallback_measured_faster"),
 ])
 def test_rule_stays_silent_just_outside_its_evidence(override, rule):
     assert rule not in fired_ids(decide.decide(facts(**{**HOT, **override}), RULES))
@@ -90,6 +98,8 @@ def test_missing_facts_become_gaps_not_errors():
     (dict(n_configs=6, spread=1.01), "autotune_space_flat"),
     (dict(n_configs=1, from_cache=True), "single_config"),
     (dict(spills=12), "spills"),
+    (dict(fallback_speedup=0.8, fallback_beyond_noise=True, fallback_outputs_equal=True), "fallback_measured_slower"),
+    (dict(fallback_speedup=1.3, fallback_beyond_noise=True, fallback_outputs_equal=False), "fallback_outputs_differ"),
 ])
 def test_advice_adds_steps_without_changing_the_decision(override, rule):
     d = decide.decide(facts(**{**HOT, **override}), RULES)

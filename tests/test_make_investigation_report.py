@@ -112,3 +112,31 @@ def test_measured_variants_table_and_impact_from_a_benchmark_run(run_script, tmp
     skipped = [r for r in case["results"] if r["status"] == "skipped"]
     for r in skipped:  # never ranked, reason shown
         assert r["reason"] in md
+
+
+def test_a_measured_ab_decides_over_inference(run_script, tmp_path):
+    """An A/B that measured the eager fallback 1.25x faster (spread 1.05, outputs equal) decides
+    'disable the compiled region', citing the A/B file; a slower fallback only adds advice."""
+    from tko.artifact import write_artifact
+
+    def ab(speedup, passed=True):
+        path = tmp_path / f"ab_{speedup}.json"
+        write_artifact(path, "fallback_ab/1", "eager_fallback_ab.py", {
+            "command": ["python", "repro.py"], "script": "repro.py", "disable": ["__main__:f"],
+            "arms": [], "speedup_fallback_over_compiled": speedup, "noise_spread": 1.05,
+            "verdict": "fallback faster" if speedup > 1 else "compiled faster",
+            "output_check": {"checked": True, "passed": passed, "reason": "equal" if passed else "differ"}})
+        return path
+
+    rep = run_script("make_investigation_report.py", "--kernel", "k", "--out", tmp_path / "a.md", "--ab", ab(1.25),
+                     cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads((tmp_path / "a.json").read_text())
+    assert (doc["decision"]["verdict"], doc["decision"]["rule"]) == ("disable_compiled_region", "fallback_measured_faster")
+    ev = {e["fact"]: e["source"] for e in doc["decision"]["fired"][0]["evidence"]}
+    assert ev["fallback_speedup"] == "ab_1.25.json: speedup_fallback_over_compiled"
+    rep = run_script("make_investigation_report.py", "--kernel", "k", "--out", tmp_path / "b.md", "--ab", ab(0.8),
+                     cwd=tmp_path)
+    doc = json.loads((tmp_path / "b.json").read_text())
+    assert doc["decision"]["rule"] != "fallback_measured_faster"
+    assert "fallback_measured_slower" in {f["rule"] for f in doc["decision"]["fired"]}

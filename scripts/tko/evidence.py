@@ -359,6 +359,14 @@ def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:
         return
     ev.sections["fallback_ab"] = {k: doc.get(k) for k in ("disable", "arms", "speedup_fallback_over_compiled",
                                                           "noise_spread", "verdict", "output_check")}
+    # measured end to end: the eager fallback's speed-up, and whether it is beyond the run-to-run spread
+    speedup, spread = doc.get("speedup_fallback_over_compiled"), doc.get("noise_spread")
+    ev.fact("fallback_speedup", speedup, f"{label}: speedup_fallback_over_compiled")
+    if isinstance(speedup, (int, float)) and isinstance(spread, (int, float)):
+        ev.fact("fallback_beyond_noise", speedup > spread or 1.0 / speedup > spread,
+                f"{label}: speedup {speedup:.3f} against noise_spread {spread:.3f}")
+    check = doc.get("output_check") or {}
+    ev.fact("fallback_outputs_equal", check.get("passed"), f"{label}: output_check.passed")
 
 
 def from_env(ev: Evidence, doc: dict | None) -> tuple[str | None, str | None]:
