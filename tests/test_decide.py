@@ -160,3 +160,25 @@ def test_program_rules_on_recorded_h200_profiles(example, verdict):
         firing = program["fired"][0]
         assert {e["fact"] for e in firing["evidence"]} == {"tiny_kernel_share", "tiny_kernel_launches"}
         assert all("profile.json: ranking[" in e["source"] for e in firing["evidence"])
+
+
+def test_a_fallback_measured_slower_lifts_the_disable_verdict():
+    """multi-pass at 30 % would say 'disable the region'; an A/B that measured the fallback 0.8x
+    (beyond its spread) rules that out, and the kernel is tuned instead."""
+    structural = {**HOT, "multi_pass": True, "pct_copy_peak": 0.3}
+    assert decide.decide(facts(**structural), RULES).rule == "multi_pass_reduction"
+    measured = {**structural, "fallback_speedup": 0.8, "fallback_beyond_noise": True, "fallback_outputs_equal": True}
+    d = decide.decide(facts(**measured), RULES)
+    assert (d.rule, d.verdict) == ("memory_inefficient", "tune_triton")
+    assert "fallback_measured_slower" in fired_ids(d)
+    inside_noise = {**measured, "fallback_beyond_noise": False}
+    assert decide.decide(facts(**inside_noise), RULES).rule == "multi_pass_reduction"
+    gemm = {**HOT, "name_is_gemm": True, "matrix_ops": 0}
+    assert decide.decide(facts(**gemm), RULES).rule == "scalarized_gemm"
+    assert decide.decide(facts(**{**gemm, "fallback_speedup": 0.8, "fallback_beyond_noise": True}), RULES).rule \
+        == "memory_inefficient"
+
+
+def test_no_ab_is_not_a_gap():
+    d = decide.decide(facts(**HOT), RULES)
+    assert not [g for g in d.gaps if "fallback" in g]

@@ -176,8 +176,9 @@ def decide(facts: dict[str, Fact], rules: dict | None = None, kernel: str = "", 
             all_missing |= missing
     deciding = sorted((f for f in fired if f.verdict != "advice"), key=lambda f: f.priority)
     chosen = deciding[0] if deciding else None
+    optional = set(rules.get("optional_facts") or [])
     gaps = [f"fact '{m}' unknown ({rules.get('facts', {}).get(m, 'no source listed')}): "
-            f"rules using it could not be evaluated" for m in sorted(all_missing)]
+            f"rules using it could not be evaluated" for m in sorted(all_missing - optional)]
     if chosen is None:
         gaps.append("no deciding rule fired: not enough evidence for a decision")
     return Decision(chosen.verdict if chosen else None, chosen.rule if chosen else None, fired, gaps)
