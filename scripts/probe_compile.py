@@ -27,11 +27,11 @@ def local_arch() -> str:
     try:
         import torch
         if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-            props = torch.cuda.get_device_properties(0)
-            gcn = getattr(props, "gcnArchName", None)
-            if gcn and getattr(torch.version, "hip", None):
-                return gcn.split(":")[0]
-            return f"sm_{props.major}{props.minor}"
+            from tko.archs import torch_device_arch
+
+            arch = torch_device_arch(torch.cuda.get_device_properties(0), bool(getattr(torch.version, "hip", None)))[0]
+            if arch:
+                return arch
     except Exception:
         pass
     raise InputError("no GPU on this machine; name a compile target with --arch "

@@ -181,17 +181,8 @@ def device_from_torch_props(props: Any, index: int, hip_version: str | None = No
         value = getattr(props, name, None)
         return value if value not in ("",) else None
 
-    gcn = get("gcnArchName")
+    arch, arch_full = archs.torch_device_arch(props, bool(hip_version))
     major, minor = get("major"), get("minor")
-    is_hip = bool(hip_version) or bool(gcn and str(gcn).startswith("gfx"))
-    if is_hip and gcn:
-        arch_full = str(gcn)
-        arch = archs.normalize(arch_full)
-    elif major is not None and minor is not None and not is_hip:
-        arch_full = f"sm_{major}{minor}"
-        arch = arch_full
-    else:
-        arch_full = arch = None
     known = archs.info(arch) if arch else None
     vendor = known.vendor if known else ("nvidia" if arch and arch.startswith("sm_")
                                          else ("amd" if arch else None))
