@@ -178,3 +178,26 @@ def test_h200_standalone_times_match_the_program():
     assert big and all(0.9 <= s["ratio"] <= 1.1 for s in big), big
     tiny = [s for s in rows if s["profiler_mean_us"] < 2]
     assert tiny and all(s["standalone_us"] > 2 * s["profiler_mean_us"] for s in tiny)
+
+
+def test_runner_profiler_timer_reads_kernel_durations_from_a_real_trace(tmp_path):
+    # the runner's profiler timer picks its kernel's device durations out of a chrome trace;
+    # here a real H200 torch.profiler trace (tests/fixtures/profiles)
+    import gzip
+
+    from tko.standalone import TIMER_CHOICES, _runner
+
+    namespace = {"__name__": "runner_under_test"}
+    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    assert namespace["_TKO_TIMER_CHOICES"] == TIMER_CHOICES
+    trace = tmp_path / "trace.json"
+    raw = gzip.open(CAP.parent / "profiles" / "h200_eager_stack.trace.json.gz").read()
+    trace.write_bytes(raw)
+    events = [e for e in json.loads(raw)["traceEvents"] if e.get("cat") == "kernel"]
+    name = next(e["name"] for e in events if "softmax_warp_forward" in e["name"])
+    expected = sorted(float(e["dur"]) for e in events if e["name"] == name)
+    got = namespace["_tko_kernel_events_us"](str(trace), name)
+    assert sorted(got) == expected and len(got) == 3 and all(d > 0 for d in got)
+    # a prefix selects when no name matches exactly; an unknown name selects nothing
+    assert len(namespace["_tko_kernel_events_us"](str(trace), "void (anonymous namespace)::softmax_warp_forward")) == 3
+    assert namespace["_tko_kernel_events_us"](str(trace), "triton_poi_fused_0") == []

@@ -32,6 +32,10 @@ _MAIN_GUARD = re.compile(r"""^if\s+__name__\s*==\s*['"]__main__['"]\s*:""", re.M
 _FUTURE = re.compile(r"^from\s+__future__\s+import\s+.*$", re.M)
 
 
+# the runner's --timer values (one list for the runner and run_captured_kernel.py)
+TIMER_CHOICES = ("do_bench", "cudagraph", "profiler", "profiler_flushed", "both", "all")
+
+
 def standalone_stem(kernel: str, sig_no: int = 1) -> str:
     """File stem of a kernel's standalone copy; later argument signatures get ``__s<N>``."""
     stem = re.sub(r"[^A-Za-z0-9_]", "_", kernel)[:150] or "kernel"
@@ -89,7 +93,8 @@ def _stream_capturing() -> bool:
 
 def _runner(spec: dict) -> str:
     blob = json.dumps(spec, sort_keys=True, allow_nan=False, default=repr)
-    return _RUNNER_TEMPLATE.replace("@SPEC@", repr(blob)).replace("@PREFIX@", repr(RESULT_PREFIX))
+    return (_RUNNER_TEMPLATE.replace("@SPEC@", repr(blob)).replace("@PREFIX@", repr(RESULT_PREFIX))
+            .replace("@TIMERS@", repr(TIMER_CHOICES)))
 
 
 _SPEC_LINE = re.compile(r"^_TKO_SPEC = .*$", re.M)
@@ -166,6 +171,7 @@ _RUNNER_TEMPLATE = r'''
 # One line per config: the prefix below + JSON (kernel, config, ms, bytes, gb_per_s), then a human line.
 _TKO_RESULT_PREFIX = @PREFIX@
 _TKO_SPEC = __import__("json").loads(@SPEC@)
+_TKO_TIMER_CHOICES = @TIMERS@
 
 
 def _tko_make_arg(desc, here, device):
@@ -265,6 +271,61 @@ def _tko_cpu_median_ms(call, rep_ms):
     return times[len(times) // 2]
 
 
+def _tko_kernel_events_us(trace_path, name):
+    # device durations of the kernels named `name` in a torch.profiler chrome trace
+    import json
+
+    with open(trace_path, encoding="utf-8") as fh:
+        events = json.load(fh).get("traceEvents", [])
+    kernels = [e for e in events if e.get("cat") == "kernel" and e.get("dur") is not None]
+    exact = [float(e["dur"]) for e in kernels if e.get("name") == name]
+    return exact or [float(e["dur"]) for e in kernels if str(e.get("name", "")).startswith(name)]
+
+
+def _tko_profiler_ms(call, name, rep_ms, flush):
+    # the instrument the program's profile used: torch.profiler's device duration of each launch
+    # (no launch gaps, no event resolution). Median over the launches.
+    # flush=False: L2 holds what the kernel's previous launch left (warm, as a producer's output is);
+    # flush=True: L2 flushed before each launch, as do_bench does (cold).
+    import os
+    import tempfile
+
+    import torch
+    import triton
+    from torch.profiler import ProfilerActivity, profile
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        call()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-4)
+    n = int(max(10, min(500, rep_ms / estimate_ms)))
+    cache = None
+    if flush:
+        try:
+            cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+        except Exception:
+            cache = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.int32, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            if cache is not None:
+                cache.zero_()
+            call()
+        torch.cuda.synchronize()
+    fd, trace = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(trace)
+        durations = sorted(_tko_kernel_events_us(trace, name))
+    finally:
+        os.unlink(trace)
+    if not durations:
+        raise RuntimeError(f"the profiler saw no kernel named {name}")
+    return durations[len(durations) // 2] / 1e3
+
+
 def _tko_label(flat):
     return ", ".join(f"{k}={v}" for k, v in flat.items())
 
@@ -283,10 +344,12 @@ def _tko_main(argv=None):
     parser.add_argument("--launch", choices=("auto", "inductor", "jit"), default="auto",
                         help="inductor: through the module's CachingAutotuner; jit: the @triton.jit "
                              "function with the recorded grid; auto: inductor when captured from Inductor")
-    parser.add_argument("--timer", choices=("do_bench", "cudagraph", "both"), default="do_bench",
+    parser.add_argument("--timer", choices=_TKO_TIMER_CHOICES, default="do_bench",
                         help="do_bench: triton.testing.do_bench median, L2 flushed before each call; "
                              "cudagraph: do_bench_cudagraph median, no launch overhead, L2 not flushed; "
-                             "both: one result line for each")
+                             "profiler: torch.profiler device duration per launch (median), the instrument "
+                             "of a program profile, L2 warm; profiler_flushed: the same, L2 flushed before "
+                             "each launch; both: do_bench and cudagraph; all: every timer")
     parser.add_argument("--device", default=None,
                         help="cuda (default when a GPU is present); cpu only under TRITON_INTERPRET=1")
     opts = parser.parse_args(argv)
@@ -329,12 +392,19 @@ def _tko_main(argv=None):
             timings = []
             if opts.device.startswith("cuda"):
                 torch.cuda.synchronize()
-                if opts.timer in ("do_bench", "both"):
+                if opts.timer in ("do_bench", "both", "all"):
                     timings.append(("triton.testing.do_bench", float(triton.testing.do_bench(
                         call, warmup=opts.warmup, rep=opts.rep, return_mode="median"))))
-                if opts.timer in ("cudagraph", "both"):
+                if opts.timer in ("cudagraph", "both", "all"):
                     timings.append(("triton.testing.do_bench_cudagraph", float(triton.testing.do_bench_cudagraph(
                         call, rep=opts.rep, return_mode="median"))))
+                if opts.timer in ("profiler", "profiler_flushed", "all"):
+                    name = _tko_jit_function(globals()[spec["function"]]).__name__
+                    if opts.timer != "profiler_flushed":
+                        timings.append(("torch.profiler", _tko_profiler_ms(call, name, opts.rep, flush=False)))
+                    if opts.timer != "profiler":
+                        timings.append(("torch.profiler.l2_flushed",
+                                        _tko_profiler_ms(call, name, opts.rep, flush=True)))
             else:
                 timings.append(("perf_counter", _tko_cpu_median_ms(call, opts.rep)))
         except Exception as exc:

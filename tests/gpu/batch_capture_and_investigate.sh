@@ -5,12 +5,19 @@ set -u
 export PYTHONUNBUFFERED=1
 EXAMPLES=${EXAMPLES:-row_reduction,tiny_launches,mlp_train_step,dynamic_shapes,user_autotune_kernel}
 LIMIT=${LIMIT:-470}
-mkdir -p "$OUT/suite"
-CUDA_VISIBLE_DEVICES=1 timeout "$LIMIT" python examples/recorded_h200/record.py run --work /tmp/rec \
-    --examples "$EXAMPLES" --budget-s $((LIMIT - 120)) > "$OUT/investigate_log.txt" 2>&1 &
+mkdir -p "$OUT/suite" /tmp/ab
+AB=${AB:-dynamic_shapes}   # examples whose compiled f is A/B-ed against eager (eager_fallback_ab.py)
+( CUDA_VISIBLE_DEVICES=1 timeout "$LIMIT" python examples/recorded_h200/record.py run --work /tmp/rec \
+    --examples "$EXAMPLES" --budget-s $((LIMIT - 240)) > "$OUT/investigate_log.txt" 2>&1
+  for ex in ${AB//,/ }; do
+    CUDA_VISIBLE_DEVICES=1 timeout 150 python scripts/eager_fallback_ab.py --disable __main__:f --runs 3 \
+        --json-out "/tmp/ab/ab_$ex.json" --markdown-out "/tmp/ab/ab_$ex.md" \
+        -- python examples/$ex.py --steps 50 >> /tmp/ab/ab_log.txt 2>&1
+  done ) &
 inv=$!
 CUDA_VISIBLE_DEVICES=0 timeout "$LIMIT" python tests/gpu/run_gpu_suite.py --work /tmp/gs --out "$OUT/suite" \
-    --timer both --budget-s $((LIMIT - 120)) > "$OUT/suite/stdout.txt" 2>&1
+    --examples "${SUITE_EXAMPLES:-tiny_launches,mlp_train_step,dynamic_shapes,pointwise_chain,row_reduction,scatter_index_add,user_autotune_kernel}" \
+    --timer all --budget-s $((LIMIT - 120)) > "$OUT/suite/stdout.txt" 2>&1
 wait $inv
 python examples/recorded_h200/record.py prune /tmp/rec /tmp/rec_pruned > /dev/null 2>&1
 tar czf "$OUT/recorded.tar.gz" -C /tmp rec_pruned
@@ -20,3 +27,5 @@ tar czf "$OUT/recorded.tar.gz" -C /tmp rec_pruned
 ls -la "$OUT" "$OUT/suite"
 sed -n '/== capture per example ==/,$p' "$OUT/suite/stdout.txt"
 sed -n '/== investigate.py online/,$p' "$OUT/investigate_log.txt"
+tar czf "$OUT/ab.tar.gz" -C /tmp ab
+cat /tmp/ab/ab_*.md 2>/dev/null | head -40

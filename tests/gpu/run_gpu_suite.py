@@ -74,6 +74,23 @@ def event_problems(ev: dict) -> list[str]:
     return probs
 
 
+# result-line timer of each column (run_captured_kernel.py --timer all)
+TIMERS = {"do_bench": "triton.testing.do_bench", "cudagraph": "triton.testing.do_bench_cudagraph",
+          "profiler": "torch.profiler", "flushed": "torch.profiler.l2_flushed"}
+
+
+def verdict(row: dict) -> dict:
+    """Issue-3 criterion: the standalone time within 10 % of the program's profiler mean, by the
+    program's own instrument (torch.profiler device time, L2 warm or flushed), and whether the
+    program time lies between the warm and flushed times (inputs partly in L2)."""
+    prog, warm, cold = row.get("profiler_mean_us"), row.get("profiler_us"), row.get("flushed_us")
+    if not prog or not warm:
+        return {"within_10pct": None, "in_l2_bracket": None}
+    close = abs(warm / prog - 1) <= 0.10 or bool(cold and abs(cold / prog - 1) <= 0.10)
+    bracket = bool(cold) and 0.9 * min(warm, cold) <= prog <= 1.1 * max(warm, cold)
+    return {"within_10pct": close, "in_l2_bracket": bracket}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", default="/tmp/gpusuite")
@@ -83,7 +100,7 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--plain", action="store_true",
                     help="also run each example without the patch in its own process (cross-process ratio)")
-    ap.add_argument("--timer", default="both", help="run_captured_kernel.py --timer")
+    ap.add_argument("--timer", default="all", help="run_captured_kernel.py --timer")
     ap.add_argument("--max-standalone", type=int, default=MAX_STANDALONE_PER_EXAMPLE)
     opts = ap.parse_args()
     start = time.time()
@@ -162,34 +179,35 @@ def main() -> int:
                 rc, text = run([sys.executable, str(ROOT / "scripts/run_captured_kernel.py"), fpath, "--timeout",
                                 "120", "--warmup", "10", "--rep", "50", "--timer", opts.timer, "--json-out", str(jout)], env_plain, log, 150)
                 doc = json.loads(jout.read_text()) if jout.exists() else {}
-                best = doc.get("best") or {}
-                graph = next((r for r in doc.get("results", []) if r.get("best") and r.get("ok")
-                              and r.get("timer", "").endswith("cudagraph")), {})
                 prof = prof_kernels.get(info["function"] or kname, {})
-                sa_us = best.get("ms") * 1e3 if best.get("ms") else None
-                cg_us = graph.get("ms") * 1e3 if graph.get("ms") else None
                 pr_us = prof.get("mean_us")
-                results["standalone"].append({
-                    "example": name, "kernel": kname, "file": Path(fpath).name, "rc": rc,
-                    "status": doc.get("status"), "error": doc.get("error"),
-                    "standalone_us": sa_us, "profiler_mean_us": pr_us, "profiler_calls": prof.get("calls"),
-                    "ratio": (sa_us / pr_us) if sa_us and pr_us else None,
-                    "cudagraph_us": cg_us, "ratio_cudagraph": (cg_us / pr_us) if cg_us and pr_us else None,
-                    "gb_per_s": best.get("gb_per_s"), "launch": best.get("launch")})
+                row = {"example": name, "kernel": kname, "file": Path(fpath).name, "rc": rc,
+                       "status": doc.get("status"), "error": doc.get("error"), "profiler_mean_us": pr_us,
+                       "profiler_calls": prof.get("calls"), "gb_per_s": (doc.get("best") or {}).get("gb_per_s"),
+                       "launch": (doc.get("best") or {}).get("launch")}
+                for key, timer in TIMERS.items():
+                    hit = next((r for r in doc.get("results", []) if r.get("best") and r.get("ok")
+                                and r.get("timer") == timer), {})
+                    us = hit["ms"] * 1e3 if hit.get("ms") else None
+                    row[f"{key}_us"] = us
+                    row[f"ratio_{key}"] = us / pr_us if us and pr_us else None
+                row.update(verdict(row))
+                results["standalone"].append(row)
             # a dynamic-shape kernel runs at several sizes and the profiler's mean mixes them; the
             # example repros cycle their sizes evenly, so the mean over the signatures compares
-            rows = [r for r in results["standalone"][first_row:] if r["standalone_us"]]
+            rows = [r for r in results["standalone"][first_row:] if r["do_bench_us"]]
             if len(rows) > 1:
                 prof_us = rows[0]["profiler_mean_us"]
-                sa = sum(r["standalone_us"] for r in rows) / len(rows)
-                cg = [r["cudagraph_us"] for r in rows if r["cudagraph_us"]]
-                cg_us = sum(cg) / len(cg) if len(cg) == len(rows) else None
-                results["standalone"].append({
-                    "example": name, "kernel": kname, "file": f"mean of {len(rows)} signatures", "rc": 0,
-                    "status": "ok", "error": None, "standalone_us": sa, "profiler_mean_us": prof_us,
-                    "profiler_calls": rows[0]["profiler_calls"], "ratio": sa / prof_us if prof_us else None,
-                    "cudagraph_us": cg_us, "ratio_cudagraph": cg_us / prof_us if cg_us and prof_us else None,
-                    "gb_per_s": None, "launch": rows[0]["launch"]})
+                row = {"example": name, "kernel": kname, "file": f"mean of {len(rows)} signatures", "rc": 0,
+                       "status": "ok", "error": None, "profiler_mean_us": prof_us,
+                       "profiler_calls": rows[0]["profiler_calls"], "gb_per_s": None, "launch": rows[0]["launch"]}
+                for key in TIMERS:
+                    vals = [r[f"{key}_us"] for r in rows if r[f"{key}_us"]]
+                    us = sum(vals) / len(vals) if len(vals) == len(rows) else None
+                    row[f"{key}_us"] = us
+                    row[f"ratio_{key}"] = us / prof_us if us and prof_us else None
+                row.update(verdict(row))
+                results["standalone"].append(row)
         (out / "results.json").write_text(json.dumps(results, indent=1, default=list))
     results["seconds"] = round(time.time() - start, 1)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=list))
@@ -218,16 +236,22 @@ def main() -> int:
               f"{len(r['multi_config_untimed']):>7} {len(r['capture_errors']):>4} {fmt(r['ms_step_capture'], 11)} "
               f"{fmt(r['ms_step_plain'], 9)} {fmt(r['overhead_ratio_processes'], 6, 3)} {fmt(r['overhead_ratio'], 6, 3)}")
     print("\n== standalone vs original (profiler mean kernel time) ==")
-    print("(prof us: mean kernel time in the original program; alone us: do_bench median, L2 flushed; "
-          "graph us: do_bench_cudagraph median, no launch gaps)")
-    print(f"{'example':20} {'kernel':50} {'status':7} {'prof us':>9} {'alone us':>9} {'ratio':>6} {'graph us':>9} "
-          f"{'ratio':>6} {'GB/s':>7}")
+    print("(prog us: mean kernel time in the original program (torch.profiler); ratios standalone / prog: "
+          "bench = do_bench median, L2 flushed; graph = do_bench_cudagraph; prof = torch.profiler device time, "
+          "L2 warm; flush = the same, L2 flushed; ok = prof or flush within 10 %; br = prog between them)")
+    print(f"{'example':18} {'kernel':46} {'status':6} {'prog us':>8} {'prof us':>8} {'bench':>6} {'graph':>6} "
+          f"{'prof':>6} {'flush':>6} {'ok':>3} {'br':>3}")
+    fmt = lambda v, w, p=3: f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
+    yn = lambda v: {True: "yes", False: "NO", None: "-"}[v]
     for s in results["standalone"]:
-        fmt = lambda v, w, p=2: f"{v:{w}.{p}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
-        label = s["kernel"][:43] + (" [mean]" if s["file"].startswith("mean of") else "")
-        print(f"{s['example'][:20]:20} {label[:50]:50} {str(s['status'])[:7]:7} {fmt(s['profiler_mean_us'], 9)} "
-              f"{fmt(s['standalone_us'], 9)} {fmt(s['ratio'], 6, 3)} {fmt(s['cudagraph_us'], 9)} "
-              f"{fmt(s['ratio_cudagraph'], 6, 3)} {fmt(s['gb_per_s'], 7, 0)}")
+        label = s["kernel"][:39] + (" [mean]" if s["file"].startswith("mean of") else "")
+        print(f"{s['example'][:18]:18} {label[:46]:46} {str(s['status'])[:6]:6} {fmt(s['profiler_mean_us'], 8, 2)} "
+              f"{fmt(s['profiler_us'], 8, 2)} {fmt(s['ratio_do_bench'], 6)} {fmt(s['ratio_cudagraph'], 6)} "
+              f"{fmt(s['ratio_profiler'], 6)} {fmt(s['ratio_flushed'], 6)} {yn(s['within_10pct']):>3} "
+              f"{yn(s['in_l2_bracket']):>3}")
+    judged = [s for s in results["standalone"] if s["within_10pct"] is not None and not s["file"].startswith("mean of")]
+    print(f"within 10 %: {sum(1 for s in judged if s['within_10pct'])} of {len(judged)}; "
+          f"program time between warm and flushed: {sum(1 for s in judged if s['in_l2_bracket'])} of {len(judged)}")
     print(f"\nsuite seconds: {results['seconds']}")
     return 0
 

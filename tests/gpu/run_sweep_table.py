@@ -80,7 +80,10 @@ def sweep_row(doc: dict) -> dict:
             "wall_s": doc.get("wall_s"), "timing_s": doc.get("timing_s"),
             "compile_s": (doc.get("compile") or {}).get("seconds"),
             "self_difference": [d for s in doc.get("slots") or [] for d in s.get("self_difference") or []][:2],
-            "devices": len(doc.get("devices") or []), "slots": len(doc.get("slots") or [])}
+            "devices": len(doc.get("devices") or []), "slots": len(doc.get("slots") or []),
+            # where each variant's worker time went: (variant, slot, {phase: s}), slowest first
+            "phases": sorted(([r["name"], r.get("slot"), r.get("phase_s") or {}] for r in doc.get("variants", [])),
+                             key=lambda t: -sum(t[2].values()))}
 
 
 def main() -> int:
@@ -182,6 +185,10 @@ def main() -> int:
         print(f"\nscaling (--rep {opts.scaling_rep:g} ms), {o['kernel']}: one GPU timing {o['timing_s']} s, "
               f"wall {o['wall_s']} s; {a['slots']} GPUs timing {a['timing_s']} s, wall {a['wall_s']} s; "
               f"timing ratio {fmt(ratio, 5)}")
+        for label, r in (("one GPU", o), ("all GPUs", a)):
+            slow = ", ".join(f"{n} (slot {slot}: " + " ".join(f"{k} {v:.2f}" for k, v in ph.items()) + ")"
+                             for n, slot, ph in r.get("phases", [])[:3])
+            print(f"  {label}: slowest variants {slow}")
     print(f"\nsweep table seconds: {results['seconds']}")
     return 0
 
