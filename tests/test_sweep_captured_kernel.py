@@ -241,6 +241,10 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     # two workers: each timed the winner first; every variant is compared with its own worker's
     per_slot = doc["baseline"]["per_slot_ms"]
     assert set(per_slot) == {"devcpu.w0", "devcpu.w1"} and all(s["baseline"]["passed"] for s in doc["slots"])
+    # the winner is timed once per worker, not again as a variant: its record is one of those timings
+    assert ran.count("baseline") == 1
+    (base,) = [v for v in doc["variants"] if v["name"] == "baseline"]
+    assert base["median_ms"] == per_slot[base["slot"]]
     for v in doc["variants"]:
         assert v["baseline_ms_same_device"] == per_slot[v["slot"]]
         if v["median_ms"]:
@@ -255,7 +259,7 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
     assert doc["summary"]["status_counts"] == {"ok": 5, "failed": 2, "error": 0}
     for v in doc["variants"]:   # where each variant's seconds went; only passing variants are timed
-        assert set(v["phase_s"]) == ({"prepare", "first_launch_and_check"} | ({"timing"} if v["status"] == "ok" else set()))
+        assert set(v["phase_s"]) == ({"prepare", "first_launch", "check"} | ({"timing"} if v["status"] == "ok" else set()))
     # the investigation report takes the sweep as its --benchmark input
     rep = run_script("make_investigation_report.py", "--kernel", "gather_scale", "--out", tmp_path / "rep.md",
                      "--benchmark", out / "sweep.json", cwd=tmp_path)
@@ -330,7 +334,7 @@ def test_gpu_sweep_of_h200_captures(example, kernel, tmp_path, run_script):
         if r["status"] == "ok":
             assert r["timing"]["timer"] == "triton.testing.do_bench" and r["gb_per_s"] > 0
             assert r["pct_of_copy_peak"] is not None          # the worker reports sm_90, not the product name
-            assert set(r["phase_s"]) == {"prepare", "first_launch_and_check", "timing"}
+            assert set(r["phase_s"]) == {"prepare", "first_launch", "check", "timing"}
     for slot in doc["slots"]:                                 # deterministic kernels: no slack
         assert all(d["max_abs"] == 0.0 and d["slack"] == 0.0 for d in slot["self_difference"])
         assert slot["device_arch"].startswith(("sm_", "gfx"))
@@ -410,3 +414,23 @@ def test_variants_on_two_gpus_are_judged_against_the_winner_on_their_own_gpu(cap
     assert payload["ranking"]["best"] == a and not rows[a]["within_noise"] and rows[b]["within_noise"]
     # across GPUs, a's raw 1.0099 ms would have lost to the winner's 1.000 ms
     assert rows[a]["median_ms"] > rows["baseline"]["median_ms"]
+
+
+def test_worker_profiles_only_slow_untimed_phases(monkeypatch, capsys):
+    from tko.sweep_worker import _profiled
+
+    def slow():
+        sum(i * i for i in range(20000))
+        return {"name": "v", "phase_s": {"prepare": 0.01, "first_launch": 3.1, "check": 0.02, "timing": 9.0}}
+
+    monkeypatch.delenv("TKO_SWEEP_PROFILE_S", raising=False)
+    assert _profiled(slow, "v")["phase_s"]["first_launch"] == 3.1 and capsys.readouterr().err == ""
+    monkeypatch.setenv("TKO_SWEEP_PROFILE_S", "1.0")
+    _profiled(slow, "v")
+    err = capsys.readouterr().err
+    assert err.startswith("== v: untimed phases {'prepare': 0.01, 'first_launch': 3.1, 'check': 0.02}")
+    assert "slow" in err and "cumulative" in err
+    # timing alone over the limit is not a slow first launch
+    monkeypatch.setenv("TKO_SWEEP_PROFILE_S", "4.0")
+    _profiled(slow, "v")
+    assert capsys.readouterr().err == ""

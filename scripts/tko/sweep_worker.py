@@ -220,9 +220,12 @@ class Worker:
                     poison_(args[i])
                 call()
                 self.sync()
+                t1 = time.perf_counter()
+                phases["first_launch"] = round(t1 - t0 - phases["prepare"], 4)
                 check = check_outputs([args[i] for i in self.outputs], self.reference,
                                       abs_slack=self.slack)
-                phases["first_launch_and_check"] = round(time.perf_counter() - t0 - phases["prepare"], 4)
+                self.sync()
+                phases["check"] = round(time.perf_counter() - t1, 4)
                 record["check"] = check.to_dict()
                 record["passed"] = check.passed
                 if not check.passed or not timed:
@@ -333,8 +336,29 @@ def main() -> int:
         if mode == "compile":
             _send(worker.compile_only(task))
         else:
-            _send(worker.run_variant(task, timed=task.get("timed", True)))
+            _send(_profiled(lambda: worker.run_variant(task, timed=task.get("timed", True)), task["name"]))
     return 0
+
+
+def _profiled(fn, name: str):
+    """``TKO_SWEEP_PROFILE_S=<s>``: a variant whose untimed phases (all but timing) take longer than
+    that has its cProfile top functions written to this worker's log: where a slow first launch went."""
+    limit = os.environ.get("TKO_SWEEP_PROFILE_S")
+    if not limit:
+        return fn()
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    result = prof.runcall(fn)
+    phases = dict(result.get("phase_s") or {})
+    phases.pop("timing", None)
+    if sum(phases.values()) > float(limit):
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(30)
+        print(f"== {name}: untimed phases {phases}\n{text.getvalue()}", file=sys.stderr, flush=True)
+    return result
 
 
 if __name__ == "__main__":
