@@ -201,3 +201,46 @@ def test_runner_profiler_timer_reads_kernel_durations_from_a_real_trace(tmp_path
     # a prefix selects when no name matches exactly; an unknown name selects nothing
     assert len(namespace["_tko_kernel_events_us"](str(trace), "void (anonymous namespace)::softmax_warp_forward")) == 3
     assert namespace["_tko_kernel_events_us"](str(trace), "triton_poi_fused_0") == []
+
+
+FAKE_AUTOTUNER = '''
+class FakeAutotuner:
+    """What the runner touches of Inductor's CachingAutotuner: precompile adds a half-R0_BLOCK
+    config when dynamic_scale_rblock is on (as Inductor does when registers limit occupancy)."""
+    def __init__(self, always_two=False):
+        self.configs, self.launchers, self.inductor_meta, self.always_two = None, [], {}, always_two
+        self.ran = []
+
+    def precompile(self):
+        self.launchers = list(self.configs)
+        if self.always_two or self.inductor_meta.get("dynamic_scale_rblock", True):
+            self.launchers.append("R0_BLOCK halved")
+
+    def run(self, *args, stream):
+        self.ran.append((args, stream))
+
+
+triton_red_fake_0 = FakeAutotuner(always_two=ALWAYS_TWO)
+'''
+
+
+@pytest.mark.parametrize("always_two", [False, True])
+def test_runner_launches_exactly_the_config_it_names(tmp_path, monkeypatch, always_two):
+    # Inductor's dynamic R0_BLOCK halving would add a config and autotune between the two at the
+    # first launch; the runner turns it off, and refuses when a second launcher appears anyway
+    from tko.standalone import _runner
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    spec = {"kernel": "triton_red_fake_0", "function": "triton_red_fake_0", "launch": "inductor", "args": [],
+            "configs": []}
+    path = tmp_path / "triton_red_fake_0.py"
+    path.write_text(FAKE_AUTOTUNER.replace("ALWAYS_TWO", repr(always_two)) + _runner(spec))
+    namespace = {"__name__": "runner_under_test", "__file__": str(path)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    cfg = {"flat": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16}, "grid": None}
+    if always_two:
+        with pytest.raises(RuntimeError, match="2 launchers for one config"):
+            namespace["_tko_inductor_call"](spec, cfg, [], "cpu")
+        return
+    call = namespace["_tko_inductor_call"](spec, cfg, [], "cpu")
+    call()

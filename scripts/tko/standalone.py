@@ -228,11 +228,18 @@ def _tko_inductor_call(spec, cfg, args, device):
         exec(compile(fh.read(), __file__, "exec"), namespace)
     obj = namespace[spec["function"]]
     obj.configs = [_tko_config(cfg["flat"])]
-    obj.inductor_meta = dict(getattr(obj, "inductor_meta", None) or {}, coordinate_descent_tuning=False)
+    # exactly this config: no coordinate descent, and no dynamic R0_BLOCK halving, which adds a
+    # config when registers limit occupancy and then autotunes between the two at the first launch
+    obj.inductor_meta = dict(getattr(obj, "inductor_meta", None) or {}, coordinate_descent_tuning=False,
+                             dynamic_scale_rblock=False)
     if hasattr(obj, "launchers"):
         obj.launchers = []
     if os.environ.get("TRITON_INTERPRET") != "1":  # the interpreter runs configs[0] directly
         obj.precompile()
+        launchers = getattr(obj, "launchers", None)
+        if launchers is not None and len(launchers) != 1:
+            raise RuntimeError(f"Inductor made {len(launchers)} launchers for one config: it would "
+                               "autotune at the first launch, so the time would not be this config's")
     if str(device).startswith("cuda"):
         # the stream current at each call: do_bench_cudagraph captures on a side stream
         index = torch.device(device).index
