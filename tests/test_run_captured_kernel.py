@@ -244,3 +244,28 @@ def test_runner_launches_exactly_the_config_it_names(tmp_path, monkeypatch, alwa
         return
     call = namespace["_tko_inductor_call"](spec, cfg, [], "cpu")
     call()
+
+
+@pytest.mark.parametrize("run", ["results_run4.json", "results_run5.json"])
+def test_real_h200_standalone_against_the_program_by_its_own_instrument(run):
+    # run_gpu_suite.py's verdicts recomputed from the recorded times; and what they show: by the
+    # profiler's device time, every kernel of 15 us or more and every ~1 us kernel is within 10 % of
+    # the program, and the program time lies between the L2-warm and L2-flushed standalone times
+    import sys
+
+    sys.path.insert(0, str(CAP.parents[1] / "gpu"))
+    from run_gpu_suite import verdict
+
+    rows = json.loads((CAP / run).read_text())["standalone"]
+    assert rows and all(r["status"] == "ok" for r in rows)
+    for r in rows:
+        assert verdict(r) == {"within_10pct": r["within_10pct"], "in_l2_bracket": r["in_l2_bracket"]}
+        assert r["ratio_profiler"] == pytest.approx(r["profiler_us"] / r["profiler_mean_us"])
+    kernels = [r for r in rows if r["example"] != "dynamic_shapes" or r["file"].startswith("mean of")]
+    for r in kernels:
+        if r["profiler_mean_us"] >= 15 or r["profiler_mean_us"] < 1.5:
+            assert r["within_10pct"], (r["kernel"], r["ratio_profiler"], r["ratio_flushed"])
+        # do_bench's events add the launch latency the device time does not have
+        assert r["ratio_do_bench"] > r["ratio_profiler"]
+    misses = [r["kernel"] for r in kernels if not r["within_10pct"]]
+    assert len(misses) <= 2 and all(r["in_l2_bracket"] for r in kernels if r["kernel"] in misses)
