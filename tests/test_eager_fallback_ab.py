@@ -72,3 +72,12 @@ def test_missing_repro_is_exit_2(run_script, tmp_path):
     proc = run_script("eager_fallback_ab.py", "--disable", "__main__:f", "--json-out", tmp_path / "a.json",
                       "--", "python", tmp_path / "nope.py", cwd=tmp_path)
     assert proc.returncode == 2 and "not a Python script file" in proc.stderr
+
+
+def test_a_wide_spread_says_the_ab_cannot_decide():
+    from tko.fallback_ab import spread_advice
+
+    # the H200 A/B of examples/recorded_h200/dynamic_shapes: 0.666x inside a 2.36x spread
+    assert "too wide to decide" in spread_advice("no difference beyond run-to-run spread", 2.364)
+    assert spread_advice("no difference beyond run-to-run spread", 1.05) is None
+    assert spread_advice("fallback faster", 2.0) is None

@@ -140,3 +140,22 @@ def test_a_measured_ab_decides_over_inference(run_script, tmp_path):
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["decision"]["rule"] != "fallback_measured_faster"
     assert "fallback_measured_slower" in {f["rule"] for f in doc["decision"]["fired"]}
+
+
+def test_real_h200_ab_inside_its_spread_decides_nothing(run_script, tmp_path):
+    # eager_fallback_ab.py on an H200 (examples/recorded_h200/dynamic_shapes): the fallback's median
+    # is 0.666x the compiled run's, but its own runs spread 2.36x (0.052-0.123 ms/step at 50 steps):
+    # neither the disable rule nor the "slower" advice may fire on that
+    from conftest import ROOT
+
+    ab = ROOT / "examples" / "recorded_h200" / "dynamic_shapes" / "fallback_ab.json"
+    doc = json.loads(ab.read_text())
+    assert doc["verdict"] == "no difference beyond run-to-run spread" and doc["output_check"]["passed"]
+    rep = run_script("make_investigation_report.py", "--kernel", "k", "--out", tmp_path / "r.md", "--ab", ab,
+                     cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    out = json.loads((tmp_path / "r.json").read_text())
+    fired = {f["rule"] for f in out["decision"]["fired"]}
+    assert not fired & {"fallback_measured_faster", "fallback_measured_slower", "fallback_outputs_differ"}
+    assert out["facts"]["fallback_beyond_noise"]["value"] is False
+    assert out["facts"]["fallback_speedup"]["value"] == pytest.approx(0.666, abs=0.001)

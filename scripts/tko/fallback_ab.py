@@ -139,7 +139,19 @@ def run_ab(cmd: list[str], disable: list[str], runs: int = 3, metric_regex: str 
         verdict += "; OUTPUTS DIFFER: the fallback is not a valid replacement"
     return {"command": cmd, "script": script, "disable": disable, "arms": [a, b],
             "speedup_fallback_over_compiled": speedup, "noise_spread": noise,
-            "verdict": verdict, "output_check": check}
+            "verdict": verdict, "output_check": check, "advice": spread_advice(verdict, noise)}
+
+
+# a spread above this hides differences worth a decision (an H200 repro of 50 steps at 0.06 ms/step
+# spread 2.36x between processes)
+WIDE_SPREAD = 1.10
+
+
+def spread_advice(verdict: str, noise: float) -> str | None:
+    if not verdict.startswith("no difference") or noise <= WIDE_SPREAD:
+        return None
+    return (f"the runs spread {noise:.2f}x (max/min): too wide to decide; run more steps per process "
+            "(a per-step time of a few ms or more) or more --runs")
 
 
 def markdown(result: dict) -> str:
@@ -153,5 +165,6 @@ def markdown(result: dict) -> str:
     sp = result["speedup_fallback_over_compiled"]
     lines += ["", f"Speedup of the fallback: {sp:.3f}x" if sp else "Speedup: n/a",
               f"Verdict: {result['verdict']}",
+              *([f"Advice: {result['advice']}"] if result.get("advice") else []),
               f"Output check: {result['output_check']['reason']}", ""]
     return "\n".join(lines)
