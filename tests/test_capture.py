@@ -422,3 +422,83 @@ def test_same_kernel_name_from_two_modules_gets_two_files(monkeypatch):
     other = capture.unique_stem("triton_poi_fused_add_0", "/cache/cd/ccd.py")
     assert first == again == "triton_poi_fused_add_0"
     assert other.startswith("triton_poi_fused_add_0__") and other != first
+
+
+def _fake_inductor_class(capture, src: str | None, signature: dict):
+    class Config:
+        def __init__(self, block):
+            self.kwargs, self.num_warps, self.num_stages = {"XBLOCK": block}, 4, 1
+
+    class Launcher:
+        def __init__(self, block):
+            self.config = Config(block)
+
+    class Fn:
+        __name__ = "triton_poi_fake_0"
+
+    class FakeAutotuner:
+        def __init__(self):
+            self.inductor_meta = {"kernel_name": "triton_poi_fake_0"}
+            self.triton_meta = {"signature": signature}
+            self.launchers = [Launcher(128)]
+            self.fn = Fn()
+            self.fn.src = src
+            self.calls = 0
+
+        def run(self, *args, stream=None, **kwargs):
+            self.calls += 1
+            return args[-1]
+
+        def _interpret_args_grid(self, args, cfg):
+            return args, (-(-args[-1] // cfg.kwargs["XBLOCK"]), 1, 1)
+
+    original = FakeAutotuner.run
+    capture._wrap_inductor(FakeAutotuner)
+    return FakeAutotuner, original
+
+
+STATIC_SRC = "def triton_poi_fake_0(in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    xnumel = 1024\n    pass\n"
+DYNAMIC_SRC = "def triton_poi_fake_0(in_ptr0, xnumel, XBLOCK : tl.constexpr):\n    xoffset = 0\n"
+
+
+@pytest.mark.parametrize("src,static", [(STATIC_SRC, True), (DYNAMIC_SRC, False), (None, False)])
+def test_a_kernel_with_nothing_left_to_record_leaves_the_capture_path(tmp_path, monkeypatch, src, static):
+    """A static-shape Inductor kernel (its xnumel re-bound to a literal) has one signature: after
+    its first launch its run is the original method again. Others keep the wrapper until the
+    signature cap (here 2) is reached."""
+    from tko import capture
+
+    monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path),
+                                                                "TRITON_CAPTURE_MAX_SIGNATURES": "2"}))
+    monkeypatch.setattr(capture, "_patches", [])
+    cls, original = _fake_inductor_class(capture, src, {"in_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"})
+    kernel = cls()
+    assert kernel.run(None, 1024, stream=0) == 1024
+    assert ("run" in vars(kernel)) == static
+    if static:
+        assert vars(kernel)["run"].__func__ is original
+    for n in (1024, 2048, 4096, 1024):
+        assert kernel.run(None, n, stream=0) == n
+    assert kernel.calls == 5 and "run" in vars(kernel)        # bypassed by now in every case
+    launches = [e for e in read_events(tmp_path / "autotune.log") if e["event"] == "launch"]
+    assert len(launches) == (1 if static else 2)
+
+
+@pytest.mark.parametrize("example,kernel,static", [
+    ("pointwise_chain", "triton_poi_fused_add_gelu_mul_0", True),
+    ("dynamic_shapes", "triton_red_fused_clamp_min_div_linalg_vector_norm_mul_silu_0", False),
+    ("mlp_train_step", "triton_per_fused_native_layer_norm_0", True),
+])
+def test_static_shape_check_on_real_inductor_kernels(example, kernel, static):
+    import ast
+    import re as _re
+    from types import SimpleNamespace
+
+    from tko.capture import static_inductor_kernel
+
+    text = (CAP / example / f"{kernel}.py").read_text()
+    signature = ast.literal_eval(_re.search(r"'signature': (\{[^}]*\})", text).group(1))
+    body = text[text.index(f"def {kernel}("):]
+    obj = SimpleNamespace(triton_meta={"signature": signature}, fn=SimpleNamespace(src=body),
+                          inductor_meta={"kernel_name": kernel})
+    assert static_inductor_kernel(obj) is static

@@ -28,6 +28,8 @@ import sys
 import time
 import traceback
 import operator
+import re
+import types
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +89,7 @@ class KernelState:
     by another object; kernels live as long as the program anyway.
     """
 
-    __slots__ = ("obj", "name", "signatures", "key", "frozen", "standalone")
+    __slots__ = ("obj", "name", "signatures", "key", "frozen", "standalone", "static")
 
     def __init__(self, obj: Any, name: str):
         self.obj = obj
@@ -96,6 +98,7 @@ class KernelState:
         self.key: Any = None  # args -> signature (an itemgetter of the scalar arguments)
         self.frozen = False  # nothing more to record (capture failed, or signature cap reached)
         self.standalone: dict = {}
+        self.static = False  # one signature only (an Inductor kernel compiled for static shapes)
 
 
 def _no_scalars(args: tuple) -> tuple:
@@ -442,8 +445,37 @@ def _state_for(obj: Any) -> tuple[KernelState, bool]:
     if st is not None and st.obj is obj:
         return st, False
     st = KernelState(obj, inductor_kernel_name(obj))
+    st.static = static_inductor_kernel(obj)
     _states[id(obj)] = st
     return st, True
+
+
+_INT_TYPE = re.compile(r"^[iu]\d+$")
+
+
+def static_inductor_kernel(obj: Any) -> bool:
+    """True when every integer argument of an Inductor kernel is re-bound to a literal in its
+    body (static shapes: ``xnumel = 33554432``): its launches all have one signature. Dynamic
+    shapes leave ``xnumel`` / ``ks0`` as real arguments."""
+    try:
+        signature = (getattr(obj, "triton_meta", None) or {}).get("signature") or {}
+        src = getattr(getattr(obj, "fn", None), "src", None)
+        if not signature or not isinstance(src, str):
+            return False
+        ints = [name for name, ty in signature.items() if isinstance(ty, str) and _INT_TYPE.match(ty)]
+        return all(re.search(rf"^\s+{re.escape(name)} = -?\d+\s*$", src, re.M) for name in ints)
+    except Exception as exc:
+        log_error(f"static check {inductor_kernel_name(obj)}", exc)
+        return False
+
+
+def _bypass(obj: Any, orig: Any) -> None:
+    """Nothing more to record for this kernel: its ``run`` becomes the original bound method on
+    the instance, so later launches do not pass through the capture at all."""
+    try:
+        obj.run = types.MethodType(orig, obj)
+    except Exception as exc:  # e.g. a class with __slots__: the wrapper's hot path stays
+        log_error(f"bypass {inductor_kernel_name(obj)}", exc)
 
 
 def _arg_names(obj: Any, nargs: int) -> list[str]:
@@ -525,6 +557,8 @@ def on_inductor_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> Any:
             _record_launch_inductor(obj, st, args, kwargs, pending)
         except Exception as exc:
             log_error(f"run(exit) {st.name}", exc)
+    if st is not None and (st.frozen or (st.static and st.signatures)):
+        _bypass(obj, orig)
     return result
 
 
