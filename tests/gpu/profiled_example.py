@@ -57,17 +57,19 @@ def main() -> int:
             # capture cost in one process: alternate blocks with the wrappers on and off
             from tko import capture
 
+            # (rounds alternate which block goes first, and each round's on/off ratio is taken,
+            # so a drift of the step time over the run cancels instead of biasing one side)
             on, off = [], []
-            for _ in range(opts.overhead_rounds):
-                capture.set_active(False)
-                off.append(timed(step, args.steps))
-                capture.set_active(True)
-                on.append(timed(step, args.steps))
-            on.sort()
-            off.sort()
+            for r in range(opts.overhead_rounds):
+                for active in ((False, True) if r % 2 == 0 else (True, False)):
+                    capture.set_active(active)
+                    (on if active else off).append(timed(step, args.steps))
+            capture.set_active(True)
+            paired = sorted(a / b for a, b in zip(on, off))
             result["overhead"] = {"rounds": opts.overhead_rounds, "steps_per_block": args.steps,
                                   "ms_step_on": on, "ms_step_off": off,
-                                  "ratio_median": on[len(on) // 2] / off[len(off) // 2]}
+                                  "ratio_median": sorted(on)[len(on) // 2] / sorted(off)[len(off) // 2],
+                                  "ratio_paired_median": paired[len(paired) // 2]}
         acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
         with torch.profiler.profile(activities=acts) as prof:
             for _ in range(opts.prof_steps):

@@ -160,7 +160,8 @@ def main() -> int:
             "rc_capture": rc1, "rc_plain": rc2, "ms_step_capture": with_cap.get("ms_per_step"),
             "ms_step_plain": plain.get("ms_per_step"), "overhead_ratio_processes": ratio,
             "overhead": with_cap.get("overhead"),
-            "overhead_ratio": (with_cap.get("overhead") or {}).get("ratio_median"),
+            "overhead_ratio": (with_cap.get("overhead") or {}).get("ratio_paired_median",
+                                                                   (with_cap.get("overhead") or {}).get("ratio_median")),
             "log_lines": len(events), "bad_lines": bad, "event_problems": probs,
             "kernels_logged": len(by_kernel), "triton_kernels_profiled": len(triton_seen),
             "missing_from_log": missing, "multi_config_untimed": untimed, "capture_errors": errors[:10],
@@ -222,7 +223,7 @@ def main() -> int:
                 tar.add(f, arcname=f"{name}/{f.name}")
     # the table
     print("\n== capture per example ==")
-    print("(ratio = ms/step with capture on / off, alternating blocks in one process; "
+    print("(ratio = ms/step with capture on / off, median of the per-round ratios of alternating blocks in one process; "
           "proc = with capture / plain run in another process)")
     print(f"{'example':22} {'rc':>5} {'events':>6} {'bad':>3} {'kern':>4} {'prof':>4} {'miss':>4} {'untimed':>7} "
           f"{'errs':>4} {'ms/step cap':>11} {'plain':>9} {'proc':>6} {'ratio':>6}")
