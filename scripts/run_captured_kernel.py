@@ -25,7 +25,7 @@ def main(argv=None) -> int:
 
     from tko.artifact import write_artifact
     from tko.kernel_run import run_kernel
-    from tko.standalone import TIMER_CHOICES
+    from tko.standalone import timer_arg
 
     parser = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
@@ -33,11 +33,11 @@ def main(argv=None) -> int:
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
     parser.add_argument("--warmup", type=float, default=None, help="do_bench warm-up time in ms (runner default 25)")
     parser.add_argument("--rep", type=float, default=None, help="do_bench measuring time in ms (runner default 100)")
-    parser.add_argument("--timer", choices=TIMER_CHOICES, default=None,
+    parser.add_argument("--timer", type=timer_arg, default=None,
                         help="do_bench (default: median, L2 flushed), cudagraph (no launch overhead, warm L2), "
                              "profiler (torch.profiler device time per launch, warm L2: what a program "
                              "profile measures), profiler_flushed (the same, L2 flushed), both (do_bench and "
-                             "cudagraph) or all")
+                             "cudagraph), all, or a comma list such as do_bench,profiler_flushed")
     parser.add_argument("--python", default=None, help="interpreter to run the kernel with (default: this one)")
     parser.add_argument("--json-out", required=True, help="where to write the kernel_run/1 JSON")
     opts = parser.parse_args(argv)

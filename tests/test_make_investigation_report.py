@@ -159,3 +159,22 @@ def test_real_h200_ab_inside_its_spread_decides_nothing(run_script, tmp_path):
     assert not fired & {"fallback_measured_faster", "fallback_measured_slower", "fallback_outputs_differ"}
     assert out["facts"]["fallback_beyond_noise"]["value"] is False
     assert out["facts"]["fallback_speedup"]["value"] == pytest.approx(0.666, abs=0.001)
+
+
+def test_bandwidth_from_the_device_time_when_the_run_has_it(run_script, tmp_path):
+    # a real H200 standalone run of a 6.6 us LayerNorm kernel with every timer: do_bench's events
+    # say 1700 GB/s, its device time with L2 flushed 2722 GB/s; the report's GB/s is the latter
+    from conftest import ROOT
+
+    run = ROOT / "tests" / "fixtures" / "capture_h200" / "run5_timers" / "run_triton_per_fused_native_layer_norm_0.json"
+    rep = run_script("make_investigation_report.py", "--kernel", "triton_per_fused_native_layer_norm_0",
+                     "--out", tmp_path / "r.md", "--run", run, cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    doc = json.loads((tmp_path / "r.json").read_text())
+    t = doc["sections"]["timing"]
+    assert t["standalone_ms"] == pytest.approx(0.009888, abs=1e-6)           # do_bench, as before
+    assert t["standalone_device_ms"] == pytest.approx(0.006176, abs=1e-6)
+    assert doc["facts"]["gb_per_s"]["value"] == pytest.approx(2721.8, abs=0.1)
+    assert "L2 flushed" in doc["facts"]["gb_per_s"]["source"]
+    md = (tmp_path / "r.md").read_text()
+    assert "device time 0.0062 ms (profiler, L2 flushed)" in md

@@ -269,3 +269,21 @@ def test_real_h200_standalone_against_the_program_by_its_own_instrument(run):
         assert r["ratio_do_bench"] > r["ratio_profiler"]
     misses = [r["kernel"] for r in kernels if not r["within_10pct"]]
     assert len(misses) <= 2 and all(r["in_l2_bracket"] for r in kernels if r["kernel"] in misses)
+
+
+def test_timer_lists(tmp_path, run_script):
+    import argparse
+
+    from tko.standalone import _runner
+
+    namespace = {"__name__": "runner_under_test"}
+    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    timers = namespace["_tko_timers"]
+    assert timers("do_bench, profiler_flushed") == {"do_bench", "profiler_flushed"}
+    assert timers("both") == {"do_bench", "cudagraph"}
+    assert timers("all") == {"do_bench", "cudagraph", "profiler", "profiler_flushed"}
+    with pytest.raises(argparse.ArgumentTypeError, match="unknown timer bogus"):
+        timers("do_bench,bogus")
+    kernel = fake_kernel(tmp_path, "print('never run')")
+    proc = run_script("run_captured_kernel.py", kernel, "--timer", "do_bench,bogus", "--json-out", tmp_path / "r.json")
+    assert proc.returncode == 2 and "unknown timer bogus" in proc.stderr and not (tmp_path / "r.json").exists()

@@ -279,6 +279,14 @@ def from_run(ev: Evidence, doc: dict | None, label: str) -> None:
               "fastest_config_ms": (doc.get("fastest") or {}).get("ms")})
     if best.get("gb_per_s") is not None:
         t["gb_per_s_source"] = f"{label}: best.gb_per_s"
+    # the device time of a launch with L2 flushed (run_captured_kernel.py --timer ...,profiler_flushed)
+    # is what DRAM delivers; do_bench's events add the launch latency, which for a kernel of a few
+    # microseconds is most of its time (H200: 1.4-4.9x the device time below ~20 us)
+    device = next((r for r in doc.get("results") or [] if r.get("best") and r.get("ok")
+                   and r.get("timer") == "torch.profiler.l2_flushed"), None)
+    if device and device.get("gb_per_s") is not None:
+        t.update({"standalone_device_ms": device.get("ms"), "standalone_gb_per_s": device["gb_per_s"],
+                  "gb_per_s_source": f"{label}: torch.profiler device time, L2 flushed (captured winner)"})
 
 
 def from_peak(ev: Evidence, peak: dict | None, device_name: str | None, arch: str | None) -> None:

@@ -223,7 +223,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
         standalone = kdir / f"{kernel}.py"
         if run_kernels and local_gpu and standalone.is_file():
             if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
-                         "--json-out", kd / "run.json"], output=kd / "run.json"):
+                         "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
+                         output=kd / "run.json"):
                 args["--run"] = kd / "run.json"
         elif recorded.is_file():
             args["--run"] = recorded

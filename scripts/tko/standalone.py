@@ -36,6 +36,18 @@ _FUTURE = re.compile(r"^from\s+__future__\s+import\s+.*$", re.M)
 TIMER_CHOICES = ("do_bench", "cudagraph", "profiler", "profiler_flushed", "both", "all")
 
 
+def timer_arg(text: str) -> str:
+    """argparse type of ``--timer``: one of TIMER_CHOICES or a comma list of them (passed on as is)."""
+    import argparse
+
+    names = [t.strip() for t in str(text).split(",") if t.strip()]
+    bad = [t for t in names if t not in TIMER_CHOICES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown timer {', '.join(bad) or repr(text)}; choose from "
+                                         f"{', '.join(TIMER_CHOICES)} (or a comma list)")
+    return ",".join(names)
+
+
 def standalone_stem(kernel: str, sig_no: int = 1) -> str:
     """File stem of a kernel's standalone copy; later argument signatures get ``__s<N>``."""
     stem = re.sub(r"[^A-Za-z0-9_]", "_", kernel)[:150] or "kernel"
@@ -333,6 +345,21 @@ def _tko_profiler_ms(call, name, rep_ms, flush):
     return durations[len(durations) // 2] / 1e3
 
 
+def _tko_timers(text):
+    # "--timer" value -> the set of timers, in the order results are printed
+    import argparse
+
+    names = [t.strip() for t in str(text).split(",") if t.strip()]
+    bad = [t for t in names if t not in _TKO_TIMER_CHOICES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown timer {', '.join(bad) or repr(text)}; "
+                                         f"choose from {', '.join(_TKO_TIMER_CHOICES)} (or a comma list)")
+    chosen = set()
+    for t in names:
+        chosen.update({"both": ("do_bench", "cudagraph"), "all": _TKO_TIMER_CHOICES[:4]}.get(t, (t,)))
+    return chosen
+
+
 def _tko_label(flat):
     return ", ".join(f"{k}={v}" for k, v in flat.items())
 
@@ -351,15 +378,17 @@ def _tko_main(argv=None):
     parser.add_argument("--launch", choices=("auto", "inductor", "jit"), default="auto",
                         help="inductor: through the module's CachingAutotuner; jit: the @triton.jit "
                              "function with the recorded grid; auto: inductor when captured from Inductor")
-    parser.add_argument("--timer", choices=_TKO_TIMER_CHOICES, default="do_bench",
+    parser.add_argument("--timer", type=_tko_timers, default="do_bench",
                         help="do_bench: triton.testing.do_bench median, L2 flushed before each call; "
                              "cudagraph: do_bench_cudagraph median, no launch overhead, L2 not flushed; "
                              "profiler: torch.profiler device duration per launch (median), the instrument "
                              "of a program profile, L2 warm; profiler_flushed: the same, L2 flushed before "
-                             "each launch; both: do_bench and cudagraph; all: every timer")
+                             "each launch; both: do_bench and cudagraph; all: every timer; or a comma list, "
+                             "e.g. do_bench,profiler_flushed")
     parser.add_argument("--device", default=None,
                         help="cuda (default when a GPU is present); cpu only under TRITON_INTERPRET=1")
     opts = parser.parse_args(argv)
+    timers = opts.timer
 
     import torch
     import triton
@@ -399,17 +428,17 @@ def _tko_main(argv=None):
             timings = []
             if opts.device.startswith("cuda"):
                 torch.cuda.synchronize()
-                if opts.timer in ("do_bench", "both", "all"):
+                if "do_bench" in timers:
                     timings.append(("triton.testing.do_bench", float(triton.testing.do_bench(
                         call, warmup=opts.warmup, rep=opts.rep, return_mode="median"))))
-                if opts.timer in ("cudagraph", "both", "all"):
+                if "cudagraph" in timers:
                     timings.append(("triton.testing.do_bench_cudagraph", float(triton.testing.do_bench_cudagraph(
                         call, rep=opts.rep, return_mode="median"))))
-                if opts.timer in ("profiler", "profiler_flushed", "all"):
+                if "profiler" in timers or "profiler_flushed" in timers:
                     name = _tko_jit_function(globals()[spec["function"]]).__name__
-                    if opts.timer != "profiler_flushed":
+                    if "profiler" in timers:
                         timings.append(("torch.profiler", _tko_profiler_ms(call, name, opts.rep, flush=False)))
-                    if opts.timer != "profiler":
+                    if "profiler_flushed" in timers:
                         timings.append(("torch.profiler.l2_flushed",
                                         _tko_profiler_ms(call, name, opts.rep, flush=True)))
             else:
