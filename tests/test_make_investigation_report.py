@@ -166,7 +166,7 @@ def test_bandwidth_from_the_device_time_when_the_run_has_it(run_script, tmp_path
     # say 1700 GB/s, its device time with L2 flushed 2722 GB/s; the report's GB/s is the latter
     from conftest import ROOT
 
-    run = ROOT / "tests" / "fixtures" / "capture_h200" / "run5_timers" / "run_triton_per_fused_native_layer_norm_0.json"
+    run = ROOT / "tests" / "fixtures" / "kernel_runs_h200" / "run_triton_per_fused_native_layer_norm_0.json"
     rep = run_script("make_investigation_report.py", "--kernel", "triton_per_fused_native_layer_norm_0",
                      "--out", tmp_path / "r.md", "--run", run, cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr

@@ -86,7 +86,7 @@ def verdict(row: dict) -> dict:
     prog, warm, cold = row.get("profiler_mean_us"), row.get("profiler_us"), row.get("flushed_us")
     if not prog or not warm:
         return {"within_10pct": None, "in_l2_bracket": None}
-    close = abs(warm / prog - 1) <= 0.10 or bool(cold and abs(cold / prog - 1) <= 0.10)
+    close = abs(warm / prog - 1) <= 0.10 + 1e-9 or bool(cold and abs(cold / prog - 1) <= 0.10 + 1e-9)
     bracket = bool(cold) and 0.9 * min(warm, cold) <= prog <= 1.1 * max(warm, cold)
     return {"within_10pct": close, "in_l2_bracket": bracket}
 
