@@ -502,3 +502,26 @@ def test_static_shape_check_on_real_inductor_kernels(example, kernel, static):
     obj = SimpleNamespace(triton_meta={"signature": signature}, fn=SimpleNamespace(src=body),
                           inductor_meta={"kernel_name": kernel})
     assert static_inductor_kernel(obj) is static
+
+
+def test_a_subclass_that_overrides_run_keeps_it(tmp_path, monkeypatch):
+    # Inductor's DebugAutotuner overrides run and calls CachingAutotuner.run: binding the base
+    # class's run on such an instance would skip the subclass's own work
+    from tko import capture
+
+    monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path)}))
+    monkeypatch.setattr(capture, "_patches", [])
+    cls, _original = _fake_inductor_class(capture, STATIC_SRC, {"in_ptr0": "*fp32", "xnumel": "i32"})
+
+    class DebugFake(cls):
+        debug_calls = 0
+
+        def run(self, *args, **kwargs):
+            self.debug_calls += 1
+            return super().run(*args, **kwargs)
+
+    kernel = DebugFake()
+    for _ in range(3):
+        assert kernel.run(None, 1024, stream=0) == 1024
+    assert "run" not in vars(kernel) and kernel.debug_calls == 3 and kernel.calls == 3
+    assert [e["event"] for e in read_events(tmp_path / "autotune.log")] == ["kernel", "launch"]

@@ -557,7 +557,10 @@ def on_inductor_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> Any:
             _record_launch_inductor(obj, st, args, kwargs, pending)
         except Exception as exc:
             log_error(f"run(exit) {st.name}", exc)
-    if st is not None and (st.frozen or (st.static and st.signatures)):
+    if st is not None and (st.frozen or (st.static and st.signatures)) \
+            and getattr(type(obj).run, "_tko_capture", False):
+        # (only where the class's run is the wrapper: a subclass that overrides run, as
+        # Inductor's DebugAutotuner does, must keep its own run)
         _bypass(obj, orig)
     return result
 
