@@ -462,3 +462,21 @@ def test_worker_profiles_only_slow_untimed_phases(monkeypatch, capsys):
     monkeypatch.setenv("TKO_SWEEP_PROFILE_S", "4.0")
     _profiled(slow, "v")
     assert capsys.readouterr().err == ""
+
+
+def test_apply_text_warns_where_inductor_would_halve_r0_block():
+    # a larger reduction block is timed with dynamic_scale_rblock off; in the program Inductor may
+    # add the halved config back, so the apply text says so (and only there)
+    winner = {"XBLOCK": 1, "R0_BLOCK": 1024, "num_warps": 16, "num_stages": 1}
+    assert sweep.larger_reduction_block({**winner, "R0_BLOCK": 2048}, winner)
+    assert sweep.larger_reduction_block({**winner, "XBLOCK": 2}, winner)
+    assert not sweep.larger_reduction_block({**winner, "R0_BLOCK": 512}, winner)
+    assert not sweep.larger_reduction_block({**winner, "num_warps": 8}, winner)
+    assert not sweep.larger_reduction_block({"XBLOCK": 2048, "num_warps": 8}, {"XBLOCK": 1024, "num_warps": 4})
+    doc = json.loads((H200_SWEEPS / "long_row_softmax_scaling_2gpu_call6.json").read_text())
+    plan = sweep.Plan(kernel_file="k.py", kernel="k", launch="inductor", spec={}, notes=[], dropped=[],
+                      variants=[sweep.Variant(name="baseline", kind="baseline", description="", flat=winner, grid=None,
+                                                    file="k.py")])
+    rows = {v["name"]: v for v in doc["variants"]}
+    assert "halving off" in sweep.how_to_apply(rows["R0_BLOCK=2048"], plan)
+    assert "halving off" not in sweep.how_to_apply(rows["num_warps=8"], plan)

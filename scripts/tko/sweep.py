@@ -802,10 +802,23 @@ def how_to_apply(row: dict, plan: Plan) -> str:
             text += (" (an Inductor kernel: set torch._inductor.config.coordinate_descent_tuning = True, "
                      "or TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=1, and check in a new capture that its "
                      "winner became this config; or use the best-variant file for a hand-written copy)")
+            if larger_reduction_block(row["config"], plan.variants[0].flat):
+                text += ("; note: the sweep timed it with Inductor's dynamic R0_BLOCK halving off, which in "
+                         "a program (TORCHINDUCTOR_DYNAMIC_SCALE_RBLOCK=1, the default) adds a config with "
+                         "R0_BLOCK halved when registers limit occupancy and keeps the faster of the two")
         return text
     if row["kind"] == "env":
         return "set " + " ".join(f"{k}={v}" for k, v in row["env"].items()) + " in the environment"
     return "apply this source edit:\n" + (row["source_diff"] or "")
+
+
+def larger_reduction_block(config: dict, winner: dict) -> bool:
+    """A reduction config with a larger R*_BLOCK, or a larger XBLOCK next to one, than the winner's."""
+    rkeys = [k for k in config if k.startswith("R") and k.endswith("_BLOCK")]
+    if not rkeys:
+        return False
+    return any(isinstance(config.get(k), int) and isinstance(winner.get(k), int) and config[k] > winner[k]
+               for k in rkeys + ["XBLOCK"])
 
 
 def write_best(plan: Plan, payload: dict, path: str | Path) -> str | None:
