@@ -287,3 +287,33 @@ def test_timer_lists(tmp_path, run_script):
     kernel = fake_kernel(tmp_path, "print('never run')")
     proc = run_script("run_captured_kernel.py", kernel, "--timer", "do_bench,bogus", "--json-out", tmp_path / "r.json")
     assert proc.returncode == 2 and "unknown timer bogus" in proc.stderr and not (tmp_path / "r.json").exists()
+
+
+def test_an_unavailable_profiler_timer_loses_only_itself(capsys):
+    # a torch build whose profiler records no device activity: that timer is reported on stderr and
+    # left out, the others stand (the kernel run does not fail)
+    from tko.standalone import _runner
+
+    namespace = {"__name__": "runner_under_test"}
+    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+
+    class FakeJit:
+        __name__ = "k"
+        arg_names = ["x"]
+
+        def run(self, *args, **kwargs):
+            pass
+
+    namespace["k"] = FakeJit()
+
+    def profiler_ms(call, name, rep, flush):
+        assert name == "k"
+        if flush:
+            raise RuntimeError("the profiler saw no kernel named k")
+        return 0.002
+
+    got = namespace["_tko_gpu_timings"](lambda: None, {"kernel": "k", "function": "k"},
+                                        {"profiler", "profiler_flushed"}, 1.0, 1.0, profiler_ms=profiler_ms)
+    assert got == [("torch.profiler", 0.002)]
+    assert "k: timer profiler_flushed unavailable (RuntimeError: the profiler saw no kernel named k)" in \
+        capsys.readouterr().err

@@ -345,6 +345,35 @@ def _tko_profiler_ms(call, name, rep_ms, flush):
     return durations[len(durations) // 2] / 1e3
 
 
+def _tko_gpu_timings(call, spec, timers, warmup, rep, profiler_ms=None):
+    # [(timer, ms)] for the chosen timers, in a fixed order
+    import sys
+
+    import triton
+    import triton.testing
+
+    profiler_ms = profiler_ms or _tko_profiler_ms
+    timings = []
+    if "do_bench" in timers:
+        timings.append(("triton.testing.do_bench", float(triton.testing.do_bench(
+            call, warmup=warmup, rep=rep, return_mode="median"))))
+    if "cudagraph" in timers:
+        timings.append(("triton.testing.do_bench_cudagraph", float(triton.testing.do_bench_cudagraph(
+            call, rep=rep, return_mode="median"))))
+    for timer, flush in (("profiler", False), ("profiler_flushed", True)):
+        if timer not in timers:
+            continue
+        # a profiler without device activity (some ROCm/DTK builds) loses this timer only
+        try:
+            name = _tko_jit_function(globals()[spec["function"]]).__name__
+            timings.append(("torch.profiler.l2_flushed" if flush else "torch.profiler",
+                            profiler_ms(call, name, rep, flush=flush)))
+        except Exception as exc:
+            print(f"{spec['kernel']}: timer {timer} unavailable ({type(exc).__name__}: {exc})",
+                  file=sys.stderr, flush=True)
+    return timings
+
+
 def _tko_timers(text):
     # "--timer" value -> the set of timers, in the order results are printed
     import argparse
@@ -428,19 +457,7 @@ def _tko_main(argv=None):
             timings = []
             if opts.device.startswith("cuda"):
                 torch.cuda.synchronize()
-                if "do_bench" in timers:
-                    timings.append(("triton.testing.do_bench", float(triton.testing.do_bench(
-                        call, warmup=opts.warmup, rep=opts.rep, return_mode="median"))))
-                if "cudagraph" in timers:
-                    timings.append(("triton.testing.do_bench_cudagraph", float(triton.testing.do_bench_cudagraph(
-                        call, rep=opts.rep, return_mode="median"))))
-                if "profiler" in timers or "profiler_flushed" in timers:
-                    name = _tko_jit_function(globals()[spec["function"]]).__name__
-                    if "profiler" in timers:
-                        timings.append(("torch.profiler", _tko_profiler_ms(call, name, opts.rep, flush=False)))
-                    if "profiler_flushed" in timers:
-                        timings.append(("torch.profiler.l2_flushed",
-                                        _tko_profiler_ms(call, name, opts.rep, flush=True)))
+                timings.extend(_tko_gpu_timings(call, spec, timers, opts.warmup, opts.rep))
             else:
                 timings.append(("perf_counter", _tko_cpu_median_ms(call, opts.rep)))
         except Exception as exc:
