@@ -317,3 +317,34 @@ def test_an_unavailable_profiler_timer_loses_only_itself(capsys):
     assert got == [("torch.profiler", 0.002)]
     assert "k: timer profiler_flushed unavailable (RuntimeError: the profiler saw no kernel named k)" in \
         capsys.readouterr().err
+
+
+def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
+    # the do_bench / do_bench_cudagraph calls, stood in for on a CPU: their keyword arguments
+    # and the order of the result lines
+    import inspect
+
+    import triton.testing
+
+    from tko.standalone import _runner
+
+    seen = []
+
+    def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.append(("do_bench", warmup, rep, return_mode))
+        return 0.5
+
+    def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.append(("cudagraph", rep, return_mode))
+        return 0.25
+
+    for real, fake in ((triton.testing.do_bench, do_bench), (triton.testing.do_bench_cudagraph, do_bench_cudagraph)):
+        assert {"rep", "return_mode"} <= set(inspect.signature(real).parameters)   # the real ones take them
+    monkeypatch.setattr(triton.testing, "do_bench", do_bench)
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", do_bench_cudagraph)
+    namespace = {"__name__": "runner_under_test"}
+    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    got = namespace["_tko_gpu_timings"](lambda: None, {"kernel": "k", "function": "k"},
+                                        namespace["_tko_timers"]("both"), 10.0, 50.0)
+    assert got == [("triton.testing.do_bench", 0.5), ("triton.testing.do_bench_cudagraph", 0.25)]
+    assert seen == [("do_bench", 10.0, 50.0, "median"), ("cudagraph", 50.0, "median")]
