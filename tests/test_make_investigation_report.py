@@ -177,4 +177,4 @@ def test_bandwidth_from_the_device_time_when_the_run_has_it(run_script, tmp_path
     assert doc["facts"]["gb_per_s"]["value"] == pytest.approx(2721.8, abs=0.1)
     assert "L2 flushed" in doc["facts"]["gb_per_s"]["source"]
     md = (tmp_path / "r.md").read_text()
-    assert "device time 0.0062 ms (profiler, L2 flushed)" in md
+    assert "device time 0.0062 ms (profiler, L2 flushed): do_bench is 1.6x the device time" in md
