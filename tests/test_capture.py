@@ -376,29 +376,7 @@ def test_hot_path_records_each_signature_once(tmp_path, monkeypatch):
     monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path)}))
     monkeypatch.setattr(capture, "_patches", [])
 
-    class Config:
-        def __init__(self, block):
-            self.kwargs, self.num_warps, self.num_stages = {"XBLOCK": block}, 4, 1
-
-    class Launcher:
-        def __init__(self, block):
-            self.config = Config(block)
-
-    class FakeAutotuner:  # the attributes the capture reads from a CachingAutotuner
-        def __init__(self):
-            self.inductor_meta = {"kernel_name": "triton_poi_fake_0"}
-            self.triton_meta = {"signature": {"in_ptr0": "*fp32", "xnumel": "i32"}}
-            self.launchers = [Launcher(128)]
-            self.calls = 0
-
-        def run(self, *args, stream=None, **kwargs):
-            self.calls += 1
-            return args[-1]
-
-        def _interpret_args_grid(self, args, cfg):
-            return args, (-(-args[-1] // cfg.kwargs["XBLOCK"]), 1, 1)
-
-    capture._wrap_inductor(FakeAutotuner)
+    FakeAutotuner, _original = _fake_inductor_class(capture, None, {"in_ptr0": "*fp32", "xnumel": "i32"})
     kernel = FakeAutotuner()
     seen = []
     real_snapshot = capture._snapshot_args

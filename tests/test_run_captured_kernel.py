@@ -348,3 +348,40 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
                                         namespace["_tko_timers"]("both"), 10.0, 50.0)
     assert got == [("triton.testing.do_bench", 0.5), ("triton.testing.do_bench_cudagraph", 0.25)]
     assert seen == [("do_bench", 10.0, 50.0, "median"), ("cudagraph", 50.0, "median")]
+
+
+@pytest.mark.parametrize("path,timer,expected", [
+    # a runner of this version: any list, as given
+    (None, "do_bench,profiler_flushed", ("do_bench,profiler_flushed", [])),
+    # run 4 of the H200 suite: one value of six, no lists (the smallest superset is chosen)
+    ("examples/recorded_h200/user_autotune_kernel/autotune_kernels/scale_bias_relu_kernel.py",
+     "do_bench,profiler_flushed", ("all", [])),
+    ("examples/recorded_h200/user_autotune_kernel/autotune_kernels/scale_bias_relu_kernel.py",
+     "profiler", ("profiler", [])),
+    # run 3: do_bench, cudagraph or both
+    ("tests/fixtures/capture_h200/pointwise_chain/triton_poi_fused_add_gelu_mul_0.py",
+     "do_bench,profiler_flushed", ("do_bench", ["profiler_flushed"])),
+    ("tests/fixtures/capture_h200/pointwise_chain/triton_poi_fused_add_gelu_mul_0.py",
+     "all", ("both", ["profiler", "profiler_flushed"])),
+])
+def test_timer_request_fits_the_files_runner(path, timer, expected):
+    # standalone files written by earlier versions are still run, with the timers they have
+    from conftest import ROOT
+    from tko.standalone import _runner, timer_for_runner
+
+    text = _runner({"kernel": "k"}) if path is None else (ROOT / path).read_text()
+    assert timer_for_runner(text, timer) == expected
+    assert timer_for_runner("def k(): pass  # no runner options at all", "do_bench,profiler") == (None, ["profiler"])
+
+
+def test_an_old_runner_runs_without_the_timers_it_lacks(tmp_path, run_script):
+    kernel = fake_kernel(tmp_path, f"""
+        assert not any(a.startswith("--tim") for a in argv), argv   # predates --timer: would reject it
+        print(PREFIX + json.dumps({result(0.0125)!r}))
+    """)
+    out = tmp_path / "run.json"
+    proc = run_script("run_captured_kernel.py", kernel, "--timer", "do_bench,profiler_flushed", "--json-out", out)
+    assert proc.returncode == 0, proc.stderr
+    doc = load(out)
+    assert doc["status"] == "ok" and doc["timers_dropped"] == ["profiler_flushed"]
+    assert "--timer" not in doc["command"]

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .standalone import RESULT_PREFIX
+from .standalone import RESULT_PREFIX, timer_for_runner
 
 STDERR_TAIL_LINES = 30
 
@@ -62,8 +62,11 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         cmd += ["--warmup", str(warmup)]
     if rep is not None:
         cmd += ["--rep", str(rep)]
+    timers_dropped: list[str] = []
     if timer:
-        cmd += ["--timer", timer]
+        timer, timers_dropped = timer_for_runner(kernel_py.read_text(errors="replace"), timer)
+        if timer:
+            cmd += ["--timer", timer]
     cmd += list(extra_args or [])
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     start = time.time()
@@ -113,6 +116,7 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         "best": best,
         "fastest": fastest,
         "problems": problems,
+        "timers_dropped": timers_dropped,
         "stdout_tail": _tail(stdout) if status != "ok" else [],
         "stderr_tail": _tail(stderr) if status != "ok" else [],
     }

@@ -48,6 +48,33 @@ def timer_arg(text: str) -> str:
     return ",".join(names)
 
 
+_SINGLE_TIMERS = TIMER_CHOICES[:4]
+
+
+def timer_for_runner(runner_text: str, timer: str) -> tuple[str | None, list[str]]:
+    """The ``--timer`` value a standalone file's runner accepts for the timers asked for, and the
+    timers it cannot give. Files written by earlier versions are still run: their runner may take
+    one value only (no comma lists), only do_bench/cudagraph/both, or no --timer at all."""
+    wanted: list[str] = []
+    for name in timer.split(","):
+        for t in {"both": ("do_bench", "cudagraph"), "all": _SINGLE_TIMERS}.get(name, (name,)):
+            if t not in wanted:
+                wanted.append(t)
+    if "def _tko_timers" in runner_text:                       # comma lists
+        return timer, []
+    if "_TKO_TIMER_CHOICES" in runner_text:                    # one value of all six
+        if len(wanted) == 1:
+            return wanted[0], []
+        return ("both" if set(wanted) <= {"do_bench", "cudagraph"} else "all"), []
+    if '"--timer"' in runner_text:                             # do_bench, cudagraph or both
+        kept = [t for t in wanted if t in ("do_bench", "cudagraph")]
+        dropped = [t for t in wanted if t not in kept]
+        if not kept:
+            return None, dropped
+        return (kept[0] if len(kept) == 1 else "both"), dropped
+    return None, [t for t in wanted if t != "do_bench"]        # do_bench only
+
+
 def standalone_stem(kernel: str, sig_no: int = 1) -> str:
     """File stem of a kernel's standalone copy; later argument signatures get ``__s<N>``."""
     stem = re.sub(r"[^A-Za-z0-9_]", "_", kernel)[:150] or "kernel"
@@ -420,8 +447,6 @@ def _tko_main(argv=None):
     timers = opts.timer
 
     import torch
-    import triton
-    import triton.testing
 
     if opts.device is None:
         opts.device = "cuda" if torch.cuda.is_available() else "cpu"
