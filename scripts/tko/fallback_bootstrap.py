@@ -1,6 +1,14 @@
 """Run a repro script as ``__main__`` with ``torch._dynamo.disable`` applied to named regions.
 
-    python fallback_bootstrap.py [--disable TARGET ...] -- script.py args...
+    python fallback_bootstrap.py [--disable TARGET ...] [--set NAME=JSON ...] [--eager-compile]
+        [--static-shapes] -- script.py args...
+
+The one launcher of every end-to-end trial (eager_fallback_ab.py, try_remedies.py): settings reach
+the program only through it and the environment, never by editing the user's file. ``--set``
+assigns ``inductor.<config>`` / ``dynamo.<config>`` values before the script runs;
+``--eager-compile`` makes ``torch.compile`` return the callable uncompiled; ``--static-shapes``
+forces ``dynamic=False``; ``$TKO_PINS`` installs config pins; ``$TKO_TRIAL_OUT`` turns on the
+timing of compiled callables and the saving of their outputs (``tko.trial_hooks``).
 
 TARGET is ``module.path:Name`` or ``module.path:Class.method`` for code in an importable module
 (patched after import, before the script runs), or ``__main__:Name`` / ``__main__:Class.method`` for
@@ -50,17 +58,51 @@ def rewrite_main(source: str, filename: str, attr_paths: list[str]) -> ast.Modul
     return ast.fix_missing_locations(tree)
 
 
+def _setting(text: str) -> tuple[str, object]:
+    import json
+
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=JSON, got {text!r}")
+    try:
+        return name, json.loads(value)
+    except json.JSONDecodeError:
+        return name, value
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _install_trial_hooks(a) -> None:
+    # import tko from scripts/, then take scripts/ off the path: the repro sees its own modules
+    sys.path.insert(0, os.path.dirname(HERE))
+    try:
+        from tko import trial_hooks
+    finally:
+        sys.path.remove(os.path.dirname(HERE))
+    trial_hooks.install_from_env(dict(a.set), eager=a.eager_compile, static=a.static_shapes)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="fallback_bootstrap")
     parser.add_argument("--disable", action="append", default=[])
+    parser.add_argument("--set", action="append", default=[], type=_setting)
+    parser.add_argument("--eager-compile", action="store_true")
+    parser.add_argument("--static-shapes", action="store_true")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     a = parser.parse_args(argv)
+    # run as a script, this file's folder is sys.path[0]; its modules must not shadow the repro's
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
     main_targets = [t.split(":", 1)[1] for t in a.disable if t.startswith("__main__:")]
     script = os.path.abspath(a.script)
     sys.argv = [script, *a.args]
     sys.path.insert(0, os.path.dirname(script))
+    trial = a.set or a.eager_compile or a.static_shapes or any(
+        os.environ.get(v) for v in ("TKO_TRIAL_OUT", "TKO_PINS"))
     try:
+        if trial:
+            _install_trial_hooks(a)
         for target in a.disable:
             if not target.startswith("__main__:"):
                 patch_module_target(target)
@@ -69,6 +111,9 @@ def main(argv=None) -> int:
         code = compile(rewrite_main(source, script, main_targets), script, "exec")
     except (ImportError, AttributeError, LookupError, SyntaxError, OSError) as exc:
         print(f"{PATCH_PREFIX} error: cannot apply --disable: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
+    except Exception as exc:  # e.g. a malformed pins file
+        print(f"{PATCH_PREFIX} error: cannot set up the trial: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 3
     if a.disable:
         print(f"{PATCH_PREFIX}: torch._dynamo.disable applied to {', '.join(a.disable)}", file=sys.stderr)
