@@ -1,0 +1,298 @@
+"""End-to-end trials of remedies on a repro: one fresh process per arm and run, interleaved.
+
+Every process runs the user's repro unchanged through ``fallback_bootstrap.py`` (settings reach it
+through the launcher and the environment). The first process is a reference run of the baseline
+that times every compiled call with synchronization: when the repro prints its own steady-state
+line (``--metric-regex``, default ``<float> ms/step``), that line is the metric and later processes
+time only the first compiled call (so the repro's loop is not disturbed) and the reference run's
+time is not counted; otherwise the bootstrap's step time (sum over compiled callables of their
+median steady-state call, ``tko.trial_hooks``) is the metric and the reference run counts as a
+baseline run. Outputs (the compiled callables' last outputs, plus ``$TKO_AB_OUTPUT`` when the
+repro saves one) are compared with the reference run's, the tolerance widened by the baseline's
+own run-to-run difference (float atomics).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import atomic
+from .artifact import write_artifact
+from .errors import InputError, ToolFailure
+from .fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
+from .trial_plan import ArmSpec
+
+SCHEMA = "remedy_trials/1"
+METRIC_REPRO = "repro"
+METRIC_BOOTSTRAP = "bootstrap (median steady-state call of each compiled callable, summed)"
+
+
+@dataclass
+class Arm:
+    spec: ArmSpec
+    settings: dict = field(default_factory=dict)
+    absent: list = field(default_factory=list)
+    runs: list = field(default_factory=list)      # one record per process
+    status: str = "ok"
+    reason: str | None = None
+    outputs: dict = field(default_factory=lambda: {"result": "unknown", "reason": "not run"})
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def ms(self, counted_only: bool = True) -> list[float]:
+        return [r["ms"] for r in self.runs if r.get("ms") is not None and (r["counted"] or not counted_only)]
+
+
+@dataclass
+class Context:
+    script: str
+    args: list
+    out_dir: Path
+    work: Path
+    metric: re.Pattern
+    timeout: float
+    timing: str = "full"
+    metric_from: str | None = None
+    done: int = 0
+    total: int = 0
+    order: list = field(default_factory=list)
+
+
+def device_env() -> dict:
+    import torch
+
+    gpu = bool(torch.cuda.is_available())
+    name = torch.cuda.get_device_name(0) if gpu else "cpu"
+    return {"gpu": gpu, "hip": bool(getattr(torch.version, "hip", None)), "name": name,
+            "backend": ("hip" if torch.version.hip else "cuda") if gpu else "cpu"}
+
+
+def resolve_settings(spec: ArmSpec) -> Arm:
+    """Check each config name exists in this torch; ``"toggle"`` becomes the opposite of its default."""
+    from .trial_hooks import _config_owner
+
+    arm = Arm(spec)
+    for name, value in spec.settings.items():
+        found = _config_owner(name)
+        if found is None:
+            arm.absent.append(name)
+            continue
+        arm.settings[name] = (not getattr(*found)) if value == "toggle" else value
+    if spec.settings and not arm.settings:
+        arm.status, arm.reason = "skipped", f"this torch has no {', '.join(arm.absent)}"
+    if spec.skip:
+        arm.status, arm.reason = "skipped", spec.skip
+    return arm
+
+
+def _command(arm: Arm, ctx: Context) -> list[str]:
+    cmd = [sys.executable, str(BOOTSTRAP), *arm.spec.bootstrap]
+    for name, value in arm.settings.items():
+        cmd += ["--set", f"{name}={json.dumps(value)}"]
+    return cmd + [ctx.script, *ctx.args]
+
+
+def _spawn(cmd: list[str], env: dict, log: Path, timeout: float) -> tuple[int | None, str, str, float]:
+    """Run in its own session; on timeout kill the whole process group. (rc or None, out, err, s)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+        wall = time.perf_counter() - t0
+        out.seek(0), err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    atomic.write_text(log, f"$ {' '.join(cmd)}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
+    return rc, stdout, stderr, wall
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+def _measure(record: dict, stdout: str, meas: dict, ctx: Context) -> None:
+    found = ctx.metric.findall(stdout)
+    if ctx.metric_from in (None, METRIC_REPRO) and found:
+        value = found[-1][0] if isinstance(found[-1], tuple) else found[-1]
+        record["ms"], record["metric_from"] = float(value), METRIC_REPRO
+    elif ctx.metric_from in (None, METRIC_BOOTSTRAP) and meas.get("step_ms") is not None:
+        record["ms"], record["metric_from"] = float(meas["step_ms"]), METRIC_BOOTSTRAP
+    else:
+        record["status"] = "no step time"
+        record["error"] = ("no step time: the repro printed no line matching the metric regex and "
+                           "called no torch.compile'd callable more than twice")
+
+
+def run_once(arm: Arm, index: int, ctx: Context) -> dict:
+    tag = f"{arm.name}_{index}"
+    meas_path, out_path = ctx.work / f"{tag}.json", ctx.work / f"{tag}.pt"
+    ab_path = ctx.work / f"{tag}.ab.pt"
+    env = dict(os.environ, **arm.spec.env, TKO_TRIAL_OUT=str(meas_path), TKO_TRIAL_OUTPUTS=str(out_path),
+               TKO_AB_OUTPUT=str(ab_path), TKO_TRIAL_TIMING=ctx.timing, PYTHONUNBUFFERED="1")
+    log = ctx.out_dir / "logs" / f"{tag}.log"
+    rc, stdout, stderr, wall = _spawn(_command(arm, ctx), env, log, ctx.timeout)
+    record = {"run": index, "status": "ok", "error": None, "ms": None, "wall_s": round(wall, 3),
+              "first_step_s": None, "log": str(log), "counted": True, "outputs": [],
+              "metric_from": None}
+    meas = json.loads(meas_path.read_text()) if meas_path.is_file() else {}
+    record["first_step_s"] = meas.get("first_step_s")
+    record["applied"] = meas.get("settings")
+    if rc is None:
+        record["status"], record["error"] = "timeout", f"no exit within {ctx.timeout:g} s (process group killed)"
+    elif rc != 0:
+        record["status"], record["error"] = "failed", f"exit {rc}: {_last_line(stderr)}"
+    else:
+        _measure(record, stdout, meas, ctx)
+    record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()]
+    ctx.done += 1
+    ctx.order.append(f"{arm.name}#{index}")
+    shown = f"{record['ms']:.4f} ms/step" if record["ms"] is not None else record["status"]
+    print(f"[{ctx.done}/{ctx.total}] {arm.name} run {index}: {shown} ({wall:.1f} s)", file=sys.stderr)
+    return record
+
+
+def reference_run(base: Arm, ctx: Context) -> None:
+    """Baseline run 0: fails loudly, and fixes where the step time comes from."""
+    record = run_once(base, 0, ctx)
+    base.runs.append(record)
+    if record["status"] != "ok":
+        raise ToolFailure(f"the baseline failed ({record['error']}); log: {record['log']}")
+    ctx.metric_from = record["metric_from"]
+    if ctx.metric_from == METRIC_REPRO:
+        record["counted"] = False  # timed with a synchronization per call: not the repro's own loop
+        ctx.timing = "first"
+
+
+def _estimate(arm: Arm, base: Arm) -> float:
+    walls = [r["wall_s"] for r in arm.runs] or [r["wall_s"] for r in base.runs]
+    return max(walls)
+
+
+def run_rounds(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: float) -> list[str]:
+    """Interleaved rounds (A B C A B C ...); returns notes on what the budget cut."""
+    notes, base = [], arms[0]
+    for index in range(1, runs + 1):
+        for arm in arms:
+            if arm.status != "ok":
+                continue
+            est = _estimate(arm, base)
+            if time.perf_counter() - t0 + est > budget_s:
+                if not arm.ms(counted_only=False) and not any(r["run"] > 0 for r in arm.runs):
+                    arm.status = "skipped"
+                    arm.reason = f"budget: {budget_s:g} s would be exceeded (a run takes about {est:.1f} s)"
+                else:
+                    notes.append(f"{arm.name}: run {index} not started, budget {budget_s:g} s spent")
+                continue
+            record = run_once(arm, index, ctx)
+            arm.runs.append(record)
+            if record["status"] != "ok":
+                arm.status, arm.reason = record["status"], record["error"]
+    return notes
+
+
+def _spread(values: list[float]) -> float | None:
+    return max(values) / min(values) if len(values) >= 2 and min(values) > 0 else None
+
+
+def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dict:
+    values = arm.ms()
+    median = statistics.median(values) if values else None
+    spread = _spread(values)
+    x = base_ms / median if base_ms and median else None
+    known = [s for s in (base_spread, spread) if s is not None]
+    noise = max(known) if known else None
+    beyond = None if x is None or noise is None or arm.name == "baseline" else max(x, 1 / x) > noise
+    firsts = [r["first_step_s"] for r in arm.runs if r.get("first_step_s") is not None]
+    spec = arm.spec
+    return {
+        "name": arm.name, "status": arm.status, "reason": arm.reason,
+        "settings": {"config": arm.settings, "absent": arm.absent, "env": spec.env,
+                     "bootstrap": spec.bootstrap},
+        "proposed_by": spec.proposed_by, "change": spec.change, "ms": values, "median_ms": median,
+        "spread": spread, "x_baseline": x, "beyond_noise": beyond, "noise": noise,
+        "first_step_s": statistics.median(firsts) if firsts else None,
+        "wall_s": [r["wall_s"] for r in arm.runs], "outputs": arm.outputs,
+        "metric_from": next((r["metric_from"] for r in arm.runs if r.get("metric_from")), None),
+        "logs": [r["log"] for r in arm.runs],
+    }
+
+
+def pick_winner(rows: list[dict]) -> dict | None:
+    """The fastest arm faster than the baseline beyond noise whose outputs equal the baseline's."""
+    good = [r for r in rows if r["name"] != "baseline" and r["status"] == "ok" and r["beyond_noise"]
+            and (r["x_baseline"] or 0) > 1 and r["outputs"]["result"] == "equal"]
+    return max(good, key=lambda r: r["x_baseline"]) if good else None
+
+
+def what_to_change(winner: dict | None) -> str:
+    if winner is None:
+        return "nothing beat the baseline beyond run-to-run noise with equal outputs"
+    return f"{winner['change']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+
+
+def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec], runs: int = 3,
+               budget_s: float = 1800.0, timeout: float = 1800.0, metric_regex: str = DEFAULT_METRIC,
+               device: dict | None = None, tool: str = "try_remedies.py") -> dict:
+    from .trial_compare import compare_arms
+
+    if runs < 1:
+        raise InputError("--runs must be at least 1")
+    if budget_s <= 0 or timeout <= 0:
+        raise InputError("--budget-s and --timeout must be positive")
+    try:
+        metric = re.compile(metric_regex)
+    except re.error as exc:
+        raise InputError(f"--metric-regex: {exc}") from None
+    script, args = split_command(cmd)
+    out = Path(out_dir)
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    arms = [resolve_settings(s) for s in specs]
+    live = [a for a in arms if a.status == "ok"]
+    with tempfile.TemporaryDirectory(prefix=".trials_", dir=out) as work:
+        ctx = Context(script, args, out, Path(work), metric, timeout, total=1 + runs * len(live))
+        t0 = time.perf_counter()
+        reference_run(live[0], ctx)
+        notes = run_rounds(live, runs, budget_s, ctx, t0)
+        noise_note = compare_arms(arms)
+    return finish(cmd, out, arms, runs, budget_s, device or {}, ctx, notes + noise_note, tool)
+
+
+def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: dict, ctx: Context,
+           notes: list[str], tool: str) -> dict:
+    base = arms[0]
+    base_ms = statistics.median(base.ms()) if base.ms() else None
+    rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
+    winner = pick_winner(rows)
+    noise = max([r["spread"] for r in rows if r["spread"]] or [1.0])
+    payload = {"command": cmd, "script": ctx.script, "runs": runs, "budget_s": budget_s,
+               "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
+               "order": ctx.order, "arms": rows, "noise": noise,
+               "winner": winner["name"] if winner else None, "what_to_change": what_to_change(winner),
+               "notes": notes}
+    from .trial_report import markdown
+
+    doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)
+    atomic.write_text(out / "trials.md", markdown(doc))
+    return doc
+
+
+def finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
