@@ -1,0 +1,157 @@
+"""try_remedies.py: arm planning from facts, and real trials of a tiny torch.compile repro on the CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tko import contracts, trial_plan
+from tko.errors import InputError
+from tko.trial_plan import Facts, plan_arms
+
+REPRO = "repros/trial_repro.py"
+CPU = {"gpu": False, "hip": False}
+
+
+def by_name(plan):
+    return {a.name: a for a in plan}
+
+
+def test_without_facts_every_knob_runs_and_gpu_only_arms_are_skipped():
+    plan = by_name(plan_arms(None, CPU))
+    assert list(plan) == trial_plan.ARM_NAMES and list(plan)[:3] == [
+        "baseline", "coordinate_descent", "max_autotune_no_cudagraphs"]
+    assert plan["multi_kernel"].skip is None and plan["multi_kernel"].proposed_by == "no facts given"
+    assert plan["static_shapes"].bootstrap == ["--static-shapes"]
+    assert "no GPU" in plan["cudagraphs"].skip
+    assert "not a HIP build" in plan["buffer_ops"].skip
+    assert "no pins file" in plan["pinned"].skip
+    assert plan["eager_fallback"].bootstrap == ["--eager-compile"]
+
+
+def test_facts_decide_reduction_knobs_cudagraphs_buffer_ops_and_regions():
+    facts = Facts(kernels={"triton_red_0": {"multi_pass": True, "dynamic_sizes": False}},
+                  program_rules=["many_tiny_launches"], disable_targets=["__main__:f"],
+                  buffer_ops_smoke_ok=True, given=True)
+    plan = by_name(plan_arms(facts, {"gpu": True, "hip": True}))
+    assert plan["multi_kernel"].skip is None and plan["multi_kernel"].proposed_by == "triton_red_0: multi_pass"
+    assert plan["cudagraphs"].skip is None and plan["cudagraphs"].proposed_by == "program.many_tiny_launches"
+    assert plan["buffer_ops"].skip is None and plan["buffer_ops"].env["AMDGCN_USE_BUFFER_OPS"] == "1"
+    assert plan["eager_fallback"].bootstrap == ["--disable", "__main__:f"]
+    plain = by_name(plan_arms(Facts(kernels={"k": {"multi_pass": False}}, given=True), {"gpu": True, "hip": True}))
+    assert "no kernel is a multi-pass" in plain["static_shapes"].skip
+    assert plain["cudagraphs"].proposed_by == "always tried on a GPU"
+    assert "no check_env.py --smoke record" in plain["buffer_ops"].skip
+
+
+def test_facts_are_read_from_an_investigation_directory(tmp_path):
+    (tmp_path / "kernels" / "k0").mkdir(parents=True)
+    (tmp_path / "capture").mkdir()
+    (tmp_path / "kernels" / "k0" / "report.json").write_text(json.dumps({
+        "schema": "investigation_report/1", "kernel": "k0",
+        "facts": {"dynamic_sizes": {"value": True, "source": "meta.json"}},
+        "decision": {"fired": [{"rule": "launch_bound"}]}}))
+    (tmp_path / "capture" / "triton_env.json").write_text(json.dumps({
+        "schema": "triton_env/1", "smoke": {"runs": [{"variants": {"unset": {"ok": True}, "1": {"ok": False}}}]}}))
+    (tmp_path / "investigation.json").write_text(json.dumps({
+        "schema": "investigation/1", "program": None,
+        "kernels": [{"kernel": "k0", "dir": "kernels/k0", "disable_targets": ["__main__:g"]}]}))
+    facts = trial_plan.load_facts([str(tmp_path / "investigation.json")])
+    assert facts.kernels == {"k0": {"dynamic_sizes": True}} and facts.disable_targets == ["__main__:g"]
+    assert facts.buffer_ops_smoke_ok is False
+    plan = by_name(plan_arms(facts, {"gpu": True, "hip": True}))
+    assert plan["static_shapes"].proposed_by == "k0: dynamic_sizes"
+    assert plan["cudagraphs"].proposed_by == "k0: launch_bound"
+    assert "failed to compile" in plan["buffer_ops"].skip
+
+
+def test_restrict_keeps_baseline_and_rejects_unknown_arms():
+    plan = plan_arms(None, CPU)
+    assert [a.name for a in trial_plan.restrict(plan, ["pinned"])] == ["baseline", "pinned"]
+    with pytest.raises(InputError, match="unknown arm nope"):
+        trial_plan.restrict(plan, ["nope"])
+
+
+def _check_winner(doc):
+    arms = {a["name"]: a for a in doc["arms"]}
+    good = [a for a in arms.values() if a["name"] != "baseline" and a["status"] == "ok" and a["beyond_noise"]
+            and a["x_baseline"] > 1 and a["outputs"]["result"] == "equal"]
+    assert doc["winner"] == (max(good, key=lambda a: a["x_baseline"])["name"] if good else None)
+
+
+@pytest.mark.slow
+def test_trial_with_printed_step_time_crash_hang_and_changed_outputs(run_script, fixtures_dir, tmp_path):
+    env = {"TRIAL_PRINT": "1", "TRIAL_BREAK": "1", "TRIAL_CRASH": "1", "TRIAL_HANG": "1"}
+    proc = run_script("try_remedies.py", "--out", tmp_path / "t", "--runs", "2", "--timeout", "12",
+                      "--arms", "coordinate_descent,max_autotune_no_cudagraphs,multi_kernel,eager_fallback",
+                      "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "t" / "trials.json").read_text())
+    assert contracts.contract_problems(doc) == []
+    assert doc["order"] == ["baseline#0", "baseline#1", "coordinate_descent#1", "max_autotune_no_cudagraphs#1",
+                            "multi_kernel#1", "eager_fallback#1", "baseline#2", "coordinate_descent#2",
+                            "eager_fallback#2"]
+    arms = {a["name"]: a for a in doc["arms"]}
+    assert doc["metric_from"] == "repro" and len(arms["baseline"]["ms"]) == 2  # reference run not counted
+    assert arms["max_autotune_no_cudagraphs"]["status"] == "failed"
+    assert "crashed under max_autotune" in arms["max_autotune_no_cudagraphs"]["reason"]
+    assert arms["multi_kernel"]["status"] == "timeout"
+    assert arms["multi_kernel"]["settings"]["config"] == {"inductor.triton.multi_kernel": 1}
+    assert arms["coordinate_descent"]["outputs"]["result"] == "different"
+    assert arms["eager_fallback"]["outputs"]["result"] == "equal"
+    base = arms["baseline"]["median_ms"]
+    for arm in arms.values():
+        if arm["median_ms"]:
+            assert arm["x_baseline"] == pytest.approx(base / arm["median_ms"])
+    _check_winner(doc)
+    assert doc["winner"] != "coordinate_descent"  # outputs differ: never the winner
+    assert (tmp_path / "t" / "logs" / "multi_kernel_1.log").is_file()
+    assert "What to change:" in (tmp_path / "t" / "trials.md").read_text()
+    assert "[9/" in proc.stderr and "coordinate_descent run 2:" in proc.stderr
+
+
+@pytest.mark.slow
+def test_trial_without_printed_line_times_compiled_calls_and_tolerates_noise(run_script, fixtures_dir, tmp_path):
+    proc = run_script("try_remedies.py", "--out", tmp_path, "--runs", "1", "--arms", "eager_fallback",
+                      "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env={"TRIAL_NOISE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "trials.json").read_text())
+    arms = {a["name"]: a for a in doc["arms"]}
+    assert doc["metric_from"].startswith("bootstrap")
+    assert len(arms["baseline"]["ms"]) == 2 and all(ms > 0 for ms in arms["baseline"]["ms"])
+    assert arms["baseline"]["first_step_s"] > 0 and arms["eager_fallback"]["median_ms"] > 0
+    # unseeded noise of 1e-6 on the input: the baseline differs from itself, and that is the slack
+    assert arms["eager_fallback"]["outputs"]["result"] == "equal"
+    assert "widened" in arms["eager_fallback"]["outputs"]["reason"]
+    assert "max |diff| 0 " not in doc["notes"][-1]
+    _check_winner(doc)
+
+
+@pytest.mark.slow
+def test_failing_baseline_is_one_line_exit_1_and_leaves_the_previous_result(run_script, fixtures_dir, tmp_path):
+    (tmp_path / "trials.json").write_text("previous\n")
+    proc = run_script("try_remedies.py", "--out", tmp_path, "--runs", "1", "--arms", "coordinate_descent",
+                      "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env={"TRIAL_FAIL": "1"})
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("try_remedies.py: error: the baseline failed")
+    assert "the repro broke on purpose" in last and str(tmp_path / "logs" / "baseline_0.log") in last
+    assert "Traceback" not in proc.stderr
+    assert (tmp_path / "trials.json").read_text() == "previous\n" and not (tmp_path / "trials.md").exists()
+
+
+@pytest.mark.slow
+def test_repro_without_step_time_or_compiled_call_says_no_step_time(run_script, tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text("print('hello')\n")
+    proc = run_script("try_remedies.py", "--out", tmp_path / "o", "--runs", "1", "--arms", "eager_fallback",
+                      "--", "python", script, cwd=tmp_path)
+    assert proc.returncode == 1 and "no step time" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_bad_arms_and_missing_command_are_exit_2(run_script, fixtures_dir, tmp_path):
+    proc = run_script("try_remedies.py", "--out", tmp_path, "--arms", "bogus", "--", "python", fixtures_dir / REPRO)
+    assert proc.returncode == 2 and "unknown arm bogus" in proc.stderr and "Traceback" not in proc.stderr
+    proc = run_script("try_remedies.py", "--out", tmp_path)
+    assert proc.returncode == 2 and "no repro command" in proc.stderr
