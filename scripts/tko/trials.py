@@ -15,7 +15,6 @@ own run-to-run difference (float atomics).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -195,7 +194,7 @@ def run_rounds(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: fl
                 continue
             est = _estimate(arm, base)
             if time.perf_counter() - t0 + est > budget_s:
-                if not arm.ms(counted_only=False) and not any(r["run"] > 0 for r in arm.runs):
+                if not any(r["run"] > 0 for r in arm.runs):  # not run yet: it does not fit
                     arm.status = "skipped"
                     arm.reason = f"budget: {budget_s:g} s would be exceeded (a run takes about {est:.1f} s)"
                 else:
@@ -292,7 +291,3 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
     doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)
     atomic.write_text(out / "trials.md", markdown(doc))
     return doc
-
-
-def finite(x) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)
