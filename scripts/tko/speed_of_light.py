@@ -80,6 +80,7 @@ def static_facts(kernel: dict, model: dict, spec: dict) -> dict:
     units = device.get("multi_processor_count") if isinstance(device, dict) else None
     strided = [a["name"] for a in model.get("args", []) if a["role"] not in (None, "unused")
                and not a.get("contiguous", True)]
+    strided += [b for b in transposed_bases(ops) if b not in strided]
     return {
         "multi_pass": (model.get("max_passes") or 0) > 1 and bool(kernel.get("reductions")),
         "passes": model.get("passes") or {},
@@ -91,6 +92,50 @@ def static_facts(kernel: dict, model: dict, spec: dict) -> dict:
         "programs": math.prod(int(g) for g in grid) if grid else None,
         "compute_units": int(units) if isinstance(units, (int, float)) else None,
     }
+
+
+def pointer_terms(pointer: str | None) -> tuple[set[str], set[str]]:
+    """(unit, scaled): index names added with coefficient 1 in a pointer expression, and names
+    under a product (``x1`` and ``y0`` of ``p + (x1 + 8192*y0)``)."""
+    import ast
+
+    try:
+        node = ast.parse(pointer or "", mode="eval").body
+    except SyntaxError:
+        return set(), set()
+    unit, scaled, stack = set(), set(), [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub)):
+            stack += [n.left, n.right]
+        elif isinstance(n, ast.Name):
+            unit.add(n.id)
+        else:
+            scaled |= {m.id for m in ast.walk(n) if isinstance(m, ast.Name)}
+    return unit, scaled
+
+
+def transposed_bases(ops: list[dict]) -> list[str]:
+    """Pointers of a 2-D indexed kernel accessed with the roles of two indices swapped (one op's
+    unit-stride index is another's scaled index, as in ``x1 + 8192*y0`` vs ``y0 + 8192*x1``); the
+    side that disagrees with the store is the transposed one."""
+    direct = []
+    for o in ops:
+        if o.get("kind") != "direct" or not o.get("bases"):
+            continue
+        unit, scaled = pointer_terms(o.get("pointer"))
+        unit, scaled = unit - set(o["bases"]), scaled - set(o["bases"])
+        if unit and scaled:
+            direct.append((o, unit, scaled))
+    stores = [d for d in direct if d[0]["op"] == "store"]
+    ref = stores[0] if stores else (direct[0] if direct else None)
+    if ref is None:
+        return []
+    out = set()
+    for o, unit, scaled in direct:
+        if unit & ref[2] and scaled & ref[1]:
+            out.update(o["bases"])
+    return sorted(out)
 
 
 def costly_ops(twin_summary: dict | None, validity: dict | None) -> dict:
@@ -316,7 +361,8 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
     th = thresholds_from_rules(rules)
     twin = twins.write_twin_file(kernel_py, Path(twin_path), chosen["name"])
     arches = arches or default_arches(spec)
-    validity = twins.check_twin(kernel_py, Path(twin_path), arches, chosen["name"])
+    validity = twins.check_twin(kernel_py, Path(twin_path), arches, chosen["name"],
+                                timed_arch=(spec.get("device") or {}).get("arch"))
     model = byte_model.model_for_file(text, kernel_py, chosen["name"])
     peak = resolve_peak(spec, peak_gbps, peaks_store)
     notes = list(twin.notes) + list(model["notes"])
@@ -332,6 +378,9 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
             notes.append("twin not timed: invalid (" + "; ".join(validity["reasons"]) + ")")
     else:
         notes.append(f"not timed ({why}); a GPU run would add: " + "; ".join(GPU_RUN_ADDS))
+    if validity["valid"] and validity["invalid_on"]:
+        notes.append(f"twin census differs on {', '.join(validity['invalid_on'])} (" + "; ".join(validity["reasons"])
+                     + f"); it agrees on {', '.join(validity['decided_by'])}, where it is timed")
     kernel_ms = (runs["kernel"] or {}).get("ms")
     twin_ms = (runs["twin"] or {}).get("ms") if validity["valid"] else None
     fl = floors(model, (peak or {}).get("peak_gbps"))

@@ -381,9 +381,15 @@ def census_differences(kernel: dict, twin: dict) -> list[str]:
     return diffs
 
 
-def check_twin(kernel_py: Path, twin_py: Path, arches: list[str], kernel: str | None = None) -> dict:
-    """Compile kernel and twin per arch; the twin is valid only where every compile succeeded and
-    the load/store census is the same."""
+def check_twin(kernel_py: Path, twin_py: Path, arches: list[str], kernel: str | None = None,
+               timed_arch: str | None = None) -> dict:
+    """Compile kernel and twin per arch; the census of an arch agrees when both compiled and the
+    load/store families, counts and widths are the same.
+
+    ``valid`` is the agreement on ``timed_arch`` (the device the twin is timed on) when it is one of
+    ``arches``, else on every arch: a backend that unrolls the twin's cheaper loop differently
+    (static counts multiply) says nothing about the traffic on another backend, and is reported
+    in ``reasons`` and ``invalid_on``."""
     from .errors import ToolFailure
 
     per_arch = []
@@ -401,10 +407,14 @@ def check_twin(kernel_py: Path, twin_py: Path, arches: list[str], kernel: str | 
                      kernel=k["summary"], twin=t["summary"],
                      kernel_mix=_mix_brief(k["mix"]), twin_mix=_mix_brief(t["mix"]))
         per_arch.append(entry)
-    valid = bool(per_arch) and all(e.get("ok") for e in per_arch)
+    valid_on = [e["arch"] for e in per_arch if e.get("ok")]
+    invalid_on = [e["arch"] for e in per_arch if not e.get("ok")]
+    deciding = [timed_arch] if timed_arch in arches else list(arches)
+    valid = bool(per_arch) and all(a in valid_on for a in deciding)
     reasons = [f"{e['arch']}: {e['error']}" for e in per_arch if e.get("error")]
     reasons += [f"{e['arch']}: {'; '.join(e['differences'])}" for e in per_arch if e.get("differences")]
-    return {"valid": valid, "arches": per_arch, "reasons": reasons}
+    return {"valid": valid, "decided_by": deciding, "valid_on": valid_on, "invalid_on": invalid_on,
+            "arches": per_arch, "reasons": reasons}
 
 
 def _mix_brief(mix: dict) -> dict:
