@@ -1,0 +1,161 @@
+"""Speed-of-light classes on hand-given numbers, and the script offline on real captures."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tko import contracts, speed_of_light as sol
+
+ROOT = Path(__file__).resolve().parents[1]
+SOL = ROOT / "tests" / "fixtures" / "sol_h200"
+GELU = ROOT / "examples" / "recorded_h200" / "pointwise_chain" / "autotune_kernels" / \
+    "triton_poi_fused_add_gelu_mul_0.py"
+TH = sol.thresholds_from_rules()
+PEAK = 4246.1
+# long-row softmax, fp16 4096 x 32768: 512 MiB one pass, 768 MiB as written (two passes over the input)
+ONE_PASS = 2 * 4096 * 32768 * 2
+MODEL_2PASS = {"unique_bytes": ONE_PASS, "one_pass_bytes": ONE_PASS, "multi_pass_bytes": ONE_PASS * 3 // 2,
+               "max_passes": 2, "inductor_bytes": ONE_PASS}
+MODEL_1PASS = {"unique_bytes": 201334784, "one_pass_bytes": 201334784, "multi_pass_bytes": 201334784,
+               "max_passes": 1, "inductor_bytes": 201334784}
+
+
+def _numbers(kernel_ms, twin_ms, model):
+    return sol.measured_numbers(kernel_ms, twin_ms, sol.floors(model, PEAK), model)
+
+
+def test_thresholds_come_from_the_decision_rules():
+    assert set(TH) == set(sol.THRESHOLD_NAMES)
+    assert TH["sol_at_floor_ratio"] > 1 and 0 < TH["sol_above_peak_noise"] < 1
+
+
+def test_at_floor():
+    floor = MODEL_1PASS["unique_bytes"] / (PEAK * 1e9) * 1e3
+    n = _numbers(floor * 1.04, floor * 1.02, MODEL_1PASS)
+    c = sol.classify(n, TH, twin_valid=True)
+    assert c["class"] == "at_floor"
+    assert c["numbers"]["kernel_pct_of_copy"] == pytest.approx(100 / 1.04)
+    assert "1.04x the copy floor" in c["says"]
+
+
+def test_arithmetic_bound_names_the_costly_ops():
+    floor = MODEL_1PASS["unique_bytes"] / (PEAK * 1e9) * 1e3
+    n = _numbers(floor * 2.0, floor * 1.05, MODEL_1PASS)
+    costly = {"source": {"libdevice.erf": 1, "*": 3}, "isa": [
+        {"arch": "gfx942", "kernel_valu": 142, "kernel_transcendental": 4, "twin_valu": 15, "twin_transcendental": 0}]}
+    c = sol.classify(n, TH, twin_valid=True, costly=costly)
+    assert c["class"] == "arithmetic_bound"
+    assert c["says"].index("libdevice.erf x1") < c["says"].index("* x3")
+    assert "142 VALU" in c["says"]
+    assert c["remedy"]["at_most_x"] == pytest.approx(2.0 / 1.05)
+
+
+def test_access_pattern_bound_multi_pass_bound_from_the_bytes():
+    floor = ONE_PASS / (PEAK * 1e9) * 1e3
+    n = _numbers(floor * 2.1, floor * 2.0, MODEL_2PASS)   # the measured softmax: about 48 % of copy
+    facts = {"multi_pass": True, "passes": {"in_ptr0": 2}, "programs": 4096, "compute_units": 132}
+    c = sol.classify(n, TH, twin_valid=True, facts=facts)
+    assert c["class"] == "access_pattern_bound"
+    cause = c["causes"][0]
+    assert cause["cause"] == "multi_pass" and cause["remedy"] == "one pass instead of 2"
+    assert cause["at_most_x"] == pytest.approx(1.5)        # bytes bound below twin / floor = 2.0
+    assert "one pass instead of 2: at most 1.50x" in c["says"]
+
+
+def test_access_pattern_bound_small_grid_transposed_and_atomics():
+    floor = MODEL_1PASS["unique_bytes"] / (PEAK * 1e9) * 1e3
+    n = _numbers(floor * 3.0, floor * 2.9, MODEL_1PASS)
+    facts = {"strided_args": ["in_ptr1"], "atomics": ["atomic_add"], "scatter": ["out_ptr0"],
+             "programs": 66, "compute_units": 132}
+    c = sol.classify(n, TH, twin_valid=True, facts=facts)
+    causes = {x["cause"]: x for x in c["causes"]}
+    assert c["class"] == "access_pattern_bound"
+    assert set(causes) == {"strided", "scatter", "atomics", "small_grid"}
+    assert causes["small_grid"]["at_most_x"] == pytest.approx(132 / 66)   # under twin / floor (2.9)
+    assert causes["strided"]["at_most_x"] == pytest.approx(2.9)
+
+
+def test_kernel_no_slower_than_its_twin_is_access_bound():
+    floor = MODEL_1PASS["unique_bytes"] / (PEAK * 1e9) * 1e3
+    c = sol.classify(_numbers(floor * 1.3, floor * 1.24, MODEL_1PASS), TH, twin_valid=True, facts={})
+    assert c["class"] == "access_pattern_bound" and c["causes"][0]["cause"] == "unknown"
+
+
+@pytest.mark.parametrize("kernel_ms,twin_ms,valid,peak,above,missing", [
+    (None, None, True, PEAK, False, "kernel_ms"),          # offline
+    (0.2, None, True, PEAK, False, "twin_ms"),             # twin not timed
+    (0.2, 0.1, False, PEAK, False, "twin_ms"),             # twin invalid: never used
+    (0.2, 0.1, True, None, False, "copy_floor_ms"),        # no peak
+    (0.01, 0.01, True, PEAK, True, "valid_floor"),         # faster than physics
+])
+def test_unmeasured(kernel_ms, twin_ms, valid, peak, above, missing):
+    model = MODEL_1PASS
+    n = sol.measured_numbers(kernel_ms, twin_ms, sol.floors(model, peak), model)
+    c = sol.classify(n, TH, twin_valid=valid, above_peak=above)
+    assert c["class"] == "unmeasured"
+    assert missing in c["missing"]
+    if kernel_ms is None:
+        assert c["gpu_run_adds"] and "GPU run would add" in c["says"]
+    if above:
+        assert "L2-resident or over-counted" in c["says"]
+
+
+def test_pick_ms_prefers_the_flushed_profiler_time():
+    run = {"status": "ok", "results": [
+        {"ok": True, "best": True, "timer": "triton.testing.do_bench", "ms": 0.30},
+        {"ok": True, "best": True, "timer": "torch.profiler.l2_flushed", "ms": 0.27}]}
+    assert sol.pick_ms(run) == (0.27, "torch.profiler.l2_flushed")
+    assert sol.pick_ms({"status": "failed", "results": []}) == (None, None)
+
+
+def test_script_offline_on_a_real_capture(tmp_path, run_script):
+    out = tmp_path / "sol.json"
+    md = tmp_path / "sol.md"
+    proc = run_script("speed_of_light.py", GELU, "--offline", "--arch", "gfx942", "--peak-gbps", PEAK,
+                      "--json-out", out, "--markdown-out", md)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "speed_of_light/1"
+    assert contracts.contract_problems(doc) == []
+    assert doc["offline"] and doc["classification"]["class"] == "unmeasured"
+    assert doc["validity"]["valid"] and doc["twin"]["replaced"]["libdevice.tanh"] == 1
+    assert doc["floors"]["copy_floor_ms"] == pytest.approx(201334784 / (PEAK * 1e9) * 1e3)
+    twin = Path(doc["twin_file"])
+    assert twin.is_file() and "libdevice.tanh" not in twin.read_text().split("def triton_poi", 1)[1].split("# ----")[0]
+    text = md.read_text()
+    svg = text[text.index("<svg"):text.index("</svg>") + 6]
+    root = ET.fromstring(svg)
+    assert [r.get("data-label") for r in root.iter("{http://www.w3.org/2000/svg}rect")] == ["copy floor"]
+    assert "GPU run would add" in text
+
+
+@pytest.mark.skipif(not (SOL / "softmax_long_rows").is_dir(), reason="tests/fixtures/sol_h200 not present")
+def test_script_offline_softmax_reports_the_census_difference(tmp_path, run_script):
+    kernel = next((SOL / "softmax_long_rows" / "autotune_kernels").glob("triton_red_*.py"))
+    out = tmp_path / "sol.json"
+    proc = run_script("speed_of_light.py", kernel, "--offline", "--json-out", out)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["facts"]["multi_pass"] and doc["floors"]["passes"] == 2
+    assert doc["floors"]["passes_floor_ms"] == pytest.approx(1.5 * doc["floors"]["one_pass_floor_ms"])
+    v = doc["validity"]
+    # timed on the captured H200: sm_90 decides; a gfx942 difference is reported, not hidden
+    assert v["decided_by"] == ["sm_90"] and "sm_90" in v["valid_on"]
+    assert v["valid"] == (not v["invalid_on"] or "sm_90" not in v["invalid_on"])
+    for arch in v["invalid_on"]:
+        assert any(r.startswith(arch) for r in v["reasons"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["missing.py", "--json-out", "x.json"], "no such kernel file"),
+    ([str(GELU), "--peak-gbps", "-1", "--json-out", "x.json"], "--peak-gbps must be positive"),
+    ([str(Path(__file__)), "--offline", "--json-out", "x.json"], "no @triton.jit"),
+])
+def test_bad_input_exits_2(tmp_path, run_script, args, message):
+    proc = run_script("speed_of_light.py", *args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
