@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def loadable_by_this_torch(module: Path, out_dir: Path) -> Path:
+    """``module``, or a copy of it whose ``DeviceProperties(...)`` keeps only the fields this
+    torch's Inductor has.
+
+    The H200 fixtures were written by torch 2.11, whose DeviceProperties has
+    ``max_threads_per_block``; torch 2.7 - 2.9 reject it, and nothing else in those modules.
+    """
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    known = set(DeviceProperties._fields)
+    text = module.read_text(encoding="utf-8")
+
+    def fit(m: re.Match) -> str:
+        kept = [kw for kw in m.group(1).split(", ") if kw.split("=", 1)[0].strip() in known]
+        return f"DeviceProperties({', '.join(kept)})"
+
+    fitted = re.sub(r"DeviceProperties\(([^()]*)\)", fit, text)
+    if fitted == text:
+        return module
+    out_dir.mkdir(parents=True, exist_ok=True)
+    copy = out_dir / module.name
+    copy.write_text(fitted, encoding="utf-8")
+    return copy
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import loadable_by_this_torch
 from tko.contracts import contract_problems, documented_fields
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,7 +290,7 @@ def _tiny_kernel_module() -> Path:
 
 @pytest.mark.slow
 def test_inductor_kernel_capture_on_cpu(tmp_path):
-    module = _tiny_kernel_module()
+    module = loadable_by_this_torch(_tiny_kernel_module(), tmp_path / "module")
     prog = tmp_path / "prog.py"
     prog.write_text(INDUCTOR_PROGRAM.format(scripts=str(SCRIPTS), module=str(module),
                                             name="triton_poi_fused_abs_mul_sign_sqrt_sub_0"))

@@ -163,3 +163,28 @@ def test_torch_device_arch_reads_cuda_and_hip_properties():
     dcu = SimpleNamespace(gcnArchName="gfx938:sramecc+:xnack-", major=9, minor=3)
     assert torch_device_arch(dcu, hip=True) == ("gfx938", "gfx938:sramecc+:xnack-")
     assert torch_device_arch(SimpleNamespace(gcnArchName="", major=None, minor=None)) == (None, None)
+
+
+def test_autotuner_user_do_bench_on_both_autotuner_layouts():
+    from tko.versions import autotuner_user_do_bench
+
+    def mine(fn, quantiles=None):
+        return 1.0
+
+    def testing_do_bench(fn, quantiles=None):
+        return 1.0
+
+    testing_do_bench.__module__ = "triton.testing"
+
+    class New:  # triton >= 3.4: _do_bench, None when not given
+        def __init__(self, fn):
+            self._do_bench = fn
+
+    class Old:  # triton 3.3: do_bench holds the given function or triton.testing.do_bench
+        def __init__(self, fn):
+            self.do_bench = fn
+
+    assert autotuner_user_do_bench(New(mine)) is mine and autotuner_user_do_bench(New(None)) is None
+    assert autotuner_user_do_bench(Old(mine)) is mine
+    assert autotuner_user_do_bench(Old(testing_do_bench)) is None
+    assert autotuner_user_do_bench(object()) is None

@@ -35,6 +35,7 @@ from typing import Any
 
 from . import atomic
 from .archs import torch_device_arch
+from .versions import autotuner_user_do_bench
 
 SCHEMA = "autotune_event/1"
 LOG_NAME = "autotune.log"
@@ -758,7 +759,7 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
                  "gb_per_s": gb_per_s(num_bytes, _timing_ms(t))} for c, t in timings.items()]
         emit("autotune", st.name, timings=rows, winner=config_record(best) if best else None,
              statistic="median",
-             benchmarker="custom do_bench" if getattr(obj, "_do_bench", None) else "triton.testing.do_bench",
+             benchmarker="custom do_bench" if autotuner_user_do_bench(obj) else "triton.testing.do_bench",
              num_bytes=num_bytes,
              bytes_source=source, from_cache=from_cache or None,
              duration_s=getattr(obj, "bench_time", None))

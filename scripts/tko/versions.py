@@ -71,3 +71,18 @@ def parse_version(text: str | None) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+def autotuner_user_do_bench(tuner):
+    """The benchmark function an ``@triton.autotune`` was given (``do_bench=``), or None.
+
+    Triton >= 3.4 keeps it in ``Autotuner._do_bench`` (``do_bench`` is a property falling back
+    to the driver's). Triton 3.3 has no ``_do_bench``: ``do_bench`` is a plain attribute holding
+    the given function or the driver's default, ``triton.testing.do_bench``.
+    """
+    if hasattr(tuner, "_do_bench"):
+        return tuner._do_bench
+    fn = vars(tuner).get("do_bench") if hasattr(tuner, "__dict__") else None
+    if fn is None or getattr(fn, "__module__", None) == "triton.testing":
+        return None
+    return fn
