@@ -193,6 +193,10 @@ def test_shipped_variants_compile_offline_for_amd_and_nvidia(monkeypatch):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from tko.offline_compile import hip_linker_env
+
+    for key, value in hip_linker_env({"backend": "hip"})[0].items():  # Triton < 3.5 without ld.lld
+        monkeypatch.setenv(key, value)
     pointer = [["tt.divisibility", 16], ["tt.pointer_range", 32]]
     attrs = {(0,): pointer, (1,): pointer, (2,): pointer, (3,): [["tt.divisibility", 16]]}
     seen = set()

@@ -13,7 +13,7 @@ version the torch wheel pins). Versions are installed with pip as configured on 
 PyPI's Linux x86_64 torch wheels are CUDA builds. ``--deps slim`` (the default) installs the
 torch wheel without its dependency set and then only the requirements that ``import torch``
 needs on a CPU: every nvidia-* library that torch's own shared objects link against, but not
-the ones loaded only on demand (cuSOLVER, NVRTC, NVTX, NVSHMEM). If torch then fails to import,
+the ones loaded only on demand (cuSOLVER, NVRTC, NVTX). If torch then fails to import,
 the skipped ones are installed too. ``--deps full`` installs torch's whole dependency set.
 
 Wheels are downloaded first (timed and sized), then installed offline from that folder
@@ -62,8 +62,10 @@ DEFAULT_TESTS = [
 TEST_DEPS = ["pytest", "hypothesis", "pyyaml", "jinja2", "numpy"]
 
 # nvidia-* requirements of the CUDA torch wheels that no torch shared object lists as NEEDED:
-# they are loaded only on demand (linalg on the GPU, runtime compilation, NVTX ranges, NVSHMEM).
-SLIM_SKIP = ("nvidia-cusolver", "nvidia-cuda-nvrtc", "nvidia-nvtx", "nvidia-nvshmem")
+# they are loaded only on demand (linalg on the GPU, runtime compilation, NVTX ranges).
+# (NVSHMEM is NEEDED by libtorch_cuda.so from torch 2.8 on; cuDNN, cuBLAS, NCCL, cuSPARSE(Lt),
+# cuFFT, cuRAND, cuFile, CUPTI and nvJitLink by every CUDA 12 build.)
+SLIM_SKIP = ("nvidia-cusolver", "nvidia-cuda-nvrtc", "nvidia-nvtx")
 
 # Evaluates the Requires-Dist lines of a wheel for the venv's interpreter (run inside the venv).
 _REQS_CODE = r"""
@@ -205,8 +207,15 @@ def install_pair(torch_v: str, triton_v: str, venv: Path, wheels: Path, deps: st
     if proc.returncode != 0 and skipped:
         # The slim set was not enough for this build: add what was left out.
         row["deps_fallback"] = (proc.stderr.strip().splitlines() or ["import failed"])[-1]
+        t1 = time.monotonic()
         r.run([*dl, *skipped])
+        times["download_s"] = round(times["download_s"] + time.monotonic() - t1, 1)
+        t1 = time.monotonic()
         r.run([*pip, "install", "--no-index", "--find-links", wheels, *skipped])
+        times["install_s"] = round(times["install_s"] + time.monotonic() - t1, 1)
+        files = sorted(p for p in wheels.iterdir() if p.is_file())
+        row["download_mb"] = round(sum(p.stat().st_size for p in files) / 1e6, 1)
+        row["download_files"] = len(files)
         row["deps_skipped"] = []
         proc = r.run([venv / "bin" / "python", "-c", _VERSIONS_CODE])
     elif proc.returncode != 0:
