@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     from tko.errors import ArgumentParser
 
     parser = ArgumentParser(
-        prog="autotune_capture_patch.py",
+        prog="autotune_capture_patch.py", example='python scripts/autotune_capture_patch.py --dir autotune_kernels --force-retune repro.py -- --steps 20',
         description="Run a Python program with Triton/Inductor kernel capture installed. "
                     "Or `import autotune_capture_patch` inside the program.")
     parser.add_argument("--dir", help="capture directory (sets TRITON_CAPTURE_DIR)")

@@ -26,7 +26,7 @@ SCHEMA = "artifact_manifest/1"
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="collect_inductor_artifacts.py", description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(prog="collect_inductor_artifacts.py", example='python scripts/collect_inductor_artifacts.py --log log_profile.txt --capture-dir autotune_kernels --cache-root /tmp/torchinductor_$USER --out triton_artifacts', description=__doc__.split("\n\n")[0],
                        epilog="Output contract: references/json_contracts.md, artifact_manifest/1.")
     p.add_argument("--log", type=Path, help="log_profile.txt of the run (TORCH_LOGS=+inductor or "
                                             "output_code)")

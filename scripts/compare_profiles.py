@@ -25,7 +25,7 @@ TOOL = "compare_profiles.py"
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog=TOOL, example='python scripts/compare_profiles.py before/profile.json after/profile.json --json-out compare.json --markdown-out compare.md', description=__doc__.split("\n\n")[0])
     p.add_argument("before", help="kernel_profile/1 JSON of the run before the change")
     p.add_argument("after", help="kernel_profile/1 JSON of the run after it")
     p.add_argument("--steps-before", type=int, default=1, help="steps the first profile covers (default 1: totals)")

@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, cmd = argv[:i], argv[i + 1:]
-    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(prog=TOOL, example='python scripts/eager_fallback_ab.py --disable __main__:f --runs 3 --json-out ab.json -- python repro.py --steps 50', description=__doc__.split("\n\n")[0],
                        epilog="Everything after '--' is the repro command.")
     p.add_argument("--disable", action="append", default=[], metavar="TARGET",
                    help="module:Name, module:Class.method or __main__:Name (repeatable)")

@@ -22,7 +22,7 @@ SCHEMA = "triton_meta/1"
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="inspect_triton_meta.py", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="inspect_triton_meta.py", example='python scripts/inspect_triton_meta.py autotune_kernels/triton_poi_fused_add_0.py --json-out meta.json', description=__doc__.split("\n\n")[0])
     p.add_argument("kernel_file", help="kernel .py: Inductor output, a captured standalone kernel, or "
                                        "a hand-written @triton.jit file")
     p.add_argument("--ir", action="append", default=[], metavar="FILE",

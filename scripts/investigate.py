@@ -8,7 +8,9 @@ Online: env check, capture run (autotune_capture_patch + Inductor logs), profile
 bandwidth, then the offline part. Offline (--from-capture): summarize, collect, and for the top-N
 Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
 run where a GPU is present (else a recorded run), on a GPU a variant sweep of each kernel the rules
-say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded and becomes a gap; it never stops the chain.
+say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded
+and becomes a gap, and the exit status is 1; a repro that fails under capture stops the chain.
+--out must be new or empty (--force clears what a run writes there).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ def main(argv=None) -> int:
     if "--" in argv:
         i = argv.index("--")
         argv, cmd = argv[:i], argv[i + 1:]
-    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(prog=TOOL, example=['python scripts/investigate.py --out investigation -- python repro.py --steps 20', 'python scripts/investigate.py --from-capture examples/recorded_h200/pointwise_chain --out investigation'], description=__doc__.split("\n\n")[0],
                        epilog="Online mode: the repro command follows '--'.")
     p.add_argument("--from-capture", metavar="DIR", help="offline: a recorded capture directory")
     p.add_argument("--out", default="investigation", help="output folder (default ./investigation)")
@@ -42,6 +44,8 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="online: check_env --smoke")
     p.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to judge GB/s against")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
+    p.add_argument("--force", action="store_true",
+                   help="reuse a non-empty --out: clear what this run writes there first")
     a = p.parse_args(argv)
     if bool(a.from_capture) == bool(cmd):
         raise InputError("give either --from-capture DIR or a repro command after '--', not both or neither")
@@ -50,6 +54,7 @@ def main(argv=None) -> int:
     from tko import pipeline
 
     out = Path(a.out).resolve()
+    pipeline.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)
     chain = pipeline.Chain(out, timeout=a.timeout)
     if cmd:
         cap = out / "capture"
@@ -69,10 +74,11 @@ def main(argv=None) -> int:
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
     print(pipeline.index_markdown(result))
-    failed = [s for s in chain.steps if s.status != "ok"]
+    failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
           f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
-    return 0 if kernels else 1
+    # A failed step leaves a gap in the reports: the run is not a success, whatever it wrote.
+    return 0 if kernels and not failed else 1
 
 
 if __name__ == "__main__":

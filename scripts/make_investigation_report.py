@@ -23,7 +23,7 @@ TOOL = "make_investigation_report.py"
 
 
 def main(argv=None) -> int:
-    p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog=TOOL, example='python scripts/make_investigation_report.py --autotune-summary autotune_summary.json --meta meta.json --isa isa_scan.json --kernel triton_poi_fused_add_0 --out triton_investigation.md', description=__doc__.split("\n\n")[0])
     p.add_argument("--kernel", required=True, help="kernel name, e.g. triton_poi_fused_add_0")
     p.add_argument("--out", required=True, help="Markdown report path")
     p.add_argument("--json-out", default=None, help="JSON twin (default: --out with .json)")

@@ -41,7 +41,7 @@ def local_arch() -> str:
 def build_parser() -> ArgumentParser:
     from tko.probe import DEFAULT_VARIANTS
 
-    p = ArgumentParser(prog="probe_compile.py", description=__doc__.split("\n\n")[0])
+    p = ArgumentParser(prog="probe_compile.py", example='python scripts/probe_compile.py autotune_kernels/triton_poi_fused_add_0.py --arch gfx942 --json-out probe.json', description=__doc__.split("\n\n")[0])
     p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
     p.add_argument("--arch", action="append", default=[],
                    help="target (repeatable): gfx942, gfx90a, gfx938 (-> proxy), sm_90 ...; "

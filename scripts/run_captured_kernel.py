@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     from tko.kernel_run import run_kernel
     from tko.standalone import timer_arg
 
-    parser = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
     parser.add_argument("--all-configs", action="store_true", help="time every recorded config, not only the best")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds before the run is killed (default 600)")
@@ -53,6 +53,10 @@ def main(argv=None) -> int:
     payload = run_kernel(kernel, all_configs=opts.all_configs, timeout=opts.timeout,
                          warmup=opts.warmup, rep=opts.rep, python=opts.python, timer=opts.timer)
     write_artifact(opts.json_out, "kernel_run/1", TOOL, payload)
+    if payload["timers_dropped"]:
+        print(f"{TOOL}: warning: this standalone file's runner predates timer(s) "
+              f"{', '.join(payload['timers_dropped'])}: timed with {payload['command'][-1] if '--timer' in payload['command'] else 'its default timer'} "
+              "(capture again for every timer)", file=sys.stderr)
     if payload["status"] != "ok":
         raise ToolFailure(f"{kernel.name}: {payload['error']} (details in {opts.json_out})")
     for rec in payload["results"]:

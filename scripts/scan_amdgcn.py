@@ -29,7 +29,7 @@ SCHEMA = "isa_scan/1"
 
 
 def build_parser() -> ArgumentParser:
-    parser = ArgumentParser(prog="scan_amdgcn.py", description=__doc__.split("\n\n")[0],
+    parser = ArgumentParser(prog="scan_amdgcn.py", example='python scripts/scan_amdgcn.py triton_artifacts --kernel triton_poi_fused_add_0 --json-out isa_scan.json', description=__doc__.split("\n\n")[0],
                             epilog="Output contract: references/json_contracts.md (isa_scan/1).")
     parser.add_argument("artifacts", metavar="ARTIFACTS",
                         help="listing, Triton <name>.json, or a folder to search")

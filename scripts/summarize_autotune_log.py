@@ -25,11 +25,12 @@ SCHEMA = "autotune_summary/1"
 
 
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="summarize_autotune_log.py",
+    p = ArgumentParser(prog="summarize_autotune_log.py", example='python scripts/summarize_autotune_log.py autotune_kernels/autotune.log --json-out autotune_summary.json --markdown-out autotune_summary.md',
                        description=__doc__.split("\n\n")[0],
                        epilog="Output contract: references/json_contracts.md, autotune_summary/1.")
     p.add_argument("logs", nargs="+", metavar="LOG",
-                   help="autotune.log, log_profile.txt, metric_table_kernel_autotune.csv, ...")
+                   help="autotune.log, log_profile.txt, metric_table_kernel_autotune.csv, ...; a capture "
+                        "folder stands for the autotune.log in it")
     p.add_argument("--json-out", metavar="PATH", help="write the autotune_summary/1 JSON here")
     p.add_argument("--markdown-out", metavar="PATH", help="write a Markdown report here")
     p.add_argument("--spread-threshold", type=float, default=DEFAULT_SPREAD_THRESHOLD,
@@ -39,6 +40,16 @@ def build_parser() -> ArgumentParser:
     return p
 
 
+def log_in(path: str) -> str:
+    """A capture folder (TRITON_CAPTURE_DIR, or the folder above it) stands for its autotune.log."""
+    if not os.path.isdir(path):
+        return path
+    for candidate in (os.path.join(path, "autotune.log"), os.path.join(path, "autotune_kernels", "autotune.log")):
+        if os.path.isfile(candidate):
+            return candidate
+    raise InputError(f"{path}: a folder with no autotune.log (nor autotune_kernels/autotune.log) in it")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not args.spread_threshold >= 1.0:
@@ -46,7 +57,7 @@ def main(argv=None) -> int:
     for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):
         if path and os.path.isdir(path):
             raise InputError(f"{flag} {path}: is a directory, expected a file name")
-    summary = summarize(parse_files(args.logs), args.spread_threshold)
+    summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
     if args.json_out:
         write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
     markdown = render_markdown(summary)

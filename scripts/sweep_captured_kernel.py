@@ -35,7 +35,7 @@ def main(argv=None) -> int:
     from tko.artifact import read_artifact, write_artifact
     from tko.atomic import write_text
 
-    parser = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog=TOOL, example='python scripts/sweep_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --json-out sweep.json --markdown-out sweep.md', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
     parser.add_argument("--probe", default=None, help="compile_probe/1 JSON from probe_compile.py: its hint "
                         "variants that compiled and changed the ISA are swept too")

@@ -607,11 +607,18 @@ def build_parser() -> argparse.ArgumentParser:
     intro, examples = __doc__.split("Examples:", 1)
 
     class Parser(argparse.ArgumentParser):
-        def error(self, message):  # one line, exit 2
-            self.exit(2, f"{self.prog}: error: {message}\n")
+        def error(self, message):  # one line, exit 2, a near flag named (the file travels alone)
+            import difflib
+
+            flags = [s for a in self._actions for s in a.option_strings if s.startswith("--")]
+            words = [w.split("=")[0] for w in message.split() if w.startswith("--") and w not in flags]
+            near = [f for w in words[:1] for f in flags if f.startswith(w)] or \
+                [m for w in words[:1] for m in difflib.get_close_matches(w, flags, n=1)]
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            self.exit(2, f"{self.prog}: error: {message}{hint}\n")
 
     p = Parser(prog=TOOL, description=intro.strip(), epilog="examples:" + examples,
-               formatter_class=argparse.RawDescriptionHelpFormatter)
+               formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     p.add_argument("--size", type=positive_int, action="append", default=None,
                    help="problem size (repeatable); default: "
                         f"{', '.join(map(str, DEFAULT_SIZES_GPU))} on a GPU, "

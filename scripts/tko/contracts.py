@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from . import resources
 from .artifact import HEADER_KEYS
 
-CONTRACTS_PATH = Path(__file__).resolve().parents[2] / "references" / "json_contracts.md"
+CONTRACTS_PATH = resources.reference("json_contracts.md")
 
 _HEADING = re.compile(r"^#{2,3}\s+`([a-z0-9_]+/\d+)`")
 _ROW = re.compile(r"^\|\s*`([A-Za-z0-9_]+)(\??)`\s*\|")

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import resources
 from .errors import InputError
 
-RULES_PATH = Path(__file__).resolve().parents[2] / "references" / "decision_rules.yaml"
+RULES_PATH = resources.reference("decision_rules.yaml")
 VERDICTS = ("leave_as_is", "tune_triton", "disable_compiled_region", "rewrite_model", "advice")
 OPERATORS = ("lt", "le", "gt", "ge", "eq", "ne", "in", "present", "missing")
 

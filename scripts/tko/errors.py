@@ -9,6 +9,7 @@ never sees a traceback for a problem in their input.
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 from typing import Callable, Sequence
@@ -31,10 +32,53 @@ class ToolFailure(Exception):
 
 
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exits 2."""
+    """argparse with the project's conventions.
+
+    Usage errors are one line and exit 2, with a "did you mean" for a mistyped flag; abbreviated
+    flags are refused (``--from`` is not ``--from-capture``: a later flag with the same prefix
+    would silently change its meaning); ``example=`` puts a runnable command at the end of --help.
+    """
+
+    def __init__(self, *args, example: str | None = None, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        if example:
+            lines = [example] if isinstance(example, str) else list(example)
+            block = "example:\n" + "\n".join(f"  {line}" for line in lines)
+            kwargs["epilog"] = block + (f"\n\n{kwargs['epilog']}" if kwargs.get("epilog") else "")
+            kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def known_flags(self) -> list[str]:
+        return [s for action in self._actions for s in action.option_strings if s.startswith("--")]
+
+    def suggestion(self, message: str) -> str:
+        """' (did you mean --from-capture?)' for the first unknown flag of an argparse message."""
+        if "unrecognized arguments" not in message and "ambiguous option" not in message:
+            return ""
+        flags = self.known_flags()
+        for token in message.split():
+            word = token.split("=", 1)[0].strip(",'")
+            if not word.startswith("--") or word in flags:
+                continue
+            close = [f for f in flags if f.startswith(word)] or difflib.get_close_matches(word, flags, n=1)
+            if close:
+                return f" (did you mean {close[0]}?)"
+        return ""
+
+    def parse_args(self, args=None, namespace=None):
+        # An unknown flag is named before any "required" complaint, with the flag it resembles.
+        argv = sys.argv[1:] if args is None else [str(a) for a in args]
+        known = set(self.known_flags())
+        for token in argv:
+            if token == "--":
+                break
+            word = token.split("=", 1)[0]
+            if word.startswith("--") and word not in known:
+                self.error(f"unrecognized arguments: {word}")
+        return super().parse_args(args, namespace)
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
 
 
 def tool_name(argv0: str | None = None) -> str:

@@ -106,6 +106,20 @@ def compare_outputs(a_path: str | None, b_path: str | None, rtol: float | None, 
             if rtol is None else f"outputs equal within rtol={rtol}, atol={atol or 0.0}"}
 
 
+def visible_device() -> dict:
+    """The device the repro's processes will see (they inherit this environment)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            backend = "hip" if getattr(torch.version, "hip", None) else "cuda"
+            return {"type": backend, "name": torch.cuda.get_device_name(0),
+                    "count": torch.cuda.device_count()}
+    except Exception as exc:  # a broken torch: the repro will say more
+        return {"type": "cpu", "name": None, "count": 0, "note": f"torch: {type(exc).__name__}"}
+    return {"type": "cpu", "name": None, "count": 0}
+
+
 def run_ab(cmd: list[str], disable: list[str], runs: int = 3, metric_regex: str = DEFAULT_METRIC,
            timeout: float = 1800.0, rtol: float | None = None, atol: float | None = None) -> dict:
     if not disable:
@@ -120,12 +134,16 @@ def run_ab(cmd: list[str], disable: list[str], runs: int = 3, metric_regex: str 
     except re.error as exc:
         raise InputError(f"--metric-regex: {exc}") from None
     script, args = split_command(cmd)
+    device = visible_device()
     compiled, fallback = Arm("compiled", []), Arm("fallback", list(disable))
     with tempfile.TemporaryDirectory(prefix="tko_ab_") as tmp:
         for i in range(runs):
             for arm in (compiled, fallback):
                 run_arm_once(arm, script, args, metric, timeout, Path(tmp), i)
         check = compare_outputs(compiled.output, fallback.output, rtol, atol)
+    if device["type"] == "cpu":  # after the runs: a bad target stays a one-line error
+        print("eager_fallback_ab.py: warning: no GPU visible: both arms ran the repro on the CPU, which "
+              "says nothing about its GPU kernels", file=sys.stderr)
     a, b = compiled.summary(), fallback.summary()
     speedup = (a["median_ms"] / b["median_ms"]) if a["median_ms"] and b["median_ms"] else None
     noise = max(a["spread"] or 1.0, b["spread"] or 1.0)
@@ -137,7 +155,7 @@ def run_ab(cmd: list[str], disable: list[str], runs: int = 3, metric_regex: str 
         verdict = "fallback faster" if speedup > 1 else "compiled faster"
     if check["passed"] is False:
         verdict += "; OUTPUTS DIFFER: the fallback is not a valid replacement"
-    return {"command": cmd, "script": script, "disable": disable, "arms": [a, b],
+    return {"command": cmd, "script": script, "disable": disable, "device": device, "arms": [a, b],
             "speedup_fallback_over_compiled": speedup, "noise_spread": noise,
             "verdict": verdict, "output_check": check, "advice": spread_advice(verdict, noise)}
 

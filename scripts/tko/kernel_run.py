@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+from .subproc import failure_line
 from .standalone import RESULT_PREFIX, timer_for_runner
 
 STDERR_TAIL_LINES = 30
@@ -88,6 +89,9 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         status, error = "timeout", f"kernel run timed out after {timeout:g} s"
     elif rc != 0:
         status, error = "failed", f"kernel run exited with code {rc}"
+        cause = failure_line(stderr) or failure_line(stdout)
+        if cause and not failed_results:
+            error += f": {cause}"
     elif not ok_results:
         status, error = "failed", "kernel run printed no result line"
     elif failed_results:

@@ -22,13 +22,14 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import resources
 from .errors import InputError, ToolFailure
 from .archs import torch_device_arch
 
 SCHEMA = "device_peak/1"
 STORE_ENV = "TKO_PEAKS_FILE"
 DEFAULT_STORE = Path("~/.cache/hygon-triton-kernel-optimizer/device_peaks.json")
-TABLE_PATH = Path(__file__).resolve().parents[2] / "references" / "device_peaks.yaml"
+TABLE_PATH = resources.reference("device_peaks.yaml")
 MIN_COPY_BYTES = 1 << 30
 
 

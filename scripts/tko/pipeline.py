@@ -9,7 +9,8 @@ whose report says "continue Triton tuning" is swept (sweep_captured_kernel.py) a
 remade with the measured variants.
 
 A step that fails is recorded (status, the error's last line) and the chain goes on: its
-absence shows up as a gap in the reports. Every step is a subprocess running a script of
+absence shows up as a gap in the reports, and investigate.py exits non-zero. Only a repro that
+fails under capture stops the chain: every later step needs its output. Every step is a subprocess running a script of
 ``scripts/``, so what ``investigate.py`` does can be repeated by hand from ``investigation.json``.
 """
 
@@ -18,18 +19,22 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import resources
 from . import atomic, evidence
 from .artifact import dumps
-from .errors import InputError
+from .errors import InputError, ToolFailure
 from .report import DECISION_TEXT
 
-SCRIPTS = Path(__file__).resolve().parents[1]
+SCRIPTS = resources.scripts_dir()
 
 # Layout of a capture directory (what the online mode records and --from-capture reads).
 CAPTURE_LOG = "log_profile.txt"
@@ -57,39 +62,114 @@ class Step:
                 "status": self.status, "seconds": self.seconds, "error": self.error, "output": self.output}
 
 
+# What a run writes into --out (and what --force clears: nothing else there is touched).
+OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "autotune_summary.json", "autotune_summary.md",
+               "profile.json", "profile.md", "investigation.json", "investigation.md")
+HEARTBEAT_S = 15.0
+
+
+def prepare_out(out: Path, force: bool, keep: Path | None = None) -> None:
+    """Refuse an --out that holds files (an earlier run's files would be read as this run's)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    ours = [out / n for n in OUT_ENTRIES if (out / n).exists()]
+    if not force:
+        raise InputError(f"--out {out} is not empty ({', '.join(sorted(p.name for p in out.iterdir())[:5])}"
+                         f"{', ...' if len(list(out.iterdir())) > 5 else ''}): give a new folder, or --force to "
+                         f"clear what this run writes there ({', '.join(OUT_ENTRIES)})")
+    for path in ours:
+        if keep is not None and (keep.resolve() == path.resolve() or path.resolve() in keep.resolve().parents):
+            continue  # the capture being read lives here: never delete the input
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
 @dataclass
 class Chain:
     out: Path
     steps: list[Step] = field(default_factory=list)
     timeout: float = 1800.0
+    planned: int = 0
+
+    def skip(self, name: str, reason: str) -> None:
+        """A step that cannot apply to this input: recorded, not a failure."""
+        self.steps.append(Step(name, [], status="skipped", error=reason))
+        print(f"[investigate] {name}: skipped ({reason})", flush=True)
 
     def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
-            log: Path | None = None, cwd: Path | None = None) -> bool:
+            log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
+        """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
         self.steps.append(step)
-        print(f"[investigate] {name}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        self.planned = max(self.planned, len(self.steps))
+        print(f"[investigate] step {len(self.steps)}/{self.planned} {name}: "
+              f"{' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         t0 = time.perf_counter()
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-        try:
-            if log is not None:
-                with open(log, "w") as fh:
-                    proc = subprocess.run(step.cmd, stdout=fh, stderr=subprocess.STDOUT, text=True,
-                                          env=full_env, timeout=self.timeout, cwd=cwd)
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            else:
-                proc = subprocess.run(step.cmd, capture_output=True, text=True, env=full_env,
-                                      timeout=self.timeout, cwd=cwd)
-                tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            ok = proc.returncode == 0
-            if not ok:
-                step.error = f"exit {proc.returncode}: " + " | ".join(tail)
-        except subprocess.TimeoutExpired:
-            ok, step.error = False, f"timed out after {self.timeout:.0f} s"
+        rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
+                                 label=f"[investigate] {name}")
         step.seconds = round(time.perf_counter() - t0, 2)
-        step.status = "ok" if ok else "failed"
-        if not ok:
-            print(f"[investigate] {name} failed: {step.error}", flush=True)
-        return ok
+        if rc is None:
+            step.error = f"timed out after {self.timeout:.0f} s" + (f" (log: {log})" if log else "")
+        elif rc != 0:
+            step.error = f"exit {rc}: " + " | ".join(tail[-3:]) + (f" (log: {log})" if log else "")
+        step.status = "ok" if rc == 0 else "failed"
+        print(f"[investigate] {name}: {step.status} in {step.seconds:.1f} s"
+              + (f": {step.error}" if step.error else ""), flush=True)
+        return rc == 0
+
+
+def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
+                  stream: bool, label: str) -> tuple[int | None, list[str]]:
+    """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
+    heartbeat with the latest line while it runs, kill the whole group on timeout.
+    Returns (exit code or None on timeout, the last output lines)."""
+    from .subproc import kill_group
+
+    tail: deque[str] = deque(maxlen=40)
+    fh = open(log, "w", encoding="utf-8") if log is not None else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=cwd, start_new_session=True, errors="replace")
+
+    def pump() -> None:
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            if fh:
+                fh.write(line)
+                fh.flush()
+            if stream:
+                print(f"  | {line}", end="", flush=True)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    t0 = time.perf_counter()
+    rc: int | None = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.perf_counter() - t0
+                if elapsed > timeout:
+                    kill_group(proc)
+                    break
+                if not stream:
+                    last = tail[-1][:120] if tail else "(no output yet)"
+                    print(f"{label}: {elapsed:.0f} s, running; last line: {last}", flush=True)
+    finally:
+        reader.join(timeout=5)
+        if fh:
+            fh.close()
+    return rc, list(tail)
+
+
+LISTING_SUFFIXES = {".amdgcn", ".s", ".ptx", ".sass", ".cubin"}
+
+
+def has_listing(folder: Path) -> bool:
+    return folder.is_dir() and any(f.suffix in LISTING_SUFFIXES for f in folder.rglob("*") if f.is_file())
 
 
 def script(name: str) -> list[str]:
@@ -117,9 +197,11 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
-    chain.run("capture", script("autotune_capture_patch.py") + [
-        "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
-        env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS)
+    chain.planned = len(chain.steps) + 3
+    if not chain.run("capture", script("autotune_capture_patch.py") + [
+            "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
+            env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
+        repro_failed(chain, cap / CAPTURE_LOG)
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
     chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
@@ -127,6 +209,22 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
         output=cap / PROFILE_DIR / "profile.json")
     chain.run("peak_bandwidth", script("measure_peak_bandwidth.py") + ["--out", cap / PEAKS_FILE],
               output=cap / PEAKS_FILE)
+
+
+def repro_failed(chain: Chain, log: Path) -> None:
+    """The repro itself failed: every later step needs its output, so stop here."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    print("[investigate] the repro failed under capture; its last lines:", file=sys.stderr)
+    for line in lines[-12:]:
+        print(f"  | {line}", file=sys.stderr)
+    from .subproc import failure_line
+
+    cause = failure_line("\n".join(lines)) or "no output"
+    raise ToolFailure(f"the repro failed ({chain.steps[-1].error.split(':')[0]}): {cause}; full log: {log}; "
+                      "fix the repro (it must run as `python repro.py ...` on this machine), then run again")
 
 
 def repro_command(cap: Path) -> list[str] | None:
@@ -171,6 +269,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
                                                                      or (d / CAPTURE_LOG).is_file()))
         raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory"
                          + (f" (it holds captures: {', '.join(inner)}; name one)" if inner else ""))
+    chain.planned = len(chain.steps) + 2
     chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
               "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
     collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
@@ -192,6 +291,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     program = evidence.program_decision(profile, str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap)
                                             else profile_json.relative_to(out)))
     kernels = top_kernels(profile, summary, top)
+    # inspect, scan, probe, run, report per kernel (a sweep, when one runs, adds two)
+    chain.planned = len(chain.steps) + len(kernels) * (3 + bool(probe_archs) + bool(run_kernels))
     env_json = cap / ENV_FILE
     local_gpu = gpu_available()
     reports = []
@@ -205,8 +306,10 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
         if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
                 src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
             args["--meta"] = kd / "meta.json"
-        if chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
-                     "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
+        if not has_listing(out / "artifacts" / kernel):
+            chain.skip(f"scan {kernel}", "no ISA listing (.amdgcn/.ptx/.sass/.cubin) of this kernel was collected")
+        elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
+                       "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
             args["--isa"] = kd / "isa_scan.json"
         if src is not None and probe_archs:
             probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import resources
 from . import decide, evidence
 from .artifact import read_artifact
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+TEMPLATES = resources.templates_dir()
 
 DECISION_TEXT = {
     "leave_as_is": "leave the kernel as it is (no tuning)",

@@ -1,0 +1,121 @@
+"""What a new user trips on: stale output folders, a repro that fails at once, abbreviated or
+mistyped flags, a folder where a log was expected, a kernel run that dies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+CAPTURE = ROOT / "examples" / "recorded_h200" / "pointwise_chain"
+CLI = sorted(p.name for p in SCRIPTS.glob("*.py"))
+
+
+def run(script, *args, cwd=None, timeout=300):
+    env = {k: v for k, v in os.environ.items() if k not in ("TKO_DEBUG", "PYTHONPATH")}
+    return subprocess.run([sys.executable, str(SCRIPTS / script), *map(str, args)], cwd=cwd or ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("script", CLI)
+def test_help_ends_with_a_runnable_example(script, tmp_path):
+    out = run(script, "--help", cwd=tmp_path).stdout.lower()
+    start = max(out.rfind("\nexample:"), out.rfind("\nexamples:"))
+    assert start >= 0, f"{script} --help shows no example"
+    assert f"python scripts/{script}" in out[start:] or f"python {script}" in out[start:], out[start:]
+
+
+@pytest.mark.parametrize("script", [s for s in CLI if s not in ("triton_benchmark_template.py",
+                                                                 "autotune_capture_patch.py")])
+def test_abbreviated_flag_is_refused_with_the_full_name(script, tmp_path):
+    from tko.errors import ArgumentParser  # noqa: F401  (the scripts' parser)
+
+    help_text = run(script, "--help", cwd=tmp_path).stdout
+    longs = [w.strip("[],") for w in help_text.split() if w.startswith("--") and len(w.strip("[],")) > 6
+             and w.strip("[],") != "--help"]
+    assert longs, help_text
+    flag = longs[0]
+    proc = run(script, flag[:5], "x", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "did you mean --" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_investigate_refuses_a_stale_out_and_force_clears_only_its_own(tmp_path):
+    out = tmp_path / "inv"
+    out.mkdir()
+    (out / "investigation.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    proc = run("investigate.py", "--from-capture", CAPTURE, "--out", out, "--probe-arch", "none")
+    assert proc.returncode == 2 and "not empty" in proc.stderr and "--force" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert (out / "investigation.json").read_text() == "{}"
+    proc = run("investigate.py", "--from-capture", CAPTURE, "--out", out, "--probe-arch", "none", "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "notes.txt").read_text() == "mine"
+    doc = json.loads((out / "investigation.json").read_text())
+    assert doc["schema"] == "investigation/1" and doc["kernels"]
+    assert "step 1/" in proc.stdout  # progress with a planned count
+
+
+def test_force_never_deletes_the_capture_it_reads(tmp_path):
+    out = tmp_path / "inv"
+    out.mkdir()
+    subprocess.run(["cp", "-r", str(CAPTURE), str(out / "capture")], check=True)
+    proc = run("investigate.py", "--from-capture", out / "capture", "--out", out, "--probe-arch", "none",
+               "--force")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (out / "capture" / "autotune_kernels" / "autotune.log").is_file()
+
+
+def test_a_repro_that_fails_stops_the_chain_with_its_cause_and_log(tmp_path):
+    repro = tmp_path / "broken_repro.py"
+    repro.write_text("import sys\nprint('loading weights')\nraise RuntimeError('weights.bin not found')\n")
+    out = tmp_path / "inv"
+    proc = run("investigate.py", "--out", out, "--", sys.executable, repro, timeout=600)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "RuntimeError: weights.bin not found" in last and "log_profile.txt" in last, last
+    assert "weights.bin not found" in proc.stderr.split("its last lines:")[1]
+    assert "profile" not in [ln.split()[2] for ln in proc.stdout.splitlines()
+                             if ln.startswith("[investigate] step ")], proc.stdout
+    assert "weights.bin not found" in (out / "capture" / "log_profile.txt").read_text()
+
+
+def test_summarize_reads_the_log_of_a_capture_folder(tmp_path):
+    proc = run("summarize_autotune_log.py", CAPTURE, "--json-out", tmp_path / "s.json")
+    assert proc.returncode == 0, proc.stderr
+    direct = run("summarize_autotune_log.py", CAPTURE / "autotune_kernels" / "autotune.log",
+                 "--json-out", tmp_path / "d.json")
+    a, b = (json.loads((tmp_path / n).read_text()) for n in ("s.json", "d.json"))
+    assert [k["kernel"] for k in a["kernels"]] == [k["kernel"] for k in b["kernels"]] != []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run("summarize_autotune_log.py", empty)
+    assert proc.returncode == 2 and "no autotune.log" in proc.stderr
+
+
+def test_a_kernel_run_that_dies_says_why(tmp_path):
+    kernel = tmp_path / "triton_poi_broken_0.py"
+    kernel.write_text("raise ValueError('captured inputs missing: idx.pt')\n")
+    proc = run("run_captured_kernel.py", kernel, "--json-out", tmp_path / "run.json")
+    assert proc.returncode == 1
+    assert "ValueError: captured inputs missing: idx.pt" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_a_dropped_timer_is_said(tmp_path):
+    old = next(CAPTURE.glob("autotune_kernels/*.py"))
+    from tko.kernel_run import timer_for_runner
+
+    timer, dropped = timer_for_runner(old.read_text(), "do_bench,profiler_flushed")
+    if not dropped:
+        pytest.skip("this recorded runner has every timer")  # then nothing is dropped to say
+    proc = run("run_captured_kernel.py", old, "--timer", "do_bench,profiler_flushed", "--timeout", "120",
+               "--json-out", tmp_path / "run.json")
+    assert "predates timer(s) " + ", ".join(dropped) in proc.stderr
