@@ -5,9 +5,13 @@
     python scripts/investigate.py --from-capture examples/recorded_h200/pointwise_chain --out investigation  # anywhere
 
 Online: env check, capture run (autotune_capture_patch + Inductor logs), profile run, peak copy
-bandwidth, then the offline part. Offline (--from-capture): summarize, collect, and for the top-N
+bandwidth, then the offline part, and on a GPU the end-to-end remedy trials of the repro
+(try_remedies.py, once, within --trials-budget-s; OUT/trials/trials.json) before the reports, which
+decide from them first. A --from-capture folder with trials/trials.json (or trials.json) shows those.
+Offline (--from-capture): summarize, collect, and for the top-N
 Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
-run where a GPU is present (else a recorded run), on a GPU a variant sweep of each kernel the rules
+run where a GPU is present (else a recorded run), the speed of light (speed_of_light.py: timed on
+a GPU, else built and checked offline), on a GPU a variant sweep of each kernel the rules
 say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded
 and becomes a gap, and the exit status is 1; a repro that fails under capture stops the chain.
 --out must be new or empty (--force clears what a run writes there).
@@ -41,6 +45,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-run", action="store_true", help="do not time standalone kernels")
     p.add_argument("--no-sweep", action="store_true",
                    help="on a GPU, do not sweep variants of kernels the rules say to tune")
+    p.add_argument("--no-trials", action="store_true",
+                   help="online: do not run the end-to-end remedy trials (try_remedies.py) of the repro")
+    p.add_argument("--trials-budget-s", type=float, default=900.0,
+                   help="online: wall-time budget of all remedy trial runs (default 900)")
+    p.add_argument("--trials-runs", type=int, default=3, help="online: runs per remedy arm, interleaved (default 3)")
     p.add_argument("--smoke", action="store_true", help="online: check_env --smoke")
     p.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to judge GB/s against")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
@@ -51,6 +60,8 @@ def main(argv=None) -> int:
         raise InputError("give either --from-capture DIR or a repro command after '--', not both or neither")
     if a.top < 1:
         raise InputError("--top must be at least 1")
+    if a.trials_runs < 1 or a.trials_budget_s <= 0:
+        raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
     from tko import pipeline
 
     out = Path(a.out).resolve()
@@ -66,10 +77,13 @@ def main(argv=None) -> int:
             raise InputError(f"{a.from_capture}: no such capture directory")
         mode = "offline"
     archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
-    kernels, program = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
-                                        a.probe_variants, sweep=not a.no_sweep, repro=cmd or None)
+    trials = (pipeline.TrialOptions(cmd, runs=a.trials_runs, budget_s=a.trials_budget_s)
+              if cmd and not a.no_trials else None)
+    kernels, program, trial_summary = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
+                                                       a.probe_variants, sweep=not a.no_sweep, repro=cmd or None,
+                                                       trials=trials)
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
-              "repro": pipeline.repro_command(cap), "program": program, "kernels": kernels,
+              "repro": pipeline.repro_command(cap), "program": program, "trials": trial_summary, "kernels": kernels,
               "steps": [s.as_dict() for s in chain.steps]}
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)

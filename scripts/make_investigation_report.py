@@ -4,10 +4,13 @@
     python scripts/make_investigation_report.py --autotune-summary autotune_summary.json \
         --meta meta.json --isa isa_scan.json --kernel triton_poi_fused_add_0 \
         --out triton_investigation.md [--profile profile.json --env triton_env.json --run run.json
-        --probe probe.json --benchmark sweep.json --ab ab.json]
+        --probe probe.json --benchmark sweep.json --ab ab.json --trials trials.json --sol sol.json]
 
 Every input is optional except --kernel and --out: a missing input becomes a listed gap.
 The decision comes from references/decision_rules.yaml; each fired rule cites its evidence.
+Measured evidence decides first: a remedy trial (try_remedies.py) that beat the baseline beyond
+noise with equal outputs, then the speed-of-light class (speed_of_light.py) of a timed kernel;
+the rules inferred from the source and the ISA decide only where nothing was measured.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ def main(argv=None) -> int:
     p.add_argument("--benchmark", help="triton_benchmark_template.py or sweep output")
     p.add_argument("--ab", help="eager_fallback_ab.py output")
     p.add_argument("--artifacts", help="collect_inductor_artifacts.py manifest.json (the model code behind the kernel)")
+    p.add_argument("--trials", help="try_remedies.py trials.json (remedy_trials/1): end-to-end remedies of the program")
+    p.add_argument("--sol", help="speed_of_light.py output (speed_of_light/1): the kernel against its memory twin and floor")
     p.add_argument("--peak-gbps", type=float, default=None,
                    help="copy bandwidth to judge GB/s against (default: measured store, then references/device_peaks.yaml)")
     p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
@@ -46,7 +51,7 @@ def main(argv=None) -> int:
 
     paths = {"autotune_summary": a.autotune_summary, "meta": a.meta, "isa": a.isa, "profile": a.profile,
              "env": a.env, "run": a.run, "probe": a.probe, "benchmark": a.benchmark, "ab": a.ab,
-             "artifacts": a.artifacts}
+             "artifacts": a.artifacts, "trials": a.trials, "sol": a.sol}
     docs = report.load_inputs(paths)
     labels = {k: Path(v).name for k, v in paths.items() if v}
     rules = decide.load_rules(Path(a.rules)) if a.rules else None

@@ -87,15 +87,19 @@ def program_facts(doc: dict, label: str, tiny_us: float) -> dict:
     return facts
 
 
-def program_decision(profile: dict | None, label: str, rules: dict | None = None) -> dict | None:
-    """The ``program_rules`` of decision_rules.yaml on the whole profile: what no single kernel
-    shows (a program of tiny launches). None without a profile."""
-    if not profile:
+def program_decision(profile: dict | None, label: str, rules: dict | None = None,
+                     trials: dict | None = None, trials_label: str = "trials.json") -> dict | None:
+    """The ``program_rules`` of decision_rules.yaml on the whole profile and the remedy trials:
+    what no single kernel shows (a program of tiny launches, a remedy measured end to end).
+    None without a profile and without trials."""
+    if not profile and not trials:
         return None
     from .decide import _threshold, decide, load_rules
 
     rules = rules if rules is not None else load_rules()
-    facts = program_facts(profile, label, _threshold("launch_bound_mean_us", rules.get("thresholds", {})))
+    facts = program_facts(profile, label, _threshold("launch_bound_mean_us", rules.get("thresholds", {}))) \
+        if profile else {}
+    facts.update(trial_facts(trials, trials_label))
     decision = decide(facts, rules, scope="program_rules")
     chosen = next((f for f in decision.fired if f.rule == decision.rule), None)
     return {"verdict": decision.verdict, "rule": decision.rule, "says": chosen.says if chosen else None,
@@ -394,3 +398,148 @@ def from_env(ev: Evidence, doc: dict | None) -> tuple[str | None, str | None]:
 
 def name_facts(ev: Evidence) -> None:
     ev.fact("name_is_gemm", bool(GEMM_NAME.search(ev.kernel)), "kernel name")
+
+
+# ----------------------------------------------------------------------------- measured remedies
+
+# The config arms of try_remedies.py: when none beat the baseline, Triton tuning was tried and did not help.
+TUNING_ARMS = ("coordinate_descent", "max_autotune_no_cudagraphs", "pinned")
+
+
+def _noise_pct(noise: Any) -> float | None:
+    """A max/min spread (1.03) as +- percent (3.0)."""
+    return round(100.0 * (noise - 1.0), 2) if isinstance(noise, (int, float)) and noise >= 1.0 else None
+
+
+def _arm_x(arm: dict) -> str:
+    return f"{arm['name']} {arm['x_baseline']:.2f}x"
+
+
+def trial_outcome(doc: dict) -> dict:
+    """What a ``remedy_trials/1`` document measured: the arms that ran, the winner (the fastest arm
+    beyond noise with equal outputs, as try_remedies.py picks it), the faster arms that do not count."""
+    arms = [a for a in doc.get("arms") or [] if isinstance(a, dict)]
+    ran = [a for a in arms if a.get("name") != "baseline" and a.get("status") == "ok"
+           and isinstance(a.get("x_baseline"), (int, float))]
+    faster = [a for a in ran if a.get("beyond_noise") is True and a["x_baseline"] > 1.0]
+    equal = [a for a in faster if (a.get("outputs") or {}).get("result") == "equal"]
+    winner = max(equal, key=lambda a: a["x_baseline"]) if equal else None
+    tuning = [a for a in ran if a["name"] in TUNING_ARMS]
+    noise_pct = _noise_pct(doc.get("noise"))
+    if winner:
+        what = f"{winner.get('change') or winner['name']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+    elif ran:
+        what = ("nothing tried beat the baseline beyond run-to-run noise"
+                + (f" (+-{noise_pct:.1f} %)" if noise_pct is not None else ""))
+    else:
+        what = "no remedy arm finished a run: nothing measured"
+    return {"ran": ran, "faster": faster, "winner": winner, "tuning": tuning, "noise_pct": noise_pct,
+            "not_equal": [a for a in faster if a is not winner and (a.get("outputs") or {}).get("result") != "equal"],
+            "what_to_change": what}
+
+
+def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
+    """Facts of a ``remedy_trials/1`` document, for the kernel rules and the program rules."""
+    if not doc:
+        return {}
+    o = trial_outcome(doc)
+    facts: dict[str, Fact] = {}
+
+    def put(name, value, where):
+        if value is not None:
+            facts[name] = Fact(value, f"{label}: {where}")
+
+    put("trials_ran", bool(o["ran"]), "arms[] (status ok, besides the baseline)")
+    put("trials_noise_pct", o["noise_pct"], f"noise {doc.get('noise')}")
+    if o["ran"]:
+        put("remedy_tried", ", ".join(_arm_x(a) for a in o["ran"]), "arms[].x_baseline")
+    w = o["winner"]
+    if w:
+        i = next(i for i, a in enumerate(doc["arms"]) if a is w)
+        put("remedy_winner", w["name"], f"arms[{i}] (fastest ok arm, beyond_noise, outputs equal)")
+        put("remedy_x", w["x_baseline"], f"arms[{i}].x_baseline")
+        put("remedy_change", w.get("change") or w["name"], f"arms[{i}].change")
+        put("remedy_noise_pct", _noise_pct(w.get("noise")), f"arms[{i}].noise {w.get('noise')}")
+    elif o["ran"]:
+        put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
+    if o["not_equal"]:
+        put("remedy_faster_outputs_differ", ", ".join(
+            f"{_arm_x(a)} (outputs {(a.get('outputs') or {}).get('result', 'unknown')})" for a in o["not_equal"]),
+            "arms[] faster beyond noise, outputs not equal")
+    if o["tuning"]:
+        gained = [a for a in o["tuning"] if a in o["faster"]]
+        put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(a["name"] for a in o["tuning"])
+            + (" (none beyond noise)" if not gained else ""))
+        put("tuning_arms", ", ".join(_arm_x(a) for a in o["tuning"]), "arms[].x_baseline")
+    return facts
+
+
+def trials_section(doc: dict, label: str) -> dict:
+    """The measured trial table a report shows (every arm, the baseline first)."""
+    o = trial_outcome(doc)
+    rows = [{"name": a.get("name"), "status": a.get("status"), "reason": a.get("reason"),
+             "median_ms": a.get("median_ms"), "x_baseline": a.get("x_baseline"), "spread": a.get("spread"),
+             "noise_pct": _noise_pct(a.get("noise")), "beyond_noise": a.get("beyond_noise"),
+             "outputs": (a.get("outputs") or {}).get("result"), "outputs_reason": (a.get("outputs") or {}).get("reason"),
+             "change": a.get("change"), "proposed_by": a.get("proposed_by")}
+            for a in doc.get("arms") or [] if isinstance(a, dict)]
+    return {"label": label, "rows": rows, "winner": (o["winner"] or {}).get("name"),
+            "what_to_change": o["what_to_change"], "noise": doc.get("noise"), "noise_pct": o["noise_pct"],
+            "runs": doc.get("runs"), "metric_from": doc.get("metric_from"),
+            "device": (doc.get("device") or {}).get("name"), "command": doc.get("command"),
+            "not_equal": [a["name"] for a in o["not_equal"]]}
+
+
+def from_trials(ev: Evidence, doc: dict | None, label: str) -> None:
+    """End-to-end remedy trials (try_remedies.py): program-level, attached to every kernel."""
+    if doc is None:
+        return
+    ev.sections["trials"] = trials_section(doc, label)
+    ev.facts.update(trial_facts(doc, label))
+
+
+# ----------------------------------------------------------------------------- speed of light
+
+
+def _cause_text(causes: list[dict]) -> str:
+    parts = []
+    for c in causes or []:
+        bound = f", at most {c['at_most_x']:.2f}x" if isinstance(c.get("at_most_x"), (int, float)) else ""
+        parts.append(f"{c.get('cause')} ({c.get('detail')}" + (f"; {c['remedy']}" if c.get("remedy") else "")
+                     + f"{bound})")
+    return "; ".join(parts) or "no cause named"
+
+
+def _costly_text(costly: dict | None) -> str:
+    src = (costly or {}).get("source") or {}
+    return ", ".join(f"{op} x{n}" for op, n in sorted(src.items(), key=lambda kv: -kv[1])) or "none named"
+
+
+def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
+    """speed_of_light.py: the kernel against its memory twin and its copy floor."""
+    if doc is None:
+        return
+    c = doc.get("classification") or {}
+    n = c.get("numbers") or {}
+    model = doc.get("byte_model") or {}
+    bw = doc.get("bandwidth") or {}
+    above = [k for k, b in bw.items() if isinstance(b, dict) and b.get("above_peak")]
+    ev.sections["speed_of_light"] = {
+        "label": label, "kernel": doc.get("kernel"), "class": c.get("class"), "says": c.get("says"),
+        "numbers": n, "causes": c.get("causes") or [], "offline": doc.get("offline"), "timer": doc.get("timer"),
+        "twin_valid": (doc.get("validity") or {}).get("valid"), "peak_source": (doc.get("peak") or {}).get("source"),
+        "unique_bytes": model.get("unique_bytes"), "inductor_bytes": model.get("inductor_bytes"),
+        "bytes_upper_bound": model.get("upper_bound"), "bandwidth": bw, "above_peak": above,
+        "chart_svg": doc.get("chart_svg")}
+    where = f"{label}: classification"
+    ev.fact("sol_class", c.get("class"), f"{where}.class")
+    for key in ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin"):
+        ev.fact(f"sol_{key}", n.get(key), f"{where}.numbers.{key}")
+    if c.get("class") == "access_pattern_bound":
+        ev.fact("sol_causes", _cause_text(c.get("causes")), f"{where}.causes")
+    if c.get("class") == "arithmetic_bound":
+        ev.fact("sol_costly_ops", _costly_text(c.get("costly_ops")), f"{where}.costly_ops.source")
+    ev.fact("sol_unique_bytes", model.get("unique_bytes"), f"{label}: byte_model.unique_bytes")
+    ev.fact("sol_inductor_bytes", model.get("inductor_bytes"), f"{label}: byte_model.inductor_bytes")
+    if n.get("kernel_ms"):
+        ev.fact("bytes_above_peak", bool(above), f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")

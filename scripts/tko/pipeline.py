@@ -256,12 +256,27 @@ def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
     return standalone if standalone.is_file() else None
 
 
-def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
-            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
-            repro: list[str] | None = None) -> tuple[list[dict], dict | None]:
-    out.mkdir(parents=True, exist_ok=True)
-    if repro is None:
-        repro = repro_command(cap)
+TRIALS_FILE = "trials.json"
+
+
+@dataclass
+class TrialOptions:
+    """investigate.py's remedy trials: run once per repro, online, on a GPU."""
+    cmd: list[str]
+    runs: int = 3
+    budget_s: float = 900.0
+
+
+def recorded_trials(cap: Path) -> Path | None:
+    """A capture's recorded remedy trials: ``trials/trials.json``, else ``trials.json``."""
+    for path in (cap / "trials" / TRIALS_FILE, cap / TRIALS_FILE):
+        if path.is_file():
+            return path
+    return None
+
+
+def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
+    """Summarize, collect, and the profile: what every kernel's steps read."""
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
@@ -287,90 +302,229 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
                       "--markdown-out", out / "profile.md"], output=out / "profile.json")
             profile_json = out / "profile.json"
+    return kdir, profile_json
+
+
+@dataclass
+class KernelCtx:
+    cap: Path
+    out: Path
+    kdir: Path
+    probe_archs: list[str]
+    probe_variants: str | None
+    run_kernels: bool
+    local_gpu: bool
+    peak_gbps: float | None
+
+
+def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
+    """speed_of_light.py on the captured standalone kernel: timed on a GPU, else built,
+    compiled and checked offline."""
+    cmd = script("speed_of_light.py") + [standalone, "--json-out", kd / "sol.json", "--markdown-out", kd / "sol.md",
+                                         "--twin-out", kd / "sol_twin.py"]
+    if not ctx.local_gpu:
+        cmd.append("--offline")
+    if ctx.peak_gbps:
+        cmd += ["--peak-gbps", str(ctx.peak_gbps)]
+    elif (ctx.cap / PEAKS_FILE).is_file():
+        cmd += ["--peaks", ctx.cap / PEAKS_FILE]
+    for arch in ctx.probe_archs:
+        cmd += ["--arch", arch]
+    return kd / "sol.json" if chain.run(f"speed_of_light {kernel}", cmd, output=kd / "sol.json") else None
+
+
+def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> dict:
+    """inspect, scan, probe, run and speed of light of one kernel: the report's arguments."""
+    out, kdir = ctx.out, ctx.kdir
+    kd = out / "kernels" / kernel
+    kd.mkdir(parents=True, exist_ok=True)
+    src = kernel_source(out, ctx.cap, kernel)
+    args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
+            "--autotune-summary": out / "autotune_summary.json", "--env": ctx.cap / ENV_FILE,
+            "--artifacts": out / "artifacts" / "manifest.json"}
+    if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
+            src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
+        args["--meta"] = kd / "meta.json"
+    if not has_listing(out / "artifacts" / kernel):
+        chain.skip(f"scan {kernel}", "no ISA listing (.amdgcn/.ptx/.sass/.cubin) of this kernel was collected")
+    elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
+                   "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
+        args["--isa"] = kd / "isa_scan.json"
+    if src is not None and ctx.probe_archs:
+        probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
+                                             "--markdown-out", kd / "probe.md"]
+        for arch in ctx.probe_archs:
+            probe += ["--arch", arch]
+        if ctx.probe_variants:
+            probe += ["--variants", ctx.probe_variants]
+        if (kdir / "autotune.log").is_file():
+            probe += ["--launch-event", kdir / "autotune.log"]
+        if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
+            args["--probe"] = kd / "probe.json"
+    recorded = ctx.cap / RUNS_DIR / f"{kernel}.json"
+    standalone = kdir / f"{kernel}.py"
+    if ctx.run_kernels and ctx.local_gpu and standalone.is_file():
+        if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
+                     "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
+                     output=kd / "run.json"):
+            args["--run"] = kd / "run.json"
+    elif recorded.is_file():
+        args["--run"] = recorded
+    if standalone.is_file():
+        sol = _sol(chain, ctx, kernel, standalone, kd)
+        if sol is not None:
+            args["--sol"] = sol
+    return args
+
+
+def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None) -> Path:
+    """A plain facts file for try_remedies.py --facts (tko.trial_plan reads it): per kernel the
+    facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, and the
+    model-code regions an eager fallback can disable."""
+    from .artifact import read_artifact
+
+    facts: dict = {"kernels": {}, "program": {}, "program_rules": [], "disable_targets": []}
+    if program:
+        facts["program"] = {k: v.get("value") for k, v in (program.get("facts") or {}).items()}
+        facts["program_rules"] = [f["rule"] for f in program.get("fired") or []]
+    manifest = out / "artifacts" / "manifest.json"
+    for kernel, args in gathered.items():
+        ev = evidence.Evidence(kernel)
+        try:
+            if args.get("--meta"):
+                evidence.from_meta(ev, read_artifact(args["--meta"], "triton_meta"), "meta.json")
+            if manifest.is_file():
+                evidence.from_manifest(ev, read_artifact(manifest, "artifact_manifest"), "manifest.json")
+        except (InputError, OSError):
+            continue
+        facts["kernels"][kernel] = {k: f.value for k, f in ev.facts.items()}
+        for frame in (ev.sections.get("model_code") or {}).get("frames", []):
+            if frame.get("disable_target") and frame["disable_target"] not in facts["disable_targets"]:
+                facts["disable_targets"].append(frame["disable_target"])
+    path = out / "trials" / "facts.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
+    return path
+
+
+def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, gathered: dict[str, dict],
+               program: dict | None, local_gpu: bool) -> Path | None:
+    """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
+    if opts is None:
+        return recorded_trials(cap)
+    if not local_gpu:
+        chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
+        return None
+    facts = trial_facts_file(out, gathered, program)
+    tdir = out / "trials"
+    cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(opts.budget_s),
+                                       "--facts", facts, "--timeout", str(chain.timeout)]
+    if (cap / ENV_FILE).is_file():
+        cmd += ["--facts", cap / ENV_FILE]
+    saved = chain.timeout
+    chain.timeout = max(saved, opts.budget_s + saved)   # the last round may start just before the budget ends
+    try:
+        ok = chain.run("trials", cmd + ["--", *opts.cmd], output=tdir / TRIALS_FILE, log=tdir / "trials.log")
+    finally:
+        chain.timeout = saved
+    return tdir / TRIALS_FILE if ok and (tdir / TRIALS_FILE).is_file() else None
+
+
+def load_trials(path: Path | None) -> dict | None:
+    doc = _load(path) if path else None
+    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("remedy_trials/") else None
+
+
+def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
+    """``investigation/1`` ``trials``: where, the winner, what to change, and the measured table."""
+    doc = load_trials(path)
+    if not doc:
+        return None
+    section = evidence.trials_section(doc, path.name)
+    return {"path": str(path.relative_to(out)) if path.is_relative_to(out) else str(path), "recorded": recorded,
+            "winner": section["winner"], "what_to_change": section["what_to_change"],
+            "noise_pct": section["noise_pct"], "device": section["device"], "runs": section["runs"],
+            "arms": [{k: r[k] for k in ("name", "status", "median_ms", "x_baseline", "noise_pct", "beyond_noise",
+                                        "outputs", "change")} for r in section["rows"]]}
+
+
+def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,
+            repro: list[str] | None) -> dict:
+    """The kernel's report (and, on a GPU, a sweep and the report again when it says to tune)."""
+    out, kd = ctx.out, ctx.out / "kernels" / kernel
+    standalone = ctx.kdir / f"{kernel}.py"
+    report = script("make_investigation_report.py")
+    for flag, value in args.items():
+        if flag in ("--env", "--profile") and not Path(value).is_file():
+            continue
+        report += [flag, value]
+    if trials is not None:
+        report += ["--trials", trials]
+    if ctx.peak_gbps:
+        report += ["--peak-gbps", str(ctx.peak_gbps)]
+    if repro:
+        report += ["--repro", shlex.join(map(str, repro))]
+    env = {"TKO_PEAKS_FILE": str(ctx.cap / PEAKS_FILE)} if (ctx.cap / PEAKS_FILE).is_file() else None
+    chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
+    rep = _load(kd / "report.json")
+    # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
+    # and its report is remade with the measured variants.
+    verdict = ((rep or {}).get("decision") or {}).get("verdict")
+    if sweep and verdict == "tune_triton" and ctx.local_gpu and standalone.is_file():
+        cmd = script("sweep_captured_kernel.py") + [standalone, "--json-out", kd / "sweep.json",
+                                                   "--markdown-out", kd / "sweep.md",
+                                                   "--best-out", kd / f"best_{kernel}.py"]
+        if (kd / "probe.json").is_file():
+            cmd += ["--probe", kd / "probe.json"]
+        if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
+            chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
+                      output=kd / "report.md", env=env)
+            rep = _load(kd / "report.json")
+    return _kernel_entry(kernel, kd, out, rep, standalone)
+
+
+def _kernel_entry(kernel: str, kd: Path, out: Path, rep: dict | None, standalone: Path) -> dict:
+    rep = rep or {}
+    frames = ((rep.get("sections") or {}).get("model_code") or {}).get("frames", [])
+    sol = (rep.get("sections") or {}).get("speed_of_light") or {}
+    return {"kernel": kernel, "dir": str(kd.relative_to(out)),
+            "verdict": rep.get("decision", {}).get("verdict"),
+            "decision_text": rep.get("decision_text"),
+            "rule": rep.get("decision", {}).get("rule"),
+            "share": (rep.get("facts", {}).get("share") or {}).get("value"),
+            "where": [f"{Path(f['file']).name}:{f['line']}" for f in frames],
+            "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames if f.get("disable_target"))),
+            "standalone": str(standalone) if standalone.is_file() else None,
+            "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
+            "sol_class": sol.get("class"),
+            "sol_over_floor": (sol.get("numbers") or {}).get("kernel_over_floor"),
+            "gaps": len(rep.get("gaps", [])) if rep else None}
+
+
+def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
+            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
+            repro: list[str] | None = None, trials: TrialOptions | None = None
+            ) -> tuple[list[dict], dict | None, dict | None]:
+    """Every kernel's evidence, then the remedy trials (once per repro), then the reports.
+    Returns (kernel entries, program decision, trials summary)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if repro is None:
+        repro = repro_command(cap)
+    kdir, profile_json = _prepare(chain, cap, out)
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
-    program = evidence.program_decision(profile, str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap)
-                                            else profile_json.relative_to(out)))
+    label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
     kernels = top_kernels(profile, summary, top)
-    # inspect, scan, probe, run, report per kernel (a sweep, when one runs, adds two)
-    chain.planned = len(chain.steps) + len(kernels) * (3 + bool(probe_archs) + bool(run_kernels))
-    env_json = cap / ENV_FILE
-    local_gpu = gpu_available()
-    reports = []
-    for kernel in kernels:
-        kd = out / "kernels" / kernel
-        kd.mkdir(parents=True, exist_ok=True)
-        src = kernel_source(out, cap, kernel)
-        args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
-                "--autotune-summary": out / "autotune_summary.json", "--env": env_json,
-                "--artifacts": out / "artifacts" / "manifest.json"}
-        if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
-                src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
-            args["--meta"] = kd / "meta.json"
-        if not has_listing(out / "artifacts" / kernel):
-            chain.skip(f"scan {kernel}", "no ISA listing (.amdgcn/.ptx/.sass/.cubin) of this kernel was collected")
-        elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
-                       "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
-            args["--isa"] = kd / "isa_scan.json"
-        if src is not None and probe_archs:
-            probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
-                                                 "--markdown-out", kd / "probe.md"]
-            for arch in probe_archs:
-                probe += ["--arch", arch]
-            if probe_variants:
-                probe += ["--variants", probe_variants]
-            if (kdir / "autotune.log").is_file():
-                probe += ["--launch-event", kdir / "autotune.log"]
-            if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
-                args["--probe"] = kd / "probe.json"
-        recorded = cap / RUNS_DIR / f"{kernel}.json"
-        standalone = kdir / f"{kernel}.py"
-        if run_kernels and local_gpu and standalone.is_file():
-            if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
-                         "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
-                         output=kd / "run.json"):
-                args["--run"] = kd / "run.json"
-        elif recorded.is_file():
-            args["--run"] = recorded
-        report = script("make_investigation_report.py")
-        for flag, value in args.items():
-            if flag == "--env" and not Path(value).is_file():
-                continue
-            if flag == "--profile" and not Path(value).is_file():
-                continue
-            report += [flag, value]
-        if peak_gbps:
-            report += ["--peak-gbps", str(peak_gbps)]
-        if repro:
-            report += ["--repro", shlex.join(map(str, repro))]
-        env = {"TKO_PEAKS_FILE": str(cap / PEAKS_FILE)} if (cap / PEAKS_FILE).is_file() else None
-        chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
-        rep = _load(kd / "report.json")
-        # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
-        # and its report is remade with the measured variants.
-        verdict = ((rep or {}).get("decision") or {}).get("verdict")
-        if sweep and verdict == "tune_triton" and local_gpu and standalone.is_file():
-            cmd = script("sweep_captured_kernel.py") + [standalone, "--json-out", kd / "sweep.json",
-                                                       "--markdown-out", kd / "sweep.md",
-                                                       "--best-out", kd / f"best_{kernel}.py"]
-            if (kd / "probe.json").is_file():
-                cmd += ["--probe", kd / "probe.json"]
-            if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
-                chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
-                          output=kd / "report.md", env=env)
-                rep = _load(kd / "report.json")
-        frames = (((rep or {}).get("sections") or {}).get("model_code") or {}).get("frames", [])
-        reports.append({"kernel": kernel, "dir": str(kd.relative_to(out)),
-                        "verdict": (rep or {}).get("decision", {}).get("verdict"),
-                        "decision_text": (rep or {}).get("decision_text"),
-                        "rule": (rep or {}).get("decision", {}).get("rule"),
-                        "share": ((rep or {}).get("facts", {}).get("share") or {}).get("value"),
-                        "where": [f"{Path(f['file']).name}:{f['line']}" for f in frames],
-                        "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames
-                                                              if f.get("disable_target"))),
-                        "standalone": str(standalone) if standalone.is_file() else None,
-                        "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
-                        "gaps": len((rep or {}).get("gaps", [])) if rep else None})
-    return reports, program
+    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps)
+    # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
+    chain.planned = len(chain.steps) + len(kernels) * (4 + bool(probe_archs) + bool(run_kernels)) + bool(trials)
+    gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
+    program = evidence.program_decision(profile, label)
+    trials_path = run_trials(chain, trials, cap, out, gathered, program, ctx.local_gpu)
+    if trials_path is not None:
+        program = evidence.program_decision(profile, label, trials=load_trials(trials_path),
+                                            trials_label=trials_path.name)
+    reports = [_report(chain, ctx, kernel, args, trials_path, sweep, repro) for kernel, args in gathered.items()]
+    return reports, program, trials_summary(trials_path, out, recorded=trials is None)
 
 
 def next_steps(result: dict) -> list[str]:
@@ -381,11 +535,20 @@ def next_steps(result: dict) -> list[str]:
                f"`python scripts/compare_profiles.py {before if before.is_file() else '<profile before>'} after.json`")
     steps = []
     program = result.get("program") or {}
-    if program.get("verdict") == "rewrite_model":
+    trials = result.get("trials") or {}
+    measured = str(program.get("rule") or "").startswith("remedy_measured_faster")
+    if measured:
+        steps.append(f"whole program ({program['rule']}): {trials.get('what_to_change') or program.get('says')}; "
+                     f"apply it in the model's setup, then {compare}")
+    elif program.get("verdict") == "rewrite_model":
         steps.append(f"whole program ({program['rule']}): change the model as its finding says, then {compare} "
                      "(add --steps-before/--steps-after if the runs differ in steps)")
     for k in result.get("kernels", []):
         name, where = k["kernel"], ", ".join(k.get("where") or []) or "model code unknown"
+        if str(k.get("rule") or "").startswith("remedy_measured_faster"):
+            if not measured:
+                steps.append(f"`{name}`: apply the measured remedy: {trials.get('what_to_change') or k.get('rule')}")
+            continue
         if k.get("verdict") == "tune_triton":
             if k.get("sweep"):
                 steps.append(f"`{name}`: swept, see `{k['sweep']}` and the report's best variant and how to apply it")
@@ -407,26 +570,70 @@ def next_steps(result: dict) -> list[str]:
     return steps
 
 
+def _cell(value) -> str:
+    from .report import md_text
+
+    return md_text(value)
+
+
+def trials_markdown(trials: dict | None) -> list[str]:
+    """The measured trial table the index leads with, and its "what to change" line."""
+    if not trials:
+        return []
+    def num(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
+
+    how = "recorded with the capture" if trials.get("recorded") else "run by this investigation"
+    lines = ["## Measured end to end", "",
+             f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
+             f"{_cell(trials.get('device') or '?')}):", "",
+             "| arm | ms/step | x baseline | noise | outputs | status |", "|---|---|---|---|---|---|"]
+    for a in trials.get("arms") or []:
+        noise = f"+-{a['noise_pct']:.1f} %" if isinstance(a.get("noise_pct"), (int, float)) else "n/a"
+        mark = " (winner)" if a.get("name") == trials.get("winner") else ""
+        lines.append(f"| {_cell(a.get('name'))}{mark} | {num(a.get('median_ms'), '.4f')} | "
+                     f"{num(a.get('x_baseline'), '.3f')} | {noise} | {_cell(a.get('outputs') or 'n/a')} | "
+                     f"{_cell(a.get('status'))} |")
+    return lines + ["", f"**What to change:** {_cell(trials.get('what_to_change'))}.", ""]
+
+
+def index_chart(result: dict) -> str | None:
+    """Each hot kernel's share of GPU time and its time over the copy floor (tko.svg_chart)."""
+    from .svg_chart import hot_kernels_chart
+
+    rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else 0.0,
+             "gap": k.get("sol_over_floor")} for k in result.get("kernels", [])]
+    return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
+
+
 def index_markdown(result: dict) -> str:
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
+    lines += trials_markdown(result.get("trials"))
     program = result.get("program") or {}
     if program.get("verdict"):
         lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
-                  f"(rule `{program['rule']}`): {program['says']}", ""]
-    lines += ["| kernel | share of GPU time | model code | decision | rule | gaps | report |",
-              "|---|---|---|---|---|---|---|"]
+                  f"(rule `{program['rule']}`): {_cell(program['says'])}", ""]
+    lines += ["| kernel | share of GPU time | model code | decision | rule | speed of light | gaps | report |",
+              "|---|---|---|---|---|---|---|---|"]
     for r in result["kernels"]:
         share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
         where = ", ".join(r.get("where") or []) or "n/a"
-        lines.append(f"| `{r['kernel']}` | {share} | {where} | {r.get('decision_text') or 'n/a'} | {r.get('rule') or ''} | "
-                     f"{r.get('gaps') if r.get('gaps') is not None else ''} | [{r['dir']}/report.md]({r['dir']}/report.md) |")
+        sol = r.get("sol_class") or "n/a"
+        if isinstance(r.get("sol_over_floor"), (int, float)):
+            sol += f" ({r['sol_over_floor']:.2f}x floor)"
+        lines.append(f"| `{r['kernel']}` | {share} | {_cell(where)} | {r.get('decision_text') or 'n/a'} | "
+                     f"{r.get('rule') or ''} | {sol} | {r.get('gaps') if r.get('gaps') is not None else ''} | "
+                     f"[{r['dir']}/report.md]({r['dir']}/report.md) |")
     if not result["kernels"]:
-        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | |")
+        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | | |")
+    chart = index_chart(result)
+    if chart:
+        lines += ["", chart]
     if result.get("next_steps"):
         lines += ["", "## Next steps", ""] + [f"- {n}" for n in result["next_steps"]]
     lines += ["", "## Steps", "", "| step | status | seconds | note |", "|---|---|---|---|"]
     for s in result["steps"]:
-        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {(s['error'] or '')[:200]} |")
+        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {_cell((s['error'] or '')[:200])} |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from . import resources
@@ -29,7 +30,33 @@ INPUTS = {
     "benchmark": (("benchmark", "variant_sweep"), evidence.from_benchmark_or_sweep),
     "ab": ("fallback_ab", evidence.from_ab),
     "artifacts": ("artifact_manifest", evidence.from_manifest),
+    "trials": ("remedy_trials", evidence.from_trials),
+    "sol": ("speed_of_light", evidence.from_sol),
 }
+ADAPTER_ORDER = ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab", "artifacts",
+                 "trials", "sol")
+
+_MD_ALWAYS = re.compile(r"([\\`*\[\]#|~])")
+_MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_text(value) -> str:
+    """Untrusted text for a Markdown paragraph or table cell: one line, HTML and Markdown
+    specials escaped (``|`` included, so a cell stays a cell; an underscore inside a word is left)."""
+    if value is None:
+        return ""
+    text = " ".join(str(value).split())
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = _MD_ALWAYS.sub(r"\\\1", text)
+    return _MD_EDGE_UNDERSCORE.sub(r"\\_", text)
+
+
+def md_code(value) -> str:
+    """Untrusted text as an inline code span that survives a table cell."""
+    text = " ".join(str(value if value is not None else "").split()).replace("|", "\\|")
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def load_inputs(paths: dict[str, str | None]) -> dict[str, dict | None]:
@@ -57,6 +84,12 @@ def impact_text(ev: evidence.Evidence) -> str:
     if ab and ab.get("speedup_fallback_over_compiled"):
         parts.append(f"Eager fallback: {ab['speedup_fallback_over_compiled']:.3f}x end to end "
                      f"({ab['verdict']}).")
+    trials = ev.sections.get("trials")
+    if trials:
+        parts.insert(0, f"End to end ({trials['label']}): {trials['what_to_change']}.")
+    sol = ev.sections.get("speed_of_light")
+    if sol and sol.get("class") not in (None, "unmeasured"):
+        parts.append(f"Speed of light: {sol['class']} ({sol['says']})")
     if not parts:
         base = t.get("standalone_ms") or t.get("autotune_winner_ms")
         parts.append("No change measured yet" + (f"; baseline {base:.4f} ms per launch." if base else "."))
@@ -67,7 +100,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
           peak_override: float | None = None, rules: dict | None = None) -> dict:
     ev = evidence.Evidence(kernel)
     device_name, arch = evidence.from_env(ev, docs.get("env"))
-    for key in ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab", "artifacts"):
+    for key in ADAPTER_ORDER:
         INPUTS[key][1](ev, docs.get(key), labels.get(key, key))
     if arch is None and ev.sections.get("isa"):
         arch = ev.sections["isa"].get("arch")
@@ -83,7 +116,8 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
     evidence.name_facts(ev)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
-    program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules)
+    program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules,
+                                        trials=docs.get("trials"), trials_label=labels.get("trials", "trials.json"))
     return {
         "kernel": kernel,
         "decision": decision.as_dict(),
@@ -102,9 +136,13 @@ def render_markdown(report: dict) -> str:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.ChainableUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["cell"] = md_text
+    env.filters["code"] = md_code
     template = env.get_template("investigation_report.md.j2")
     sections = report["sections"]
     return tidy_markdown(template.render(
+        trials=sections.get("trials"), sol=sections.get("speed_of_light"),
+        sol_chart=sol_chart(report["kernel"], sections.get("speed_of_light")),
         kernel=report["kernel"], decision=report["decision"], decision_text=report["decision_text"],
         program=report.get("program"), program_text=DECISION_TEXT.get((report.get("program") or {}).get("verdict")),
         facts=report["facts"], impact=report["impact"], gaps=report["gaps"],
@@ -113,6 +151,20 @@ def render_markdown(report: dict) -> str:
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
         fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"), repro=report.get("repro"),
     ))
+
+
+def sol_chart(kernel: str, sol: dict | None) -> str | None:
+    """The speed-of-light bars (kernel, twin, floors) drawn again from the numbers with
+    ``tko.svg_chart``: the SVG text of an input file is never pasted into the report."""
+    if not sol:
+        return None
+    from .speed_of_light import chart_bars
+    from .svg_chart import kernel_bars
+
+    numbers = {k: v for k, v in (sol.get("numbers") or {}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    floor = numbers.get("copy_floor_ms")
+    return kernel_bars(f"{kernel}: {sol.get('class') or 'unmeasured'}", chart_bars(numbers), reference=floor)
 
 
 def _block(line: str) -> str:
