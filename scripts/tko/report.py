@@ -121,7 +121,8 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
     return {
         "kernel": kernel,
         "decision": decision.as_dict(),
-        "decision_text": DECISION_TEXT.get(decision.verdict, decision.verdict),
+        "decision_text": DECISION_TEXT.get(decision.verdict, decision.verdict)
+        + (": apply the measured change" if str(decision.rule).startswith("remedy_measured_faster") else ""),
         "program": program,
         "facts": {k: {"value": f.value, "source": f.source} for k, f in sorted(ev.facts.items())},
         "sections": ev.sections,

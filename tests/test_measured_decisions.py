@@ -1,0 +1,319 @@
+"""Decisions from measurement first: remedy trials and speed-of-light classes ahead of the inferred rules.
+
+Two kinds of input. Real outputs: ``speed_of_light.py --offline`` on the H200 captures of
+tests/fixtures/sol_h200, ``try_remedies.py`` on tests/fixtures/repros/trial_repro.py on this CPU,
+the recorded H200 capture of examples/recorded_h200/pointwise_chain. Hand-made ``remedy_trials/1``
+documents (labelled HAND-MADE below) carry realistic H200 numbers for the outcomes a CPU run cannot
+force (a config arm 1.13x faster beyond noise); their arms have exactly the fields try_remedies.py
+writes. A hand-given kernel time on a real byte model goes through the real classifier
+(tko.speed_of_light.classify) and bandwidth check (tko.byte_model.bandwidth_check).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tko import byte_model, contracts, decide, evidence, report
+from tko import speed_of_light as sol_mod
+from tko.artifact import make_artifact
+
+RULES = decide.load_rules()
+PC = ROOT / "examples" / "recorded_h200" / "pointwise_chain"
+PC_KERNEL = "triton_poi_fused_add_gelu_mul_0"
+SOL = Path(__file__).resolve().parent / "fixtures" / "sol_h200"
+GELU = SOL / "gelu_erf" / "autotune_kernels" / "triton_poi_fused_add_gelu_0.py"
+GELU_RUN = SOL / "gelu_erf" / "run_triton_poi_fused_add_gelu_0.json"
+PEAK = 4246.0
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def arm(name, ms, base_ms, noise, outputs="equal", change=None, status="ok"):
+    x = base_ms / ms if ms else None
+    return {"name": name, "status": status, "reason": None, "settings": {}, "proposed_by": "",
+            "change": change or f"set {name}", "ms": [ms, ms], "median_ms": ms, "spread": noise,
+            "x_baseline": x, "beyond_noise": None if name == "baseline" or x is None else max(x, 1 / x) > noise,
+            "noise": noise, "first_step_s": 1.0, "wall_s": [2.0, 2.0],
+            "outputs": {"result": outputs, "reason": "hand-made"}, "metric_from": "repro", "logs": []}
+
+
+def trials_doc(arms, noise):
+    """HAND-MADE remedy_trials/1 document (realistic H200 step times)."""
+    return make_artifact("remedy_trials/1", "try_remedies.py", {
+        "command": ["python", "examples/pointwise_chain.py"], "script": "examples/pointwise_chain.py", "runs": 3,
+        "budget_s": 900.0, "timeout_s": 1800.0, "device": {"gpu": True, "hip": False, "name": "NVIDIA H200"},
+        "metric_from": "repro", "order": [], "arms": arms, "noise": noise, "winner": None,
+        "what_to_change": "", "notes": []})
+
+
+CD = "set torch._inductor.config.coordinate_descent_tuning = True"
+MAT = "set torch._inductor.config.max_autotune = True"
+
+
+def pc_docs(**extra):
+    """The recorded H200 pointwise_chain capture: profile, standalone run, peaks (a real hot kernel
+    at 88 % of the measured copy peak)."""
+    docs = report.load_inputs({"profile": str(PC / "profile" / "profile.json"),
+                               "run": str(PC / "runs" / f"{PC_KERNEL}.json"), "env": str(PC / "triton_env.json")})
+    docs.update(extra)
+    return docs
+
+
+def build(kernel, docs, peak=None):
+    labels = {k: f"{k}.json" for k in docs}
+    return report.build(kernel, docs, labels, peak_override=peak, rules=RULES)
+
+
+def fired(rep):
+    return {f["rule"]: f for f in rep["decision"]["fired"]}
+
+
+def test_faster_equal_arm_decides_with_the_concrete_change_named():
+    base = 0.0912
+    doc = trials_doc([arm("baseline", base, base, 1.02), arm("coordinate_descent", base / 1.13, base, 1.02, change=CD),
+                      arm("max_autotune_no_cudagraphs", base / 1.01, base, 1.02, change=MAT)], 1.02)
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("tune_triton", "remedy_measured_faster")
+    says = fired(rep)["remedy_measured_faster"]["says"]
+    assert f"{CD}: 1.13x end to end, outputs equal" in says
+    # measured end to end beats the inferred "at copy bandwidth" of the same kernel
+    assert "at_copy_bandwidth" in fired(rep)
+    assert rep["program"]["rule"] == "remedy_measured_faster" and CD in rep["program"]["says"]
+    assert rep["decision_text"] == "continue Triton tuning: apply the measured change"
+    md = report.render_markdown(rep)
+    assert "## Measured end to end (remedy trials)" in md and "| coordinate_descent (winner) | ok | 0.0807 | 1.130 |" in md
+    assert f"What to change: {report.md_text(CD)}: 1.13x end to end, outputs equal." in md
+
+
+@pytest.mark.parametrize("winner,verdict,rule", [
+    ("eager_fallback", "disable_compiled_region", "remedy_measured_faster_eager"),
+    ("cudagraphs", "rewrite_model", "remedy_measured_faster_program"),
+    ("static_shapes", "rewrite_model", "remedy_measured_faster_program"),
+    ("pinned", "tune_triton", "remedy_measured_faster"),
+])
+def test_each_arm_maps_to_its_verdict(winner, verdict, rule):
+    base = 0.5
+    doc = trials_doc([arm("baseline", base, base, 1.03), arm(winner, 0.4, base, 1.03)], 1.03)
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == (verdict, rule)
+    assert "1.25x end to end, outputs equal" in fired(rep)[rule]["says"]
+
+
+def test_a_not_hot_kernel_does_not_take_the_programs_remedy():
+    base = 0.5
+    doc = trials_doc([arm("baseline", base, base, 1.03), arm("coordinate_descent", 0.4, base, 1.03)], 1.03)
+    facts = {**evidence.trial_facts(doc, "trials.json"), "share": decide.Fact(0.01, "hand")}
+    d = decide.decide(facts, RULES)
+    assert d.rule == "not_hot"
+
+
+def test_a_faster_arm_with_different_outputs_never_decides():
+    base = 0.0912
+    doc = trials_doc([arm("baseline", base, base, 1.02),
+                      arm("coordinate_descent", base / 1.2, base, 1.02, outputs="different", change=CD),
+                      arm("max_autotune_no_cudagraphs", base / 1.005, base, 1.02, change=MAT)], 1.02)
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    assert not str(rep["decision"]["rule"]).startswith("remedy_measured")
+    assert rep["decision"]["rule"] == "at_copy_bandwidth"          # the kernel's own evidence decides
+    differ = fired(rep)["remedy_faster_outputs_differ"]
+    assert differ["verdict"] == "advice" and "coordinate_descent 1.20x (outputs different)" in differ["says"]
+    assert rep["program"]["verdict"] is None and "remedy_faster_outputs_differ" in {
+        f["rule"] for f in rep["program"]["fired"]}
+    assert rep["sections"]["trials"]["winner"] is None
+    assert "(winner)" not in report.render_markdown(rep)
+
+
+def test_nothing_faster_says_so_and_no_verdict_claims_tuning_helps():
+    base = 0.262
+    doc = trials_doc([arm("baseline", base, base, 1.021), arm("coordinate_descent", base / 1.008, base, 1.021, change=CD),
+                      arm("max_autotune_no_cudagraphs", base / 0.995, base, 1.021, change=MAT),
+                      arm("eager_fallback", base / 0.62, base, 1.021)], 1.021)
+    # a hot reduction at 48 % of copy: the inferred rule alone would say "continue Triton tuning"
+    facts = {"share": decide.Fact(0.71, "hand"), "pct_copy_peak": decide.Fact(0.48, "hand"),
+             "calls": decide.Fact(20, "hand"), "mean_us": decide.Fact(265.0, "hand")}
+    before = decide.decide(facts, RULES)
+    assert (before.verdict, before.rule) == ("tune_triton", "memory_inefficient")
+    after = decide.decide({**facts, **evidence.trial_facts(doc, "trials.json")}, RULES)
+    says = {f.rule: f.says for f in after.fired}
+    assert ("nothing tried beat the baseline beyond run-to-run noise (+-2.1 %): coordinate_descent 1.01x, "
+            "max_autotune_no_cudagraphs 0.99x, eager_fallback 0.62x") in says["remedy_nothing_faster"]
+    assert after.verdict != "tune_triton" and after.rule == "tuning_measured_no_gain"
+    assert "tuning was tried end to end and did not help (coordinate_descent 1.01x" in says[after.rule]
+    assert not any("Sweep configs" in s or "before tuning" in s for s in says.values())
+    assert evidence.trial_outcome(doc)["what_to_change"] == (
+        "nothing tried beat the baseline beyond run-to-run noise (+-2.1 %)")
+    # without a bandwidth number: no further tuning either
+    del facts["pct_copy_peak"]
+    d = decide.decide({**facts, **evidence.trial_facts(doc, "trials.json")}, RULES)
+    assert (d.verdict, d.rule) == ("leave_as_is", "tuning_measured_no_gain_unmeasured")
+
+
+@pytest.fixture(scope="module")
+def gelu_sol(tmp_path_factory):
+    """Real: speed_of_light.py --offline on the captured H200 exact-erf GELU."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("sol") / "sol.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "speed_of_light.py"), str(GELU), "--offline",
+                           "--arch", "gfx942", "--peak-gbps", str(PEAK), "--json-out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text())
+
+
+def timed(doc, kernel_ms, twin_ms):
+    """The real offline document with hand-given kernel and twin times, classified by the real code."""
+    th = sol_mod.thresholds_from_rules(RULES)
+    fl, model = doc["floors"], doc["byte_model"]
+    numbers = sol_mod.measured_numbers(kernel_ms, twin_ms, fl, model)
+    bw = byte_model.bandwidth_check(model, kernel_ms, fl["peak_gbps"], th["sol_above_peak_noise"])
+    cls = sol_mod.classify(numbers, th, twin_valid=True, facts=doc["facts"],
+                           costly=sol_mod.costly_ops(doc["twin"], doc["validity"]), above_peak=bw["unique"]["above_peak"])
+    return {**doc, "offline": False, "bandwidth": bw, "classification": cls}
+
+
+def test_above_peak_kernel_never_gets_at_copy_bandwidth(gelu_sol):
+    # 268 MB in 0.050 ms is 5369 GB/s, 126 % of the 4246 GB/s copy peak: not HBM
+    doc = timed(gelu_sol, 0.050, 0.049)
+    assert doc["bandwidth"]["unique"]["above_peak"]
+    run = report.load_inputs({"run": str(GELU_RUN)})["run"]
+    rep = build("triton_poi_fused_add_gelu_0", {"run": run, "sol": doc}, peak=PEAK)
+    assert rep["facts"]["pct_copy_peak"]["value"] >= 0.8           # the run alone would say "at copy bandwidth"
+    assert "at_copy_bandwidth" not in fired(rep) and rep["facts"]["bytes_above_peak"]["value"] is True
+    flag = fired(rep)["bandwidth_above_peak"]["says"]
+    assert "L2-resident or over-counted" in flag and "unique bytes 268451840, Inductor's estimate 268451840" in flag
+    md = report.render_markdown(rep)
+    assert "Bytes: unique 268451840" in md and "Inductor's estimate 268451840" in md
+    # % of copy over 100 + noise without a speed-of-light run: a flag, not "at copy bandwidth"
+    rep = build("triton_poi_fused_add_gelu_0", {"run": run}, peak=3500.0)
+    assert rep["facts"]["pct_copy_peak"]["value"] > 1.05
+    assert "at_copy_bandwidth" not in fired(rep) and "bandwidth_above_peak" in fired(rep)
+
+
+def test_measured_arithmetic_bound_decides_ahead_of_the_static_cut(gelu_sol):
+    # kernel 3x its twin, twin at the floor (0.0632 ms): arithmetic-bound by the real classifier
+    doc = timed(gelu_sol, 0.19, 0.066)
+    assert doc["classification"]["class"] == "arithmetic_bound"
+    static = {"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.33, "hand"),
+              "valu_per_byte": decide.Fact(11.0, "hand")}
+    ev = evidence.Evidence("triton_poi_fused_add_gelu_0")
+    evidence.from_sol(ev, doc, "sol.json")
+    d = decide.decide({**static, **ev.facts}, RULES)
+    assert (d.verdict, d.rule) == ("rewrite_model", "sol_arithmetic_bound")
+    says = {f.rule: f.says for f in d.fired}
+    assert "arithmetic_bound" not in says                            # the static cut stands down
+    assert "2.88x its memory twin" in says["sol_arithmetic_bound"] and "libdevice.erf" in says["sol_arithmetic_bound"]
+    # alone (nothing timed: the real offline document), the static cut decides and says it is inferred
+    ev = evidence.Evidence("triton_poi_fused_add_gelu_0")
+    evidence.from_sol(ev, gelu_sol, "sol.json")
+    assert ev.facts["sol_class"].value == "unmeasured" and "bytes_above_peak" not in ev.facts
+    d = decide.decide({**static, **ev.facts}, RULES)
+    assert d.rule == "arithmetic_bound"
+    assert "inferred from the ISA mix, not measured" in {f.rule: f.says for f in d.fired}["arithmetic_bound"]
+
+
+def test_measured_at_floor_and_access_bound(gelu_sol):
+    at = timed(gelu_sol, 0.0700, 0.0690)
+    ev = evidence.Evidence("k")
+    evidence.from_sol(ev, at, "sol.json")
+    d = decide.decide({"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.5, "hand"), **ev.facts}, RULES)
+    assert (d.verdict, d.rule) == ("leave_as_is", "sol_at_floor") and "1.11x its copy floor" in d.fired[0].says
+    slow = timed(gelu_sol, 0.20, 0.19)
+    ev = evidence.Evidence("k")
+    evidence.from_sol(ev, slow, "sol.json")
+    d = decide.decide({"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.9, "hand"), **ev.facts}, RULES)
+    # a measured 3x over the floor contradicts "at copy bandwidth" from Inductor's byte count
+    assert d.rule == "sol_access_pattern_bound" and "at_copy_bandwidth" not in {f.rule for f in d.fired}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", sorted(SOL.glob("*/autotune_kernels/*.py")), ids=lambda p: p.parent.parent.name + "/" + p.stem)
+def test_real_offline_sol_reaches_the_report(kernel, tmp_path, run_script):
+    out = tmp_path / "sol.json"
+    proc = run_script("speed_of_light.py", kernel, "--offline", "--json-out", out)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    proc = run_script("make_investigation_report.py", "--kernel", kernel.stem, "--sol", out,
+                      "--out", tmp_path / "r.md")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert contracts.contract_problems(rep) == []
+    assert rep["facts"]["sol_class"]["value"] == doc["classification"]["class"] == "unmeasured"
+    assert not {f["rule"] for f in rep["decision"]["fired"]} & {"sol_at_floor", "sol_arithmetic_bound",
+                                                               "sol_access_pattern_bound"}
+    md = (tmp_path / "r.md").read_text()
+    svg = md[md.index("<svg"):md.index("</svg>") + 6]
+    labels = [r.get("data-label") for r in ET.fromstring(svg).iter(f"{SVG}rect")]
+    # offline: no kernel or twin bar, only the floors (the one-pass floors of a multi-pass reduction too)
+    expected = [name for name, v in sol_mod.chart_bars(doc["classification"]["numbers"]) if v]
+    assert labels == expected and "kernel" not in labels and "copy floor" in labels
+    assert "| kernel ms | memory twin ms | copy floor ms |" in md
+
+
+@pytest.fixture(scope="module")
+def cpu_trials(tmp_path_factory):
+    """Real: try_remedies.py on the tiny repro on this CPU (eager fallback vs two config arms)."""
+    import os
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("trials")
+    env = dict(os.environ, TRIAL_PRINT="1")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "try_remedies.py"), "--out", str(out), "--runs", "2",
+                           "--arms", "coordinate_descent,max_autotune_no_cudagraphs,eager_fallback", "--", "python",
+                           str(ROOT / "tests" / "fixtures" / "repros" / "trial_repro.py")],
+                          capture_output=True, text=True, timeout=600, env=env, cwd=out)
+    assert proc.returncode == 0, proc.stderr
+    return out / "trials.json"
+
+
+@pytest.mark.slow
+def test_real_cpu_trials_decide_consistently_with_their_numbers(cpu_trials):
+    doc = json.loads(cpu_trials.read_text())
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    rules = fired(rep)
+    if doc["winner"]:
+        winner = next(a for a in doc["arms"] if a["name"] == doc["winner"])
+        assert rep["decision"]["rule"].startswith("remedy_measured_faster")
+        assert (f"{winner['change']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+                in rules[rep["decision"]["rule"]]["says"])
+    else:
+        assert "remedy_nothing_faster" in rules and not rep["decision"]["rule"].startswith("remedy_measured")
+    tuned = [a for a in doc["arms"] if a["name"] in ("coordinate_descent", "max_autotune_no_cudagraphs")]
+    if all(a["status"] == "ok" and not (a["beyond_noise"] and a["x_baseline"] > 1) for a in tuned):
+        assert rep["facts"]["tuning_measured_no_faster"]["value"] is True
+        assert rep["decision"]["verdict"] != "tune_triton"
+
+
+@pytest.mark.slow
+def test_from_capture_with_recorded_trials_leads_with_the_trial_table(cpu_trials, tmp_path, run_script):
+    cap = tmp_path / "capture"
+    shutil.copytree(PC, cap)
+    (cap / "trials").mkdir()
+    shutil.copy(cpu_trials, cap / "trials" / "trials.json")
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--probe-arch", "none",
+                      cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
+    assert contracts.contract_problems(index) == []
+    doc = json.loads(cpu_trials.read_text())
+    assert index["trials"]["winner"] == doc["winner"] and index["trials"]["recorded"] is True
+    assert [a["name"] for a in index["trials"]["arms"]] == [a["name"] for a in doc["arms"]]
+    first = index["kernels"][0]
+    assert first["kernel"] == PC_KERNEL and first["sol_class"] == "unmeasured"
+    md = (tmp_path / "inv" / "investigation.md").read_text()
+    body = md.split("\n## ", 1)[1]
+    assert body.startswith("Measured end to end\n")
+    assert "| arm | ms/step | x baseline | noise | outputs | status |" in body.split("| kernel |")[0]
+    assert "**What to change:** " in body.split("| kernel |")[0]
+    assert md.index("## Measured end to end") < md.index("| kernel | share of GPU time") < md.index("<svg")
+    kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
+    assert "## Measured end to end (remedy trials)" in kernel_md and "## Speed of light" in kernel_md
+    steps = {s["name"]: s["status"] for s in index["steps"]}
+    assert steps[f"speed_of_light {PC_KERNEL}"] == "ok" and "trials" not in steps
