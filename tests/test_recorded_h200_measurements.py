@@ -1,0 +1,87 @@
+"""Decisions from the measurements recorded on the H200: remedy trials end to end
+(examples/recorded_h200/trials) and the speed-of-light table (tests/fixtures/sol_h200/table)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tko import evidence
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIALS = ROOT / "examples" / "recorded_h200" / "trials"
+SOL = ROOT / "tests" / "fixtures" / "sol_h200" / "table"
+
+
+def trials(name: str) -> dict:
+    return json.loads((TRIALS / name / "trials.json").read_text())
+
+
+@pytest.mark.parametrize("name, verdict, change", [
+    ("layernorm_fwd_bwd", "disable_compiled_region", "drop torch.compile"),
+    ("tiny_launches", "rewrite_model", "cudagraphs = True"),
+    ("softmax_long_rows", "tune_triton", "coordinate_descent_tuning = True"),
+])
+def test_a_measured_remedy_decides_and_names_the_change(name, verdict, change):
+    doc = trials(name)
+    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    assert decision["verdict"] == verdict
+    assert change in decision["says"]
+    winner = next(a for a in doc["arms"] if a["name"] == doc["winner"])
+    # the decision is the fastest arm that is beyond noise with equal outputs: check it from the numbers
+    best = max((a for a in doc["arms"] if a["name"] != "baseline" and a["status"] == "ok"
+                and a["beyond_noise"] and a["outputs"]["result"] == "equal"), key=lambda a: a["x_baseline"])
+    assert best["name"] == winner["name"] and f"{winner['x_baseline']:.2f}x" in decision["says"]
+
+
+def test_nothing_faster_is_said_plainly_and_tuning_is_not_advised():
+    doc = trials("row_reduction")
+    assert doc["winner"] is None
+    outcome = evidence.trial_outcome(doc)
+    assert outcome["what_to_change"].startswith("nothing tried beat the baseline")
+    facts = evidence.trial_facts(doc, "trials.json")
+    assert facts["tuning_measured_no_faster"].value is True
+
+
+def test_investigation_of_a_recorded_capture_leads_with_its_trials(tmp_path):
+    cap = tmp_path / "row_reduction"
+    shutil.copytree(ROOT / "examples" / "recorded_h200" / "row_reduction", cap)
+    (cap / "trials").mkdir()
+    shutil.copy(TRIALS / "row_reduction" / "trials.json", cap / "trials" / "trials.json")
+    out = tmp_path / "inv"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "investigate.py"), "--from-capture", str(cap),
+                           "--out", str(out), "--probe-arch", "none", "--top", "1"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    md = (out / "investigation.md").read_text()
+    first_table = md[md.index("|"):].split("\n\n")[0]
+    assert "coordinate_descent" in first_table and "baseline" in first_table
+    assert "nothing tried beat the baseline" in md
+    doc = json.loads((out / "investigation.json").read_text())
+    for kernel in doc["kernels"]:
+        assert kernel["verdict"] != "tune_triton", kernel  # tuning was measured no faster end to end
+
+
+def sol_rows() -> list[dict]:
+    rows = json.loads((SOL / "results.json").read_text())["rows"]
+    return rows + json.loads((SOL / "call2" / "results.json").read_text())["rows"]
+
+
+@pytest.mark.parametrize("example, expected", [
+    ("gelu_erf", "arithmetic_bound"), ("softmax_long_rows", "access_pattern_bound"),
+    ("rms_norm", "at_floor"), ("transposed_add", "at_floor"), ("pointwise_chain", "at_floor"),
+    ("scatter_index_add", "access_pattern_bound"), ("embedding_fwd_bwd", "access_pattern_bound"),
+])
+def test_speed_of_light_classes_on_the_h200_repeat(example, expected):
+    rows = [r for r in sol_rows() if r["example"] == example and r.get("class")]
+    assert len(rows) == 2, rows
+    assert {r["class"] for r in rows} == {expected}
+    if example == "softmax_long_rows":
+        assert all("pass" in r["says"] for r in rows)  # the cause named is the second pass over the row
+    if example == "gelu_erf":
+        assert all("erf" in r["says"] for r in rows)
