@@ -15,12 +15,13 @@ the rules inferred from the source and the ISA decide only where nothing was mea
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 from tko import atomic
 from tko.artifact import write_artifact
-from tko.errors import ArgumentParser, run_main
+from tko.errors import ArgumentParser, InputError, run_main
 
 TOOL = "make_investigation_report.py"
 
@@ -44,6 +45,9 @@ def main(argv=None) -> int:
     p.add_argument("--sol", help="speed_of_light.py output (speed_of_light/1): the kernel against its memory twin and floor")
     p.add_argument("--peak-gbps", type=float, default=None,
                    help="copy bandwidth to judge GB/s against (default: measured store, then references/device_peaks.yaml)")
+    p.add_argument("--peaks", default=None, metavar="FILE",
+                   help="measured peaks store (measure_peak_bandwidth.py; a capture's device_peaks.json): "
+                        "sets $TKO_PEAKS_FILE for this report")
     p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
     p.add_argument("--repro", default=None, help="the repro command line, for the eager-fallback A/B suggestion")
     a = p.parse_args(argv)
@@ -55,6 +59,10 @@ def main(argv=None) -> int:
     docs = report.load_inputs(paths)
     labels = {k: Path(v).name for k, v in paths.items() if v}
     rules = decide.load_rules(Path(a.rules)) if a.rules else None
+    if a.peaks:
+        if not os.path.isfile(a.peaks):
+            raise InputError(f"--peaks {a.peaks}: no such file")
+        os.environ["TKO_PEAKS_FILE"] = a.peaks
     result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
     result["repro"] = a.repro
     json_out = a.json_out or str(Path(a.out).with_suffix(".json"))

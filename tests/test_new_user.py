@@ -32,7 +32,7 @@ def test_help_ends_with_a_runnable_example(script, tmp_path):
 
 
 @pytest.mark.parametrize("script", [s for s in CLI if s not in ("triton_benchmark_template.py",
-                                                                 "autotune_capture_patch.py")])
+                                                                 "autotune_capture_patch.py", "apply_config_pins.py")])
 def test_abbreviated_flag_is_refused_with_the_full_name(script, tmp_path):
     from tko.errors import ArgumentParser  # noqa: F401  (the scripts' parser)
 

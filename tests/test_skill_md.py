@@ -86,3 +86,37 @@ def test_bundled_paths_in_commands_exist(command):
 def test_referenced_documents_exist():
     for ref in set(re.findall(r"references/[a-z_]+\.(?:md|yaml)", SKILL)):
         assert (ROOT / ref).is_file(), ref
+
+
+def manual_chain() -> list[str]:
+    """The by-hand commands of SKILL.md sections 2-4, in order."""
+    part = SKILL[SKILL.index("## 2. "):SKILL.index("## 5. ")]
+    lines = []
+    for block in re.findall(r"```bash\n(.*?)```", part, re.S):
+        lines += [ln.strip() for ln in block.splitlines() if ln.strip().startswith("python scripts/")]
+    return lines
+
+
+@pytest.mark.slow
+def test_manual_chain_gives_the_decision_of_the_one_command(tmp_path):
+    subst = variables()
+    assert "CAP" in subst and "KERNEL" in subst
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("TKO_PEAKS_FILE", "PYTHONPATH")}
+    for command in manual_chain():
+        words = []
+        for word in shlex.split(command):
+            for name, value in subst.items():
+                word = word.replace(f"${name}", value)
+            words.append(str(ROOT / word) if word.startswith(("scripts/", "examples/", "tests/")) else word)
+        proc = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert proc.returncode == 0, (command, proc.stderr[-2000:])
+    by_hand = __import__("json").loads((tmp_path / "triton_investigation.json").read_text())
+    out = tmp_path / "one_command"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "investigate.py"), "--from-capture",
+                           str(ROOT / subst["CAP"]), "--out", str(out), "--top", "1"], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    one = __import__("json").loads((out / "kernels" / subst["KERNEL"] / "report.json").read_text())
+    assert by_hand["decision"]["verdict"] == one["decision"]["verdict"]
+    assert by_hand["decision"]["rule"] == one["decision"]["rule"]
