@@ -36,8 +36,6 @@ def _install() -> int:
 
 
 def main(argv=None) -> int:
-    import runpy
-
     from tko.errors import ArgumentParser
 
     parser = ArgumentParser(prog="apply_config_pins.py", description=__doc__.split("\n\n")[0],
@@ -52,9 +50,9 @@ def main(argv=None) -> int:
         parser.error(f"no such program: {opts.program}")
     os.environ["TKO_PINS"] = os.path.abspath(opts.pins)
     print(f"apply_config_pins: {_install()} pin(s) loaded from {opts.pins}", file=sys.stderr)
-    sys.argv = [opts.program, *opts.program_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(opts.program)))
-    runpy.run_path(opts.program, run_name="__main__")
+    from tko.cli import run_program
+
+    run_program(opts.program, opts.program_args)
     return 0
 
 

@@ -46,8 +46,6 @@ def _install() -> dict:
 
 
 def main(argv=None) -> int:
-    import runpy
-
     from tko.errors import ArgumentParser
 
     parser = ArgumentParser(
@@ -70,9 +68,9 @@ def main(argv=None) -> int:
     installed = _install()
     if installed:
         print(f"autotune_capture_patch: capturing into {installed.get('capture_dir')}", file=sys.stderr)
-    sys.argv = [opts.program, *opts.program_args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(opts.program)))
-    runpy.run_path(opts.program, run_name="__main__")
+    from tko.cli import run_program
+
+    run_program(opts.program, opts.program_args)
     return 0
 
 

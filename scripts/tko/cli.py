@@ -31,3 +31,13 @@ def _entry(name: str):
 
 for _name in SCRIPTS:
     globals()[_name] = _entry(_name)
+
+
+def run_program(program: str, args: list[str]) -> None:
+    """Run a user's script as ``python program args`` would, in this process (the wrappers that
+    install a patch first: capture, config pins)."""
+    import os
+
+    sys.argv = [program, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(program)))
+    runpy.run_path(program, run_name="__main__")
