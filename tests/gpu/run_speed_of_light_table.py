@@ -57,8 +57,9 @@ def capture(example: str, work: Path) -> Path | None:
     return cap
 
 
-def hot_kernel(cap: Path) -> tuple[Path | None, dict]:
-    """The standalone file of the kernel with the largest winner ms x launches in the capture log."""
+def hot_kernel(cap: Path, only: str | None = None) -> tuple[Path | None, dict]:
+    """The standalone file of the kernel with the largest winner ms x launches in the capture log
+    (among the kernels whose name contains ``only``, when given)."""
     best_ms: dict[str, float] = {}
     launches: dict[str, int] = {}
     files: dict[str, str] = {}
@@ -76,7 +77,7 @@ def hot_kernel(cap: Path) -> tuple[Path | None, dict]:
             launches[name] = launches.get(name, 0) + 1
             if ev.get("standalone_file"):
                 files.setdefault(name, ev["standalone_file"])
-    candidates = [n for n in files if Path(files[n]).is_file()]
+    candidates = [n for n in files if Path(files[n]).is_file() and (only is None or only in n)]
     if not candidates:
         return None, {}
     # kernels with one config are not autotuned: no ms; they rank below any timed kernel
@@ -123,7 +124,11 @@ def main() -> int:
     p.add_argument("--budget-s", type=float, default=450.0, help="stop starting new examples after this")
     p.add_argument("--no-measure", action="store_true", help="use the peak table instead of measuring")
     p.add_argument("--examples", default=",".join(EXAMPLES), help="comma list (default: all)")
+    p.add_argument("--kernel", action="append", default=[], metavar="EXAMPLE=PART",
+                   help="measure the kernel whose name contains PART instead of the hot one, e.g. "
+                        "embedding_fwd_bwd=fused_embedding_0 (the forward gather)")
     opts = p.parse_args()
+    only = dict(k.split("=", 1) for k in opts.kernel if "=" in k)
     work, out = Path(opts.work), Path(opts.out)
     work.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -139,7 +144,7 @@ def main() -> int:
             rows.append({"example": example, "error": "skipped: over --budget-s"})
             continue
         cap = capture(example, work)
-        kernel, pick = hot_kernel(cap) if cap else (None, {})
+        kernel, pick = hot_kernel(cap, only.get(example)) if cap else (None, {})
         if kernel is None:
             rows.append({"example": example, "error": "no captured standalone kernel"})
             continue
