@@ -70,7 +70,12 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.show:
         doc = artifact.read_artifact(args.show, "triton_env/1")
-        for line in env_probe.summary_lines(doc):
+        try:
+            lines = env_probe.summary_lines(doc)
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            raise InputError(f"{args.show}: a field of this triton_env/1 file has the wrong type "
+                             f"or is missing ({type(exc).__name__}: {exc})") from None
+        for line in lines:
             print(line)
         return 0
     expected = [_check_arch(a, "--expect-arch") for a in args.expect_arch] if args.expect_arch \

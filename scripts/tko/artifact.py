@@ -71,6 +71,8 @@ def make_artifact(schema: str, tool: str, payload: dict) -> dict:
 def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dict) -> dict:
     """Build the artifact and write it atomically; returns the document written."""
     doc = make_artifact(schema, tool, payload)
+    if Path(path).is_dir():
+        raise InputError(f"{path}: is a directory, expected a file path for the {schema} JSON")
     atomic.write_text(path, dumps(doc))
     return doc
 
@@ -87,6 +89,12 @@ def load_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{p}: not a text file") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{p}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise InputError(f"{p}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
+        raise InputError(f"{p}: not readable JSON ({exc})") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
 def schema_name(tag: str) -> tuple[str, int | None]:
@@ -110,5 +118,115 @@ def read_artifact(path: str | os.PathLike, expect: str | Iterable[str]) -> dict:
     for want in wanted:
         name, major = schema_name(want)
         if name == got_name and (major is None or major == got_major):
+            check_fields(doc, got_name, path)
             return doc
     raise InputError(f"{path}: is a {got} artifact, expected {' or '.join(wanted)}")
+
+
+# Top-level field types per artifact (references/json_contracts.md), checked when a file is read so
+# a hand-edited or foreign file fails with one line naming the field, not deep inside a reader.
+# "obj" object, "list" list, "objs" list of objects, "str" string, "num" number; a trailing "?"
+# admits null.  Fields not listed, and fields absent from the file, are not checked here.
+_PROFILE_ROW = {"name": "str", "origin": "str?", "calls": "num?", "total_us": "num?"}
+FIELD_TYPES: dict[str, dict[str, str]] = {
+    "triton_env": {"python": "obj", "host": "obj", "platform_kind": "str", "torch": "obj",
+                   "triton": "obj", "native_runtime": "obj", "devices": "objs",
+                   "expected_archs": "list", "arch_check": "obj", "dcu_stack": "obj?",
+                   "nvidia_stack": "obj?", "tools": "obj", "env": "obj", "buffer_ops": "obj",
+                   "smoke": "obj?", "warnings": "list"},
+    "kernel_profile": {"source": "obj", "summary": "obj", "kernels": "objs", "ranking": "objs",
+                       "problems": "list", "device": "objs?", "api_stats": "objs?"},
+    "autotune_summary": {"inputs": "objs", "spread_threshold": "num", "flag_meanings": "obj",
+                         "kernels": "objs", "skipped": "objs"},
+    "artifact_manifest": {"out_dir": "str", "roots": "obj", "kernels": "objs", "refused": "list",
+                          "relocated": "obj", "notes": "list"},
+    "isa_scan": {"input": "str", "kernel_filter": "str?", "arch_requested": "str?",
+                 "kernels": "objs", "summary": "obj"},
+    "fallback_ab": {"command": "list", "disable": "list", "device": "obj", "arms": "objs",
+                    "speedup_fallback_over_compiled": "num?", "verdict": "str",
+                    "output_check": "obj?"},
+    "benchmark": {"core": "obj", "device": "obj", "timing": "obj", "peak": "obj?",
+                  "settings": "obj", "cases": "objs", "summary": "obj", "warnings": "list"},
+    "triton_meta": {"source": "str", "origin": "str", "entry_kernel": "str?", "kernels": "objs",
+                    "ir_files": "list", "findings": "list"},
+    "compile_probe": {"kernel_file": "str", "kernel": "str", "targets": "list", "base": "obj",
+                      "variants": "objs", "results": "objs", "findings": "list"},
+    "investigation_report": {"kernel": "str", "decision": "obj", "facts": "obj",
+                             "sections": "obj", "gaps": "list", "inputs": "obj"},
+    "kernel_run": {"kernel_file": "str", "command": "list", "status": "str", "results": "objs",
+                   "best": "obj?", "fastest": "obj?", "problems": "list"},
+    "variant_sweep": {"kernel_file": "str", "kernel": "str", "devices": "list", "slots": "list",
+                      "variants": "objs", "ranking": "obj?", "baseline": "obj?", "best": "obj?",
+                      "notes": "list", "summary": "obj", "cases": "objs", "peak": "obj?",
+                      "num_bytes": "num?"},
+    "speed_of_light": {"kernel_file": "str", "kernel": "str", "twin": "obj?", "validity": "obj?",
+                       "byte_model": "obj?", "peak": "obj?", "runs": "obj?", "floors": "obj?",
+                       "bandwidth": "obj?", "facts": "obj?", "classification": "obj",
+                       "sweep_ms": "num?", "remedy_ms": "num?", "notes": "list"},
+    "remedy_trials": {"command": "list", "device": "obj?", "order": "list", "arms": "objs",
+                      "winner": "str?", "notes": "list"},
+    "config_pins": {"pins": "objs"},
+}
+# Fields inside an object field, or inside each object of a list field; names in REQUIRED must be
+# present there.
+SUB_TYPES: dict[tuple[str, str], dict[str, str]] = {
+    ("kernel_profile", "kernels"): _PROFILE_ROW,
+    ("kernel_profile", "ranking"): _PROFILE_ROW,
+    ("kernel_profile", "summary"): {"kernel_time_us": "num?", "dispatches": "num?",
+                                    "time_by_origin_us": "nums?"},
+}
+REQUIRED: dict[tuple[str, str], tuple[str, ...]] = {
+    ("kernel_profile", "kernels"): ("name",),
+    ("kernel_profile", "ranking"): ("name",),
+}
+_TYPE_TEXT = {"obj": "an object", "list": "a list", "objs": "a list of objects", "str": "a string",
+              "num": "a number", "nums": "an object of numbers"}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _type_ok(value: Any, kind: str) -> bool:
+    if kind.endswith("?"):
+        if value is None:
+            return True
+        kind = kind[:-1]
+    if kind == "obj":
+        return isinstance(value, dict)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "objs":
+        return isinstance(value, list) and all(isinstance(v, dict) for v in value)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "nums":
+        return isinstance(value, dict) and all(_is_number(v) for v in value.values())
+    return _is_number(value)
+
+
+def _field_problem(doc: dict, table: dict[str, str], where: str,
+                   required: tuple[str, ...] = ()) -> str | None:
+    for key in required:
+        if key not in doc:
+            return f"field '{where}{key}' is missing"
+    for key, kind in table.items():
+        if key in doc and not _type_ok(doc[key], kind):
+            nullable = " or null" if kind.endswith("?") else ""
+            return f"field '{where}{key}' must be {_TYPE_TEXT[kind.rstrip('?')]}{nullable}"
+    return None
+
+
+def check_fields(doc: dict, name: str, path: Any) -> None:
+    """Raise InputError naming the first field of ``doc`` whose type breaks the contract."""
+    problem = _field_problem(doc, FIELD_TYPES.get(name, {}), "")
+    for (schema, key), table in SUB_TYPES.items():
+        if problem or schema != name:
+            continue
+        value, required = doc.get(key), REQUIRED.get((schema, key), ())
+        if isinstance(value, dict):
+            problem = _field_problem(value, table, f"{key}.", required)
+        for i, item in enumerate(value if isinstance(value, list) else []):
+            problem = problem or _field_problem(item, table, f"{key}[{i}].", required)
+    if problem:
+        raise InputError(f"{path}: {problem}")

@@ -57,10 +57,29 @@ def load_rules(path: Path = RULES_PATH) -> dict:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError(f"{path}: no such rules file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a YAML rules file") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file (expected YAML rules)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise InputError(f"{path}: YAML nested too deeply to read") from None
     except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML ({exc})") from None
-    validate_rules(data, path)
+        raise InputError(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
+    try:
+        validate_rules(data, path)
+    except (AttributeError, TypeError, KeyError) as exc:
+        raise InputError(f"{path}: malformed rules ({type(exc).__name__}: {exc}); every rule must "
+                         "be a mapping with 'id', 'verdict', 'priority' and 'when' conditions") from None
     return data
+
+
+def _yaml_problem(exc: Exception) -> str:
+    """A YAML error in one line: what is wrong and where."""
+    mark = getattr(exc, "problem_mark", None)
+    what = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    return f"{what} at line {mark.line + 1}, column {mark.column + 1}" if mark else what
 
 
 def validate_rules(data: Any, path: Path | str = "rules") -> None:

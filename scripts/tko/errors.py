@@ -104,6 +104,19 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
+        # raised opening a path the user named: bad input, not a failure of the tool
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prog}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnicodeDecodeError as exc:
+        print(f"{prog}: error: an input file is not UTF-8 text ({exc.reason} at byte "
+              f"{exc.start})", file=sys.stderr)
+        return EXIT_USAGE
+    except RecursionError:
+        print(f"{prog}: error: an input is nested too deeply (or an expression is too long) "
+              "to read", file=sys.stderr)
+        return EXIT_USAGE
     except Exception as exc:  # last line of defence: no traceback for users
         if os.environ.get("TKO_DEBUG") == "1":
             raise

@@ -619,6 +619,8 @@ def parse_source(text: str, path: str = "<kernel>") -> ast.Module:
         return ast.parse(text, filename=path)
     except SyntaxError as exc:
         raise InputError(f"{path}: not valid Python (line {exc.lineno}: {exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise InputError(f"{path}: Python source nested too deeply to parse") from None
 
 
 def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
@@ -706,7 +708,10 @@ def read_kernel_file(path: str | Path) -> tuple[str, dict]:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file") from None
-    parsed = parse_kernel_source(text, str(p))
+    try:
+        parsed = parse_kernel_source(text, str(p))
+    except RecursionError:  # ast walks recurse: a 5000-term expression outruns the stack
+        raise InputError(f"{p}: an expression too deeply nested or too long to analyse") from None
     if not parsed["kernels"]:
         raise InputError(f"{p}: no @triton.jit function found")
     return text, parsed

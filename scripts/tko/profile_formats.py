@@ -27,7 +27,9 @@ import csv
 import gzip
 import io
 import json
+import math
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,8 +139,9 @@ def read_text(path: Path) -> str:
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise InputError(f"{path}: broken gzip file ({exc})") from None
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(f"{path}: broken or truncated gzip file ({exc or type(exc).__name__})"
+                             ) from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -231,6 +234,10 @@ def _load_json(text: str, path: Path) -> Any:
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno}); "
                          "a trace cut short by a crash cannot be read") from None
+    except RecursionError:
+        raise InputError("JSON nested too deeply to read") from None
+    except ValueError as exc:
+        raise InputError(f"not valid JSON ({exc})") from None
 
 
 # --------------------------------------------------------------------------- numbers
@@ -560,19 +567,16 @@ def parse_chrome_trace(doc: Any) -> ChromeTrace:
         ph = ev.get("ph")
         cat = str(ev.get("cat") or "")
         if ph in ("s", "f", "t") and "id" in ev:
+            if not _ids_ok(ev, ("id", "pid", "tid")):
+                bad += 1
+                continue
             slot = out.flows.setdefault((cat, ev["id"]), {})
             slot["s" if ph == "s" else "f"] = (ev.get("pid"), ev.get("tid"), _f(ev.get("ts")))
             continue
         if ph != "X":
             continue
-        try:
-            te = TraceEvent(name=str(ev.get("name", "")), cat=cat, ts=float(ev["ts"]),
-                            dur=float(ev.get("dur", 0.0)), pid=ev.get("pid"), tid=ev.get("tid"),
-                            args=ev.get("args") if isinstance(ev.get("args"), dict) else {})
-        except (KeyError, TypeError, ValueError):
-            bad += 1
-            continue
-        if te.dur < 0:
+        te = _timed_event(ev, cat)
+        if te is None:
             bad += 1
             continue
         lo = te.ts if lo is None else min(lo, te.ts)
@@ -598,8 +602,30 @@ def parse_chrome_trace(doc: Any) -> ChromeTrace:
 def _f(v):
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
+
+
+# Trace fields the ranking uses as keys (grouping, linking): they must be plain scalars.
+_ID_ARGS = ("correlation", "External id", "device", "stream", "kernel_hash", "kernel_name",
+            "kernel_backend")
+
+
+def _ids_ok(mapping: dict, keys: tuple) -> bool:
+    return all(mapping.get(k) is None or isinstance(mapping[k], (str, int, float)) for k in keys)
+
+
+def _timed_event(ev: dict, cat: str) -> TraceEvent | None:
+    """An ``X`` event as a TraceEvent, or None when a field has the wrong type."""
+    args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+    if not _ids_ok(ev, ("pid", "tid")) or not _ids_ok(args, _ID_ARGS):
+        return None
+    ts, dur = _f(ev.get("ts")), _f(ev.get("dur", 0.0))
+    if isinstance(ev.get("ts"), bool) or ts is None or dur is None \
+            or not math.isfinite(ts) or not math.isfinite(dur) or dur < 0:
+        return None
+    return TraceEvent(name=str(ev.get("name", "")), cat=cat, ts=ts, dur=dur, pid=ev.get("pid"),
+                      tid=ev.get("tid"), args=args)
 
 
 def trace_dispatches(trace: ChromeTrace) -> list[Dispatch]:
