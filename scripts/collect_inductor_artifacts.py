@@ -53,13 +53,30 @@ def _existing_dir(path: Path | None, flag: str) -> Path | None:
     return path
 
 
+def _check_log(log: Path) -> None:
+    """Exit 2 for a --log that is missing or unreadable; say on stderr when it is empty or
+    binary (nothing in it will name an output-code file)."""
+    if not log.is_file():
+        raise InputError(f"--log {log}: no such file")
+    try:
+        with open(log, "rb") as fh:
+            head = fh.read(65536)
+    except OSError as exc:
+        raise InputError(f"--log {log}: cannot read ({exc.strerror or exc})") from None
+    if not head:
+        print(f"collect_inductor_artifacts.py: warning: --log {log} is empty", file=sys.stderr)
+    elif b"\0" in head or head.decode("utf-8", "replace").count("\ufffd") > len(head) // 100:
+        print(f"collect_inductor_artifacts.py: warning: --log {log} is not a text log "
+              "(binary data); no output-code lines can be found in it", file=sys.stderr)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not (args.log or args.capture_dir or args.cache_root or args.triton_cache):
         raise InputError("nothing to collect from: give --log, --capture-dir, --cache-root or "
                          "--triton-cache")
-    if args.log is not None and not args.log.is_file():
-        raise InputError(f"--log {args.log}: no such file")
+    if args.log is not None:
+        _check_log(args.log)
     debug_dirs = [_existing_dir(d, "--debug-dir") for d in args.debug_dir]
     if not debug_dirs and args.log is not None and (args.log.parent / "torch_compile_debug").is_dir():
         debug_dirs = [args.log.parent / "torch_compile_debug"]

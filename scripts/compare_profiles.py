@@ -36,15 +36,17 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from tko import profile_compare
     from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import write_text
+    from tko.atomic import check_outputs, write_text
 
+    check_outputs(a.json_out, a.markdown_out)
     before = read_artifact(a.before, "kernel_profile")
     after = read_artifact(a.after, "kernel_profile")
     payload = profile_compare.compare(before, after, a.steps_before, a.steps_after)
     payload["inputs"] = {"before": os.path.abspath(a.before), "after": os.path.abspath(a.after)}
+    markdown = profile_compare.markdown(payload, a.top) if a.markdown_out else None
     write_artifact(a.json_out, SCHEMA, TOOL, payload)
-    if a.markdown_out:
-        write_text(a.markdown_out, profile_compare.markdown(payload, a.top))
+    if markdown is not None:
+        write_text(a.markdown_out, markdown)
     print(payload["summary"])
     return 0
 

@@ -53,6 +53,9 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     from tko import decide, report
 
+    json_out = a.json_out or str(Path(a.out).with_suffix(".json"))
+    atomic.check_outputs(json_out, a.out)
+
     paths = {"autotune_summary": a.autotune_summary, "meta": a.meta, "isa": a.isa, "profile": a.profile,
              "env": a.env, "run": a.run, "probe": a.probe, "benchmark": a.benchmark, "ab": a.ab,
              "artifacts": a.artifacts, "trials": a.trials, "sol": a.sol}
@@ -65,9 +68,9 @@ def main(argv=None) -> int:
         os.environ["TKO_PEAKS_FILE"] = a.peaks
     result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
     result["repro"] = a.repro
-    json_out = a.json_out or str(Path(a.out).with_suffix(".json"))
+    markdown = report.render_markdown(result)
     write_artifact(json_out, "investigation_report/1", TOOL, result)
-    atomic.write_text(a.out, report.render_markdown(result))
+    atomic.write_text(a.out, markdown)
     print(f"{a.kernel}: {result['decision_text']}"
           + (f" (rule {result['decision']['rule']})" if result["decision"]["rule"] else ""))
     print(f"report: {a.out}; JSON: {json_out}; {len(result['gaps'])} gap(s)")

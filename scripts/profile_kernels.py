@@ -214,8 +214,15 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
 # --------------------------------------------------------------------------- Markdown
 
 def _cell(text, width=90) -> str:
-    s = str(text).replace("|", "\\|").replace("\n", " ")
-    return s if len(s) <= width else s[: width - 1] + "…"
+    from tko import markdown as md
+
+    return md.text(text, width)
+
+
+def _code(text, width=90) -> str:
+    from tko import markdown as md
+
+    return md.code(text, width)
 
 
 def _us(v) -> str:
@@ -235,11 +242,11 @@ def render_markdown(doc: dict) -> str:
     src = doc["source"]
     lines = ["# GPU kernel profile", ""]
     for inp in src["inputs"]:
-        lines.append(f"- source: `{inp['path']}` ({inp['format']})")
+        lines.append(f"- source: {_code(inp['path'], 300)} ({_cell(inp['format'])})")
     if src.get("command"):
-        lines.append(f"- command: `{' '.join(src['command'])}` (exit {src['returncode']})")
+        lines.append(f"- command: {_code(' '.join(src['command']), 300)} (exit {src['returncode']})")
     for d in doc.get("device", []):
-        lines.append(f"- device: {d.get('name', '?')}")
+        lines.append(f"- device: {_cell(d.get('name', '?'))}")
     lines.append(f"- GPU kernel time: {_us(s['kernel_time_us'])} µs in {s['dispatches']} dispatches of "
                  f"{s['kernels']} kernels; Triton share {_pct(s['triton_share'])}")
     if s.get("gpu_busy_us") is not None:
@@ -252,7 +259,7 @@ def render_markdown(doc: dict) -> str:
     if s.get("excluded_compile_dispatches"):
         lines.append(f"- left out: {s['excluded_compile_dispatches']} dispatches "
                      f"({_us(s['excluded_compile_us'])} µs) launched during compilation/autotuning")
-    by = ", ".join(f"{k} {_us(v)} µs" for k, v in s["time_by_origin_us"].items())
+    by = ", ".join(f"{_cell(k)} {_us(v)} µs" for k, v in s["time_by_origin_us"].items())
     lines += [f"- by origin: {by}", ""]
     has_op = any("launch_op" in k for k in doc["kernels"])
     head = "| # | kernel | origin | calls | total µs | mean µs | min µs | max µs | share |"
@@ -262,7 +269,7 @@ def render_markdown(doc: dict) -> str:
         sep += "---|"
     lines += [head, sep]
     for k in doc["kernels"]:
-        row = (f"| {k['rank']} | `{_cell(k['name'])}` | {k['origin']} | {k['calls']} | {_us(k['total_us'])} "
+        row = (f"| {k['rank']} | {_code(k['name'])} | {_cell(k['origin'])} | {k['calls']} | {_us(k['total_us'])} "
                f"| {_us(k['mean_us'])} | {_us(k['min_us'])} | {_us(k['max_us'])} | {k['share'] * 100:.2f}% |")
         if has_op:
             row += f" {_cell(k.get('launch_op') or '–', 60)} |"
@@ -276,12 +283,12 @@ def render_markdown(doc: dict) -> str:
                   "| # | kernel | config | num_warps | num_stages | file |", "|---:|---|---|---:|---:|---|"]
         for k in inductor:
             ind = k["inductor"]
-            lines.append(f"| {k['rank']} | `{_cell(k['name'], 60)}` | {_cell(ind.get('kernel_kwargs', '–'), 40)} "
-                         f"| {ind.get('num_warps', '–')} | {ind.get('num_stages', '–')} | `{ind['kernel_file']}` |")
+            lines.append(f"| {k['rank']} | {_code(k['name'], 60)} | {_cell(ind.get('kernel_kwargs', '–'), 40)} "
+                         f"| {_cell(ind.get('num_warps', '–'))} | {_cell(ind.get('num_stages', '–'))} | {_code(ind['kernel_file'], 300)} |")
     if doc.get("api_stats"):
         lines += ["", "## Host API calls", "", "| API | calls | total µs | share |", "|---|---:|---:|---:|"]
         for a in doc["api_stats"]:
-            lines.append(f"| `{_cell(a['name'], 60)}` | {a['calls']} | {_us(a['total_us'])} | "
+            lines.append(f"| {_code(a['name'], 60)} | {a['calls']} | {_us(a['total_us'])} | "
                          f"{a['share'] * 100:.2f}% |")
     if doc.get("problems"):
         lines += ["", "## Problems", ""] + [f"- {_cell(p, 300)}" for p in doc["problems"]]
@@ -305,12 +312,13 @@ def main(argv=None) -> int:
     if args.top is not None and args.top < 0:
         raise InputError("--top must be >= 0")
     run_info = None
+    from tko.atomic import check_outputs
+    json_out = Path(args.json_out)
+    trace_out = Path(args.trace_out) if args.trace_out else json_out.with_name(json_out.stem + ".trace.json")
+    check_outputs(args.json_out, args.markdown_out, trace_out if cmd else None)
     if cmd:
         if sources:
             raise InputError("give either a profile file or a command after --, not both")
-        json_out = Path(args.json_out)
-        trace_out = Path(args.trace_out) if args.trace_out else json_out.with_name(
-            json_out.stem + ".trace.json")
         run_info = record_trace(cmd, trace_out, args.with_stack, args.record_shapes, args.timeout)
         sources.append(("--", str(trace_out)))
     elif not sources:
@@ -322,11 +330,13 @@ def main(argv=None) -> int:
 
     payload = analyse(args, sources, run_info)
 
-    from tko.artifact import write_artifact
+    from tko.artifact import dumps, make_artifact
     from tko.atomic import write_text
-    doc = write_artifact(args.json_out, SCHEMA, TOOL, payload)
-    if args.markdown_out:
-        write_text(args.markdown_out, render_markdown(doc))
+    doc = make_artifact(SCHEMA, TOOL, payload)
+    markdown = render_markdown(doc) if args.markdown_out else None
+    write_text(args.json_out, dumps(doc))
+    if markdown is not None:
+        write_text(args.markdown_out, markdown)
     top = doc["kernels"][0] if doc["kernels"] else None
     if top:
         print(f"{TOOL}: {doc['summary']['kernels']} kernels, top {top['name'][:60]} "

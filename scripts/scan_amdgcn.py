@@ -74,7 +74,12 @@ def main(argv=None) -> int:
             not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d+", archs.normalize(args.arch)):
         known = ", ".join(sorted(archs.ARCHS))
         raise InputError(f"unknown --arch {args.arch!r}; expected gfxNNN or sm_NN, e.g. {known}")
-    kernels = scan_path(args.artifacts, kernel=args.kernel, arch=args.arch, sass=args.sass)
+    try:
+        kernels = scan_path(args.artifacts, kernel=args.kernel, arch=args.arch, sass=args.sass)
+    except InputError as exc:
+        if os.path.isfile(args.artifacts) and not str(exc).startswith(args.artifacts):
+            raise InputError(f"{args.artifacts}: {exc}") from None
+        raise
     verdicts: dict[str, int] = {}
     for k in kernels:
         verdicts[k["verdict"]] = verdicts.get(k["verdict"], 0) + 1

@@ -7,8 +7,14 @@ version of an output.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
+
+# mkstemp(prefix=".NAME.", suffix=".tmp") names: ".NAME." + 8 random characters + ".tmp".
+_TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+STALE_TEMP_S = 60.0
 
 
 def _umask() -> int:
@@ -17,10 +23,64 @@ def _umask() -> int:
     return mask
 
 
+def clean_stale_temps(folder: str | os.PathLike, max_age_s: float = STALE_TEMP_S) -> list[Path]:
+    """Remove temp files a killed writer left in ``folder`` (only names of the
+    ``.NAME.XXXXXXXX.tmp`` pattern, only regular files older than ``max_age_s``)."""
+    removed = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not _TEMP_NAME.match(entry.name):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+            if entry.is_file(follow_symlinks=False) and now - st.st_mtime > max_age_s:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+def output_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` cannot be written (None when it can): a directory, a parent that is a
+    file, or a folder that is not writable (checked at the nearest existing ancestor)."""
+    target = Path(os.path.abspath(path))
+    if target.is_dir():
+        return f"{path}: is a directory, expected a file path"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{path}: not writable"
+    ancestor = target.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{path}: {ancestor} is not a directory"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{path}: folder {ancestor} is not writable"
+    return None
+
+
+def check_outputs(*paths: str | os.PathLike | None) -> None:
+    """Raise ``InputError`` before anything is written when any output path cannot be
+    written, so a failed run never replaces one output and leaves the others stale."""
+    from .errors import InputError
+
+    for path in paths:
+        if path is None or str(path) == "":
+            continue
+        problem = output_problem(path)
+        if problem:
+            raise InputError(f"cannot write output {problem}")
+
+
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:

@@ -131,7 +131,7 @@ def make_config(flat: dict) -> dict:
 
 def normalize_config(cfg: Any) -> dict | None:
     """Accept an ``autotune_event/1`` config dict (or a flat dict) and return the shape above."""
-    if config_problem(cfg):
+    if not isinstance(cfg, dict):
         return None
     if "kwargs" in cfg:
         kwargs = dict(cfg.get("kwargs") or {})
@@ -244,7 +244,7 @@ def _ms(text_or_value: Any) -> float | None:
 def _int(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError, OverflowError):
+    except (TypeError, ValueError):
         return None
 
 
@@ -267,83 +267,7 @@ def decode_event(text: str) -> tuple[dict | None, str | None]:
     kernel, kind = event.get("kernel"), event.get("event")
     if not isinstance(kernel, str) or not kernel or not isinstance(kind, str):
         return None, "autotune_event line without 'event' or 'kernel'"
-    problem = event_problem(event)
-    if problem:
-        return None, f"autotune_event line with {problem}"
     return event, None
-
-
-# Field types of autotune_event/1 (references/json_contracts.md); null stands for "absent".
-_NUMBER = (int, float)
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "pid": (int,), "time": _NUMBER, "source_file": (str,), "function": (str,), "kind": (str,),
-    "size_hints": (dict,), "triton_meta": (dict,), "inductor_meta": (dict,), "keys": (list,),
-    "configs": (list,), "from_cache": (bool,), "timings": (list,), "statistic": (str,),
-    "benchmarker": (str,), "duration_s": _NUMBER, "winner": (dict,), "args": (list,),
-    "grid": (list,), "num_bytes": _NUMBER, "bytes_source": (str,), "saved_bytes": _NUMBER,
-    "device": (dict,), "versions": (dict,), "standalone_file": (str,), "message": (str,),
-}
-_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", dict: "an object",
-               list: "a list", bool: "a boolean"}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def config_problem(cfg: Any) -> str | None:
-    """Why a config object cannot be read (None: it can)."""
-    if not isinstance(cfg, dict):
-        return "a config that is not an object"
-    if "kwargs" in cfg:
-        for key in ("kwargs", "extras"):
-            if cfg.get(key) is not None and not isinstance(cfg[key], dict):
-                return f"a config whose '{key}' is not an object"
-    for key in ("num_warps", "num_stages"):
-        value = cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            return f"a config whose '{key}' is not an integer"
-    return None
-
-
-def _arg_problem(arg: Any) -> str | None:
-    if not isinstance(arg, dict):
-        return "an argument that is not an object"
-    if arg.get("kind") != "tensor":
-        return None
-    for key in ("shape", "stride"):
-        value = arg.get(key)
-        if value is None and key == "stride":
-            continue
-        if not isinstance(value, list) or not all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return f"a tensor argument whose '{key}' is not a list of integers"
-    return None
-
-
-def event_problem(event: dict) -> str | None:
-    """What makes a decoded ``autotune_event/1`` object unusable (None: nothing)."""
-    for key, types in _FIELD_TYPES.items():
-        value = event.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
-            return f"'{key}' not {_TYPE_WORDS[types[-1] if types is _NUMBER else types[0]]}"
-        if types is _NUMBER and not _finite(value):
-            return f"'{key}' not a finite number"
-    gb = (event.get("inductor_meta") or {}).get("kernel_num_gb")
-    if gb is not None and not _finite(gb):
-        return "'inductor_meta.kernel_num_gb' not a finite number"
-    for key in ("configs",):
-        for cfg in event.get(key) or []:
-            if (problem := config_problem(cfg)):
-                return f"'{key}' holding {problem}"
-    if event.get("winner") is not None and (problem := config_problem(event["winner"])):
-        return f"'winner' being {problem}"
-    for arg in event.get("args") or []:
-        if (problem := _arg_problem(arg)):
-            return f"'args' holding {problem}"
-    return None
 
 
 def read_events(path: str | Path) -> list[dict]:
@@ -411,10 +335,7 @@ class _FileParser:
             if stripped.startswith("{") and (self.formats.get(FMT_EVENTS)
                                              or '"schema"' in stripped[:200]
                                              or '"event"' in stripped[:200]):
-                try:
-                    self._json_line(lineno, stripped)
-                except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
-                    self.skip(lineno, f"autotune_event line with unreadable fields ({exc})")
+                self._json_line(lineno, stripped)
                 continue
             if self._csv_header_line(stripped):
                 continue
@@ -1028,8 +949,10 @@ def _cell(value: Any, fmt: str = "{}") -> str:
 
 
 def render_markdown(summary: dict) -> str:
+    from . import markdown as md
+
     lines = ["# Autotune summary", ""]
-    inputs = ", ".join(f"`{i['path']}` ({', '.join(f'{k}: {v}' for k, v in i['formats'].items())})"
+    inputs = ", ".join(f"{md.code(i['path'])} ({md.text(', '.join(f'{k}: {v}' for k, v in i['formats'].items()))})"
                        for i in summary["inputs"])
     lines += [f"Inputs: {inputs}.", "",
               f"Spread threshold: {summary['spread_threshold']} (a spread below it is flagged "
@@ -1040,53 +963,53 @@ def render_markdown(summary: dict) -> str:
     for k in summary["kernels"]:
         w = k["winner"] or {}
         timed = sum(1 for c in k["configs"] if c["ms"] is not None)
-        lines.append(f"| `{k['kernel']}` | {timed}/{len(k['configs'])} | {w.get('label', '–')} | "
+        lines.append(f"| {md.code(k['kernel'])} | {timed}/{len(k['configs'])} | {md.text(w.get('label', '–'))} | "
                      f"{_cell(w.get('ms'), '{:.4f}')} | {_cell(k['spread'], '{:.3f}')} | "
-                     f"{k['statistic']} | {', '.join(k['flags']) or '–'} |")
+                     f"{md.text(k['statistic'])} | {md.text(', '.join(k['flags']) or '–')} |")
     for k in summary["kernels"]:
-        lines += ["", f"## `{k['kernel']}`", ""]
+        lines += ["", f"## {md.code(k['kernel'])}", ""]
         if k["source_files"]:
-            lines.append("Source: " + ", ".join(f"`{s}`" for s in k["source_files"]))
+            lines.append("Source: " + ", ".join(md.code(s) for s in k["source_files"]))
         if k["standalone_file"]:
-            lines.append(f"Standalone copy: `{k['standalone_file']}`")
+            lines.append(f"Standalone copy: {md.code(k['standalone_file'])}")
         if k["declared_configs"] is not None:
             lines.append(f"Declared configs: {k['declared_configs']}")
         if k["statistic_basis"]:
-            lines.append(f"Statistic: {k['statistic']} ({k['statistic_basis']})")
+            lines.append(f"Statistic: {md.text(k['statistic'])} ({md.text(k['statistic_basis'])})")
         if k["num_bytes"]:
-            lines.append(f"Bytes per launch: {k['num_bytes']} ({k['bytes_source']})")
+            lines.append(f"Bytes per launch: {md.text(k['num_bytes'])} ({md.text(k['bytes_source'])})")
         if k["launch"]:
             args = ", ".join(
                 f"{a.get('name')}: {a.get('dtype')}{list(a['shape'])}" if a.get("kind") == "tensor"
                 else f"{a.get('name')}={a.get('value')}" for a in k["launch"]["args"]
                 if isinstance(a, dict))
-            lines.append(f"Inputs (first launch, grid {k['launch']['grid']}): {args}"
+            lines.append(f"Inputs (first launch, grid {md.text(k['launch']['grid'])}): {md.text(args)}"
                          + (f"; {len(k['launches'])} argument signatures" if len(k["launches"]) > 1
                             else ""))
         if k["configs"]:
             lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
                       "|---|---|---|---|---|---|---|---|"]
             for c in k["configs"]:
-                lines.append(f"| {_cell(c['rank'])} | {c['label']} | {_cell(c['ms'], '{:.4f}')} | "
+                lines.append(f"| {_cell(c['rank'])} | {md.text(c['label'])} | {_cell(c['ms'], '{:.4f}')} | "
                              f"{_cell(c['x_fastest'], '{:.3f}')} | {_cell(c['n_regs'])} | "
                              f"{_cell(c['n_spills'])} | {_cell(c['shared'])} | "
                              f"{_cell(c['gb_per_s'], '{:.1f}')} |")
         if k["winner"]:
-            lines += ["", f"Winner ({k['winner_from']}): {k['winner']['label']}"
+            lines += ["", f"Winner ({md.text(k['winner_from'])}): {md.text(k['winner']['label'])}"
                       + (f" at {k['winner']['ms']:.4f} ms" if k["winner"]["ms"] is not None else "")]
         for c in k["coordesc"]:
             lines.append(f"Coordinate descent: {len(c['configs'])} probes"
-                         + (f", best {c['winner']['label']}" if c["winner"] else ""))
+                         + (f", best {md.text(c['winner']['label'])}" if c["winner"] else ""))
         if len(k["tunings"]) > 1:
             lines.append(f"Tuned {len(k['tunings'])} times; the table shows the tuning that timed "
                          "the most configs.")
         for flag in k["flags"]:
             lines.append(f"- **{flag}**: {FLAG_TEXT[flag]}")
         for note in k["notes"]:
-            lines.append(f"- note: {note}")
+            lines.append(f"- note: {md.text(note)}")
     if summary["skipped"]:
         lines += ["", "## Skipped lines", ""]
-        lines += [f"- `{s['where']}`: {s['reason']}" for s in summary["skipped"][:200]]
+        lines += [f"- {md.code(s['where'])}: {md.text(s['reason'])}" for s in summary["skipped"][:200]]
         if len(summary["skipped"]) > 200:
             lines.append(f"- ... and {len(summary['skipped']) - 200} more (see the JSON)")
     return "\n".join(lines) + "\n"

@@ -21,9 +21,11 @@ may share a capture directory.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import stat
 import sys
 import time
 import traceback
@@ -112,6 +114,16 @@ _error_count = 0
 _device_cache: dict = {}
 _installed: dict[str, Any] = {}
 _patches: list[tuple[Any, str, Any, Any]] = []  # (class, attribute, original, wrapper)
+_capture_off: str | None = None  # why nothing is recorded (None: recording)
+_loss_reported = False
+
+
+def _set_capture_off(reason: str | None) -> None:
+    """Turn recording off for this process, saying so once on stderr."""
+    global _capture_off
+    _capture_off = reason
+    if reason:
+        _stderr(f"capture off: {reason}")
 
 
 def settings() -> Settings:
@@ -153,12 +165,119 @@ def _clean(obj: Any) -> Any:
 
 
 def emit(event: str, kernel: str, **fields: Any) -> dict:
-    """Append one ``autotune_event/1`` line; returns the record."""
+    """Append one ``autotune_event/1`` line; returns the record.
+
+    A record that cannot be written (disk full, a read-only or non-regular log) is dropped
+    whole, never half-written; the first loss is reported on stderr, since
+    ``capture_errors.log`` is most likely unwritable too.
+    """
     record = {"schema": SCHEMA, "event": event, "kernel": kernel, "pid": os.getpid(), "time": time.time()}
     record.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(_clean(record), default=_json_default, allow_nan=False)
-    atomic.append_line(settings().log_path, line)
+    if _capture_off is None:
+        try:
+            append_record(settings().log_path, line)
+        except OSError as exc:
+            _report_loss(exc)
     return record
+
+
+def _report_loss(exc: OSError) -> None:
+    global _loss_reported
+    if _loss_reported:
+        return
+    _loss_reported = True
+    reason = errno.errorcode.get(exc.errno, str(exc.errno)) if exc.errno else str(exc)
+    _stderr(f"capture record lost: {reason} ({exc.strerror or exc}); further losses not shown")
+
+
+def _stderr(message: str) -> None:
+    try:
+        sys.stderr.write(f"autotune_capture_patch: {message}\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
+def append_record(path: Path, line: str) -> None:
+    """One ``O_APPEND`` write of the whole line, or nothing.
+
+    Opened non-blocking (a FIFO never blocks the program) and refused unless a regular file;
+    held under an advisory lock (released on close) while checked and written.
+    A record starts on a fresh line when the file does not end with a newline (an earlier
+    torn write); a short or failed write is truncated back to the size before it.
+    """
+    data = (line if line.endswith("\n") else line + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        _lock(fd)  # writers sharing the log (DDP ranks) see each other's records whole
+        size = os.fstat(fd).st_size
+        if size and _last_byte(path, size) != b"\n":
+            data = b"\n" + data
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError:
+            _drop_partial(fd, path, size, data)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _lock(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        pass  # no advisory locks here (some network file systems): O_APPEND still holds
+
+
+def _drop_partial(fd: int, path: Path, size: int, data: bytes) -> None:
+    """Truncate back to ``size`` when what follows it is a prefix of our own record (another
+    process's append is left alone)."""
+    try:
+        now = os.fstat(fd).st_size
+        if size < now <= size + len(data):
+            with open(path, "rb") as fh:
+                fh.seek(size)
+                if data.startswith(fh.read(now - size)):
+                    os.ftruncate(fd, size)
+    except OSError:
+        pass
+
+
+def _last_byte(path: Path, size: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(size - 1)
+            return fh.read(1)
+    except OSError:
+        return b"\n"
+
+
+def check_capture_dir(s: Settings) -> str | None:
+    """Why capture cannot record into ``s.capture_dir`` (None when it can)."""
+    try:
+        s.capture_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create capture dir {s.capture_dir}: {exc.strerror or exc}"
+    if not os.access(s.capture_dir, os.W_OK | os.X_OK):
+        return f"capture dir {s.capture_dir} is not writable"
+    try:
+        st = os.stat(s.log_path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return f"{s.log_path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{s.log_path} is not a regular file"
+    if not os.access(s.log_path, os.W_OK):
+        return f"{s.log_path} is not writable"
+    return None
 
 
 def log_error(where: str, exc: BaseException | None = None, message: str | None = None) -> None:
@@ -895,7 +1014,7 @@ def install(env: dict | None = None) -> dict:
     if _installed:
         return dict(_installed)
     _settings = Settings(env)
-    _settings.capture_dir.mkdir(parents=True, exist_ok=True)
+    _set_capture_off(check_capture_dir(_settings))
     if _settings.force_retune:
         _force_retune()
     try:

@@ -173,16 +173,19 @@ def spread_advice(verdict: str, noise: float) -> str | None:
 
 
 def markdown(result: dict) -> str:
-    lines = ["# Eager-fallback A/B", "", f"Command: `{' '.join(result['command'])}`",
-             f"Disabled: {', '.join('`%s`' % d for d in result['disable'])}", "",
+    from . import markdown as md
+
+    lines = ["# Eager-fallback A/B", "", f"Command: {md.code(' '.join(result['command']))}",
+             f"Disabled: {', '.join(md.code(d) for d in result['disable'])}", "",
              "| arm | runs | median ms | spread (max/min) | time from |", "|---|---|---|---|---|"]
     for arm in result["arms"]:
         med = f"{arm['median_ms']:.4f}" if arm["median_ms"] is not None else "n/a"
         spread = f"{arm['spread']:.3f}" if arm["spread"] else "n/a"
-        lines.append(f"| {arm['name']} | {arm['runs']} | {med} | {spread} | {arm['metric_from']} |")
+        lines.append(f"| {md.text(arm['name'])} | {arm['runs']} | {med} | {spread} | "
+                     f"{md.text(arm['metric_from'])} |")
     sp = result["speedup_fallback_over_compiled"]
     lines += ["", f"Speedup of the fallback: {sp:.3f}x" if sp else "Speedup: n/a",
-              f"Verdict: {result['verdict']}",
-              *([f"Advice: {result['advice']}"] if result.get("advice") else []),
-              f"Output check: {result['output_check']['reason']}", ""]
+              f"Verdict: {md.text(result['verdict'])}",
+              *([f"Advice: {md.text(result['advice'])}"] if result.get("advice") else []),
+              f"Output check: {md.text(result['output_check']['reason'])}", ""]
     return "\n".join(lines)

@@ -10,7 +10,9 @@
 * ``.best_config`` files (Inductor's autotune cache) next to the kernel modules.
 
 Walking never follows a symlink out of its root: :class:`Root` resolves every path and
-checks containment, and records what it refused.  Nothing here imports torch or triton.
+checks containment, and records what it refused.  A regular file with more than one hard link
+is refused too: its other names cannot be found, so it may be a file from outside the roots.
+Nothing here imports torch or triton.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import base64
 import json
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -67,11 +70,25 @@ class Root:
         """The real path of ``path`` when it stays inside this root, else None (recorded)."""
         real = Path(os.path.realpath(path))
         if real == self.real or self.real in real.parents:
-            return real
+            return self._single_link(path, real)
         why = "symlink leaves" if Path(path).is_symlink() else "lies outside"
         self.refused.append({"path": str(path), "target": str(real),
                              "reason": f"{why} its root {self.given}"})
         return None
+
+    def _single_link(self, path: Path, real: Path) -> Path | None:
+        """``real`` unless it is a regular file with more than one name: a hard link may be a
+        second name of a file outside the root, which no path check can see, so it is refused."""
+        try:
+            st = os.stat(real)
+        except OSError:
+            return real
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            self.refused.append({"path": str(path), "target": str(real),
+                                 "reason": f"hard link ({st.st_nlink} names): another name may lie "
+                                           f"outside its root {self.given}"})
+            return None
+        return real
 
     def files(self, start: Path | None = None, max_depth: int | None = None):
         """Yield (path, real path) of regular files under ``start``; symlinks are checked."""
@@ -88,7 +105,7 @@ class Root:
                     self.inside(here / d)
             for f in sorted(filenames):
                 p = here / f
-                real = self.inside(p) if p.is_symlink() else p
+                real = self.inside(p) if p.is_symlink() else self._single_link(p, p)
                 if real is not None and real.is_file():
                     yield p, real
 

@@ -28,6 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .errors import InputError
 from .isa_common import clean_lines, ratio, to_int
 
 # Families of data memory ops, by addressing path.
@@ -98,6 +99,20 @@ def looks_like_amdgcn(text: str) -> bool:
                           r"\bs_waitcnt\b|\bv_[a-z0-9_]+_e(32|64)\b|\bs_load_dword", text))
 
 
+# a line of an AMDGCN listing: a section/kernel directive or an instruction of a known family
+_LISTING_LINE = re.compile(
+    r"^[ \t]*(?:\.(?:text|amdgcn_target|amdhsa_kernel|globl|type)\b|amdhsa\.kernels\b|"
+    r"(?:[sv]|global|buffer|flat|ds|scratch|image|exp)_[a-z0-9_]+(?:[ \t]|$))", re.MULTILINE)
+
+
+def require_listing(text: str) -> None:
+    """Raise ``InputError`` unless ``text`` has at least one AMDGCN directive or instruction
+    line (prose or binary data renamed ``.amdgcn`` would otherwise scan as a phantom kernel)."""
+    if not (looks_like_amdgcn(text) or _LISTING_LINE.search(text)):
+        raise InputError("not an AMDGCN listing (no .text, .amdhsa_kernel, target or "
+                         "instruction line found)")
+
+
 def _split_comment(line: str) -> tuple[str, str]:
     cut = len(line)
     for marker in (";", "//"):
@@ -109,6 +124,7 @@ def _split_comment(line: str) -> tuple[str, str]:
 
 def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
     """One :class:`_Kernel` per function body found, with its resource blocks attached."""
+    require_listing(text)
     lines = clean_lines(text)
     functions: set[str] = set()
     for line in lines:

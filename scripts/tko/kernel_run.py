@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,6 +51,32 @@ def _tail(text: str, n: int = STDERR_TAIL_LINES) -> list[str]:
     return text.splitlines()[-n:]
 
 
+def _run_group(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[str, str, int | None, bool]:
+    """Run ``cmd`` in its own session; on timeout end its whole process group (the kernel's
+    compile workers too). Returns (stdout, stderr, returncode or None, timed out)."""
+    from .subproc import kill_group
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=cwd, start_new_session=True, errors="replace")
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        return stdout, stderr, proc.returncode, False
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # what ignored SIGTERM after the child exited
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            stdout, stderr = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            stdout, stderr = "", ""
+        return stdout or "", stderr or "", None, True
+    except BaseException:
+        kill_group(proc, grace_s=1.0)
+        raise
+
+
 def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.0,
                warmup: float | None = None, rep: float | None = None,
                extra_args: list[str] | None = None, python: str | None = None,
@@ -71,16 +98,7 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
     cmd += list(extra_args or [])
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     start = time.time()
-    timed_out = False
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=str(Path(kernel_py).resolve().parent))
-        stdout, stderr, rc = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        timed_out = True
-        def _s(b):
-            return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
-        stdout, stderr, rc = _s(exc.stdout), _s(exc.stderr), None
+    stdout, stderr, rc, timed_out = _run_group(cmd, timeout, env, str(Path(kernel_py).resolve().parent))
     seconds = time.time() - start
     results, problems = parse_result_lines(stdout)
     ok_results = [r for r in results if r["ok"]]

@@ -601,32 +601,36 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
 
 def markdown_table(payload: dict) -> str:
     """One row per variant, one column per target: verdict, buffer/global loads and stores, widths."""
+    from . import markdown as md
+
     arches = [t["requested"] for t in payload["targets"]]
     header = ["variant"] + [
-        t["requested"] + (f" (as {t['compiled_for']})" if t["proxy_note"] else "") for t in payload["targets"]]
-    lines = [f"# Compile probe: `{payload['kernel']}`", "",
-             f"Triton {payload['triton_version']}; kernel file `{payload['kernel_file']}`; config "
-             f"{json.dumps(payload['base']['config'].get('kwargs'))} num_warps="
-             f"{payload['base']['config'].get('num_warps')} ({payload['base']['config_source']}).", "",
+        md.text(t["requested"] + (f" (as {t['compiled_for']})" if t["proxy_note"] else ""))
+        for t in payload["targets"]]
+    lines = [f"# Compile probe: {md.code(payload['kernel'])}", "",
+             f"Triton {md.text(payload['triton_version'])}; kernel file {md.code(payload['kernel_file'])}; config "
+             f"{md.code(json.dumps(payload['base']['config'].get('kwargs')))} num_warps="
+             f"{md.text(payload['base']['config'].get('num_warps'))} "
+             f"({md.text(payload['base']['config_source'])}).", "",
              "Cells: verdict · loads buffer/global(+flat) · stores buffer/global(+flat) · widest load width"
              " · atomics buffer/global (when any).", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     by_key = {(r["variant"], r["arch"]): r for r in payload["results"]}
     for variant in [v["name"] for v in payload["variants"]]:
-        cells = [f"`{variant}`"]
+        cells = [md.code(variant)]
         for arch in arches:
             r = by_key.get((variant, arch))
             if r is None:
                 cells.append("")
             elif r["status"] == "skipped":
-                cells.append(f"skipped: {r['reason']}")
+                cells.append(f"skipped: {md.text(r['reason'])}")
             elif r["status"] == "error":
-                cells.append("**error**: " + r["error"].splitlines()[0][:120].replace("|", "\\|"))
+                cells.append("**error**: " + md.text((r["error"].splitlines() or [""])[0], 120))
             else:
                 s = r["summary"]
-                cell = (f"{s.get('verdict')} · L {s['buffer_load']}/{s['global_load'] + s['flat_load']}"
+                cell = (f"{md.text(s.get('verdict'))} · L {s['buffer_load']}/{s['global_load'] + s['flat_load']}"
                         f" · S {s['buffer_store']}/{s['global_store'] + s['flat_store']}"
-                        f" · {s.get('load_width') or '-'}")
+                        f" · {md.text(s.get('load_width') or '-')}")
                 if s["buffer_atomic"] or s["global_atomic"]:
                     cell += f" · A {s['buffer_atomic']}/{s['global_atomic']}"
                 if r.get("changes_vs_baseline"):
@@ -634,7 +638,7 @@ def markdown_table(payload: dict) -> str:
                 cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Bold: differs from baseline on that target.", "", "## Findings", ""]
-    lines += [f"- {f}" for f in payload["findings"]] or ["- none"]
+    lines += [f"- {md.text(f)}" for f in payload["findings"]] or ["- none"]
     claims = [(v["name"], c) for v in payload["variants"] for c in v["claims"]]
     if claims:
         lines += ["", "## What the source variants claimed", ""]

@@ -77,21 +77,23 @@ def _short(name: str, n: int = 70) -> str:
 
 
 def markdown(payload: dict, top: int = 25) -> str:
+    from . import markdown as md
+
     t = payload["totals"]
     unit = "us per step" if payload["basis"] == "per step" else "us, total"
-    lines = ["# Profile comparison", "", payload["summary"], "",
+    lines = ["# Profile comparison", "", md.text(payload["summary"]), "",
              f"| | before | after | after/before |", "|---|---|---|---|",
              f"| GPU kernel time ({unit}) | {t['kernel_time_us']['before']:.1f} | {t['kernel_time_us']['after']:.1f} | "
              + (f"{t['kernel_time_us']['ratio']:.3f} |" if t["kernel_time_us"]["ratio"] is not None else "- |"),
              f"| launches | {t['dispatches']['before']:g} | {t['dispatches']['after']:g} | |"]
     for origin, v in t["by_origin_us"].items():
-        lines.append(f"| {origin} kernels ({unit}) | {v['before_us']:.1f} | {v['after_us']:.1f} | |")
+        lines.append(f"| {md.text(origin)} kernels ({unit}) | {v['before_us']:.1f} | {v['after_us']:.1f} | |")
     lines += ["", f"Largest changes ({unit}):", "", "| kernel | origin | before | after | delta | status |",
               "|---|---|---|---|---|---|"]
     for r in payload["kernels"][:top]:
         fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-        lines.append(f"| `{_short(r['name'])}` | {r['origin'] or '-'} | {fmt(r['before_us'])} | {fmt(r['after_us'])} | "
-                     f"{r['delta_us']:+.1f} | {r['status']} |")
+        lines.append(f"| {md.code(_short(r['name']))} | {md.text(r['origin'] or '-')} | {fmt(r['before_us'])} | {fmt(r['after_us'])} | "
+                     f"{r['delta_us']:+.1f} | {md.text(r['status'])} |")
     if payload["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in payload["notes"]]
+        lines += ["", "## Notes", ""] + [f"- {md.text(n)}" for n in payload["notes"]]
     return "\n".join(lines) + "\n"

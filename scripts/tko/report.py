@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from . import resources
-from . import decide, evidence
+from . import decide, evidence, markdown
 from .artifact import read_artifact
 
 TEMPLATES = resources.templates_dir()
@@ -36,27 +35,15 @@ INPUTS = {
 ADAPTER_ORDER = ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab", "artifacts",
                  "trials", "sol")
 
-_MD_ALWAYS = re.compile(r"([\\`*\[\]#|~])")
-_MD_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-
 
 def md_text(value) -> str:
-    """Untrusted text for a Markdown paragraph or table cell: one line, HTML and Markdown
-    specials escaped (``|`` included, so a cell stays a cell; an underscore inside a word is left)."""
-    if value is None:
-        return ""
-    text = " ".join(str(value).split())
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    text = _MD_ALWAYS.sub(r"\\\1", text)
-    return _MD_EDGE_UNDERSCORE.sub(r"\\_", text)
+    """Untrusted text for a Markdown paragraph or table cell (see :mod:`tko.markdown`)."""
+    return markdown.text(value)
 
 
 def md_code(value) -> str:
     """Untrusted text as an inline code span that survives a table cell."""
-    text = " ".join(str(value if value is not None else "").split()).replace("|", "\\|")
-    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return markdown.code(value)
 
 
 def load_inputs(paths: dict[str, str | None]) -> dict[str, dict | None]:

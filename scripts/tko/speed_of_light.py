@@ -405,8 +405,10 @@ def _f(value, fmt=".4g", unit=""):
 
 def markdown(payload: dict) -> str:
     """The Markdown report: class, numbers, the chart inline, twin validity, byte model."""
+    from . import markdown as md
+
     c, n = payload["classification"], payload["classification"]["numbers"]
-    lines = [f"# Speed of light: `{payload['kernel']}`", "",
+    lines = [f"# Speed of light: {md.code(payload['kernel'])}", "",
              f"**{c['class']}**: {c['says']}", "", payload["chart_svg"], "",
              "| kernel ms | twin ms | copy floor ms | one-pass floor ms | % of copy | kernel / twin | twin / floor |",
              "|---|---|---|---|---|---|---|",
@@ -415,18 +417,19 @@ def markdown(payload: dict) -> str:
              f"{_f(n['kernel_over_twin'], '.2f', 'x')} | {_f(n['twin_over_floor'], '.2f', 'x')} |", ""]
     for cause in c.get("causes") or []:
         bound = f": at most {cause['at_most_x']:.2f}x ({cause['basis']})" if cause.get("at_most_x") else ""
-        lines.append(f"- {cause['cause']} ({cause['detail']}) -> {cause.get('remedy') or 'no remedy named'}{bound}")
+        lines.append(f"- {md.text(cause['cause'])} ({md.text(cause['detail'])}) -> "
+                     f"{md.text(cause.get('remedy') or 'no remedy named')}{bound}")
     v = payload["validity"]
     lines += ["", "## Memory twin", "",
-              f"Replaced: {', '.join(f'`{k}` x{x}' for k, x in payload['twin']['replaced'].items()) or 'nothing'}. "
-              f"Valid: **{'yes' if v['valid'] else 'no'}**" + ("" if v["valid"] else f" ({'; '.join(v['reasons'])})"),
+              f"Replaced: {', '.join(f'{md.code(k)} x{x}' for k, x in payload['twin']['replaced'].items()) or 'nothing'}. "
+              f"Valid: **{'yes' if v['valid'] else 'no'}**" + ("" if v["valid"] else f" ({md.text('; '.join(v['reasons']))})"),
               "", "| arch | kernel loads/stores | twin loads/stores | kernel VALU | twin VALU |", "|---|---|---|---|---|"]
     for e in v["arches"]:
         if e.get("error"):
-            lines.append(f"| {e['arch']} | compile failed: {e['error']} | | | |")
+            lines.append(f"| {md.text(e['arch'])} | compile failed: {md.text(e['error'], 200)} | | | |")
             continue
         ks, ts = e["kernel"], e["twin"]
-        lines.append(f"| {e['arch']} | {_ls(ks)} | {_ls(ts)} | {(e.get('kernel_mix') or {}).get('valu')} | "
+        lines.append(f"| {md.text(e['arch'])} | {_ls(ks)} | {_ls(ts)} | {(e.get('kernel_mix') or {}).get('valu')} | "
                      f"{(e.get('twin_mix') or {}).get('valu')} |")
     m = payload["byte_model"]
     lines += ["", "## Bytes", "",
@@ -436,7 +439,7 @@ def markdown(payload: dict) -> str:
         if b.get("gb_per_s"):
             lines.append(f"- {key} bytes: {b['gb_per_s']:.1f} GB/s, {_f(b['pct_of_copy'], '.1f', ' %')} of copy"
                          + (f" -- {b['flag']}" if b.get("flag") else ""))
-    lines += [f"- {note}" for note in payload["notes"]]
+    lines += [f"- {md.text(note)}" for note in payload["notes"]]
     return "\n".join(lines) + "\n"
 
 

@@ -859,9 +859,11 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def markdown(payload: dict) -> str:
+    from . import markdown as md
+
     interp = payload["interpreter"]
-    lines = [f"# Variant sweep: `{payload['kernel']}`", "",
-             f"Kernel file `{payload['kernel_file']}` ({payload['launch']} launch). Timer: {payload['timer']}, "
+    lines = [f"# Variant sweep: {md.code(payload['kernel'])}", "",
+             f"Kernel file {md.code(payload['kernel_file'])} ({md.text(payload['launch'])} launch). Timer: {payload['timer']}, "
              f"warm-up {payload['warmup_ms']:g} ms, rep {payload['rep_ms']:g} ms, the same for every variant. "
              f"{len(payload['slots'])} worker(s) over {len(payload['devices'])} device(s); wall time "
              f"{payload['wall_s']:.1f} s, of which timing {_fmt(payload.get('timing_s'), '.1f')} s.", ""]
@@ -886,19 +888,20 @@ def markdown(payload: dict) -> str:
     for name in order:
         v = rows[name]
         r = ranks.get(name)
-        check = "pass" if v["status"] == "ok" else f"**{v['status']}**: " + str(v.get("reason") or "")[:140]
+        check = "pass" if v["status"] == "ok" else f"**{md.text(v['status'])}**: " + md.text(v.get("reason"), 140)
         x = _fmt(v["x_vs_baseline"], ".3f") + (" ~" if v.get("within_noise") else "")
         ms = (f"{v['median_ms']:.4f} ({v['p20_ms']:.4f}-{v['p80_ms']:.4f})" if v["median_ms"] else "-")
-        lines.append(f"| {r['rank'] if r else '-'} | `{name}` | {ms} | {x} | {_fmt(v['gb_per_s'], '.1f')} | "
-                     f"{_fmt(v['pct_of_copy_peak'], '.1f')} | {check.replace('|', '/')} | "
-                     f"{v.get('device_name') or '-'} {v.get('slot') or ''} |")
+        lines.append(f"| {r['rank'] if r else '-'} | {md.code(name)} | {ms} | {x} | {_fmt(v['gb_per_s'], '.1f')} | "
+                     f"{_fmt(v['pct_of_copy_peak'], '.1f')} | {check} | "
+                     f"{md.text(v.get('device_name') or '-')} {md.text(v.get('slot') or '')} |")
     best = payload["best"]
-    lines += ["", f"## Best: `{best['name']}`" + (" (within noise of the baseline)" if best["within_noise"] else ""), ""]
+    lines += ["", f"## Best: {md.code(best['name'])}" + (" (within noise of the baseline)" if best["within_noise"] else ""), ""]
     if best.get("file"):
-        lines.append(f"Runnable file: `{best['file']}`")
+        lines.append(f"Runnable file: {md.code(best['file'])}")
     if best.get("apply"):
-        lines += ["", "```diff" if "apply this source edit" in best["apply"] else "```",
-                  best["apply"], "```"]
+        fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", best["apply"])), default=0))
+        lines += ["", fence + "diff" if "apply this source edit" in best["apply"] else fence,
+                  best["apply"], fence]
     if payload["notes"]:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in payload["notes"]]
+        lines += ["", "## Notes", ""] + [f"- {md.text(n)}" for n in payload["notes"]]
     return "\n".join(lines) + "\n"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from . import markdown as md
+
 
 def _num(value, fmt: str) -> str:
     return format(value, fmt) if isinstance(value, (int, float)) and not isinstance(value, bool) else "n/a"
@@ -14,23 +16,23 @@ def _yes_no(value) -> str:
 def _status(arm: dict) -> str:
     if arm["status"] == "ok":
         return "ok"
-    reason = (arm.get("reason") or "").replace("|", "/")
-    return f"{arm['status']}: {reason}" if reason else arm["status"]
+    reason = arm.get("reason") or ""
+    return f"{arm['status']}: {reason}" if reason else str(arm["status"])
 
 
 def markdown(doc: dict) -> str:
-    lines = ["# Remedy trials", "", f"Command: `{' '.join(doc['command'])}`",
-             f"Device: {doc['device'].get('name', '?')}; {doc['runs']} run(s) per arm, interleaved; "
-             f"step time from: {doc.get('metric_from') or 'n/a'}", "",
+    lines = ["# Remedy trials", "", f"Command: {md.code(' '.join(doc['command']))}",
+             f"Device: {md.text(doc['device'].get('name', '?'))}; {doc['runs']} run(s) per arm, interleaved; "
+             f"step time from: {md.text(doc.get('metric_from') or 'n/a')}", "",
              "| arm | status | ms/step | x baseline | spread | beyond noise | outputs | first step s | proposed by |",
              "|---|---|---|---|---|---|---|---|---|"]
     for arm in doc["arms"]:
         out = arm["outputs"]
         outputs = out["result"] if out["result"] == "equal" else f"{out['result']}: {out.get('reason') or ''}"
         lines.append("| " + " | ".join([
-            arm["name"], _status(arm), _num(arm["median_ms"], ".4f"), _num(arm["x_baseline"], ".3f"),
-            _num(arm["spread"], ".3f"), _yes_no(arm["beyond_noise"]), outputs.replace("|", "/"),
-            _num(arm["first_step_s"], ".2f"), arm["proposed_by"] or ""]) + " |")
-    lines += ["", f"What to change: {doc['what_to_change']}"]
-    lines += [f"Note: {n}" for n in doc.get("notes") or []]
+            md.text(arm["name"]), md.text(_status(arm)), _num(arm["median_ms"], ".4f"),
+            _num(arm["x_baseline"], ".3f"), _num(arm["spread"], ".3f"), _yes_no(arm["beyond_noise"]),
+            md.text(outputs), _num(arm["first_step_s"], ".2f"), md.text(arm["proposed_by"] or "")]) + " |")
+    lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
+    lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]
     return "\n".join(lines) + "\n"
