@@ -131,7 +131,7 @@ def make_config(flat: dict) -> dict:
 
 def normalize_config(cfg: Any) -> dict | None:
     """Accept an ``autotune_event/1`` config dict (or a flat dict) and return the shape above."""
-    if not isinstance(cfg, dict):
+    if config_problem(cfg):
         return None
     if "kwargs" in cfg:
         kwargs = dict(cfg.get("kwargs") or {})
@@ -244,7 +244,7 @@ def _ms(text_or_value: Any) -> float | None:
 def _int(value: Any) -> int | None:
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -267,7 +267,83 @@ def decode_event(text: str) -> tuple[dict | None, str | None]:
     kernel, kind = event.get("kernel"), event.get("event")
     if not isinstance(kernel, str) or not kernel or not isinstance(kind, str):
         return None, "autotune_event line without 'event' or 'kernel'"
+    problem = event_problem(event)
+    if problem:
+        return None, f"autotune_event line with {problem}"
     return event, None
+
+
+# Field types of autotune_event/1 (references/json_contracts.md); null stands for "absent".
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "pid": (int,), "time": _NUMBER, "source_file": (str,), "function": (str,), "kind": (str,),
+    "size_hints": (dict,), "triton_meta": (dict,), "inductor_meta": (dict,), "keys": (list,),
+    "configs": (list,), "from_cache": (bool,), "timings": (list,), "statistic": (str,),
+    "benchmarker": (str,), "duration_s": _NUMBER, "winner": (dict,), "args": (list,),
+    "grid": (list,), "num_bytes": _NUMBER, "bytes_source": (str,), "saved_bytes": _NUMBER,
+    "device": (dict,), "versions": (dict,), "standalone_file": (str,), "message": (str,),
+}
+_TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", dict: "an object",
+               list: "a list", bool: "a boolean"}
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def config_problem(cfg: Any) -> str | None:
+    """Why a config object cannot be read (None: it can)."""
+    if not isinstance(cfg, dict):
+        return "a config that is not an object"
+    if "kwargs" in cfg:
+        for key in ("kwargs", "extras"):
+            if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+                return f"a config whose '{key}' is not an object"
+    for key in ("num_warps", "num_stages"):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            return f"a config whose '{key}' is not an integer"
+    return None
+
+
+def _arg_problem(arg: Any) -> str | None:
+    if not isinstance(arg, dict):
+        return "an argument that is not an object"
+    if arg.get("kind") != "tensor":
+        return None
+    for key in ("shape", "stride"):
+        value = arg.get(key)
+        if value is None and key == "stride":
+            continue
+        if not isinstance(value, list) or not all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return f"a tensor argument whose '{key}' is not a list of integers"
+    return None
+
+
+def event_problem(event: dict) -> str | None:
+    """What makes a decoded ``autotune_event/1`` object unusable (None: nothing)."""
+    for key, types in _FIELD_TYPES.items():
+        value = event.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            return f"'{key}' not {_TYPE_WORDS[types[-1] if types is _NUMBER else types[0]]}"
+        if types is _NUMBER and not _finite(value):
+            return f"'{key}' not a finite number"
+    gb = (event.get("inductor_meta") or {}).get("kernel_num_gb")
+    if gb is not None and not _finite(gb):
+        return "'inductor_meta.kernel_num_gb' not a finite number"
+    for key in ("configs",):
+        for cfg in event.get(key) or []:
+            if (problem := config_problem(cfg)):
+                return f"'{key}' holding {problem}"
+    if event.get("winner") is not None and (problem := config_problem(event["winner"])):
+        return f"'winner' being {problem}"
+    for arg in event.get("args") or []:
+        if (problem := _arg_problem(arg)):
+            return f"'args' holding {problem}"
+    return None
 
 
 def read_events(path: str | Path) -> list[dict]:
@@ -335,7 +411,10 @@ class _FileParser:
             if stripped.startswith("{") and (self.formats.get(FMT_EVENTS)
                                              or '"schema"' in stripped[:200]
                                              or '"event"' in stripped[:200]):
-                self._json_line(lineno, stripped)
+                try:
+                    self._json_line(lineno, stripped)
+                except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as exc:
+                    self.skip(lineno, f"autotune_event line with unreadable fields ({exc})")
                 continue
             if self._csv_header_line(stripped):
                 continue
