@@ -889,10 +889,13 @@ def _merge(into: Tuning, other: Tuning) -> None:
 
 def _dedupe(tunings: list[Tuning]) -> list[Tuning]:
     kept: list[Tuning] = []
+    groups: dict[tuple, list[Tuning]] = {}  # twins share kernel and phase: search only those
     for tuning in tunings:
-        twin = next((k for k in kept if _same_tuning(k, tuning)), None)
+        group = groups.setdefault((tuning.kernel, tuning.phase), [])
+        twin = next((k for k in group if _same_tuning(k, tuning)), None)
         if twin is None:
             kept.append(tuning)
+            group.append(tuning)
         else:
             _merge(twin, tuning)
     return kept
@@ -945,10 +948,13 @@ def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRES
     """Per kernel: ranked configs, winner, spread, GB/s, regs/spills and flags."""
     tunings = _dedupe(parsed.tunings)
     names = list(dict.fromkeys([t.kernel for t in tunings] + list(parsed.facts)))
+    by_kernel: dict[str, list[Tuning]] = {}
+    for t in tunings:
+        by_kernel.setdefault(t.kernel, []).append(t)
     kernels = []
     for name in names:
         fact = parsed.facts.get(name) or KernelFacts()
-        mine = [t for t in tunings if t.kernel == name]
+        mine = by_kernel.get(name, [])
         auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
         coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"]
         # the headline is the autotune that timed the most configs (the latest on a tie)

@@ -64,6 +64,8 @@ _TARGET = re.compile(r"(?:amdgcn|amdgpu)[\w.]*-amd-amdhsa-[\w-]*?(gfx[0-9a-f]+)"
 _OBJDUMP_SYMBOL = re.compile(r"^[0-9a-fA-F]+\s+<([^>]+)>:\s*$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w.$]*):")
 _COMMENT_KV = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*[:=]\s*(-?\d+)")
+_FUNCTION_DECL = re.compile(r"^\s*\.(?:globl|type)\s+([^\s,]+)", re.MULTILINE)
+_KD_START = re.compile(r"^\.amdhsa_kernel\s+(\S+)")
 _SET = re.compile(r"^\s*\.set\s+\.L(.+)\.(num_vgpr|num_agpr|numbered_sgpr|private_seg_size),\s*(\d+)")
 _WIDTH = re.compile(r"(dwordx\d|dword|ubyte|sbyte|byte|ushort|sshort|short|b\d+|[uif]\d+)")
 
@@ -126,11 +128,7 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
     """One :class:`_Kernel` per function body found, with its resource blocks attached."""
     require_listing(text)
     lines = clean_lines(text)
-    functions: set[str] = set()
-    for line in lines:
-        m = re.match(r"^\s*\.(?:globl|type)\s+([^\s,]+)", line)
-        if m:
-            functions.add(m.group(1))
+    functions = set(_FUNCTION_DECL.findall("\n".join(lines)))
     kernels: dict[str, _Kernel] = {}
     order: list[str] = []
 
@@ -165,11 +163,11 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
                 if len(parts) >= 2 and parts[0].startswith(".amdhsa_"):
                     kd_target.kd[parts[0][len(".amdhsa_"):]] = to_int(parts[1])
             continue
-        m = re.match(r"^\.amdhsa_kernel\s+(\S+)", stripped)
+        m = _KD_START.match(stripped) if stripped.startswith(".amdhsa_kernel") else None
         if m:
             kd_target = kernel(m.group(1))
             continue
-        m = _SET.match(raw)
+        m = _SET.match(raw) if ".set" in raw else None
         if m:
             kernel(m.group(1)).sets[m.group(2)] = int(m.group(3))
             continue
@@ -185,7 +183,7 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
                         last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
                 continue
             in_info = False
-        m = _OBJDUMP_SYMBOL.match(stripped)
+        m = _OBJDUMP_SYMBOL.match(stripped) if stripped.endswith(":") else None
         if m:
             current = kernel(m.group(1))
             last = current
@@ -197,7 +195,7 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
         if code.startswith(".Lfunc_end"):
             current = None
             continue
-        m = _LABEL.match(code)
+        m = _LABEL.match(code) if ":" in code else None
         if m:
             if m.group(1) in functions:
                 current = kernel(m.group(1))
