@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -68,13 +69,87 @@ def make_artifact(schema: str, tool: str, payload: dict) -> dict:
     return doc
 
 
+# Above this many bytes of compact JSON an artifact is written compact (no indent), streamed:
+# the indenting encoder is pure Python and a large artifact would be held whole in memory.
+COMPACT_ABOVE = 8_000_000
+
+_COMPACT = json.JSONEncoder(default=_jsonable, allow_nan=False, separators=(",", ":"))
+
+
+def _compact(obj: Any) -> str:
+    try:
+        return _COMPACT.encode(obj)
+    except (ValueError, TypeError):  # NaN / infinity, or a key JSON has no form for: as dumps()
+        return _COMPACT.encode(_clean_floats(obj))
+
+
+def _compact_chunks(doc: dict):
+    """The compact JSON of ``doc`` in pieces: top-level values one at a time, the items of a
+    top-level list one at a time, so no piece is much larger than one item."""
+    yield "{"
+    for i, (key, value) in enumerate(doc.items()):
+        yield ("," if i else "") + _COMPACT.encode(str(key)) + ":"
+        if isinstance(value, list):
+            yield "["
+            for j, item in enumerate(value):
+                yield ("," if j else "") + _compact(item)
+            yield "]"
+        else:
+            yield _compact(value)
+    yield "}\n"
+
+
 def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dict) -> dict:
-    """Build the artifact and write it atomically; returns the document written."""
+    """Build the artifact and write it atomically; returns the document written.
+
+    An artifact whose compact JSON stays under ``COMPACT_ABOVE`` bytes is written indented
+    (:func:`dumps`); a larger one compact, streamed to the temp file (same content, same
+    header, same atomic rename)."""
     doc = make_artifact(schema, tool, payload)
     if Path(path).is_dir():
         raise InputError(f"{path}: is a directory, expected a file path for the {schema} JSON")
-    atomic.write_text(path, dumps(doc))
+    head: list[str] = []
+    size = 0
+    chunks = _compact_chunks(doc)
+    for chunk in chunks:
+        head.append(chunk)
+        size += len(chunk)
+        if size > COMPACT_ABOVE:
+            break
+    else:
+        atomic.write_text(path, dumps(doc))
+        return doc
+
+    def rest():
+        yield from head
+        yield from chunks
+
+    _write_chunks(path, (c.encode("utf-8") for c in rest()))
     return doc
+
+
+def _write_chunks(path: str | os.PathLike, chunks: Iterable[bytes]) -> None:
+    """:func:`atomic.write_bytes` for data given in pieces: temp file beside the target,
+    fsync, rename; the temp file is removed when anything fails."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    atomic.clean_stale_temps(parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~atomic._umask())
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def load_json(path: str | os.PathLike) -> Any:

@@ -26,7 +26,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from .errors import InputError
 
@@ -396,10 +396,11 @@ class _FileParser:
         return tuning
 
     # -- driver
-    def parse(self, text: str) -> None:
-        lines = text.split("\n")  # not splitlines(): form feeds etc. must not shift line numbers
+    def parse(self, lines: Iterable[str]) -> None:
+        """``lines``: the file split at "\\n" only (not splitlines(): form feeds etc. must not
+        shift line numbers), with or without the "\\n"."""
         for lineno, raw in enumerate(lines, 1):
-            line = raw.rstrip("\r")
+            line = raw.rstrip("\n").rstrip("\r")
             if self.triton_block is not None and self._triton_block_line(lineno, line):
                 continue
             if self.csv_header is not None:
@@ -794,6 +795,25 @@ def _problem(path: Path, data: bytes | None) -> str | None:
     return None
 
 
+def _lines(fh) -> Iterable[str]:
+    """The lines of a binary file as ``text.split("\\n")`` gives them (a final "" after a
+    trailing newline included)."""
+    last = b"\n"
+    for last in fh:
+        yield last.decode("utf-8", errors="replace")
+    if last.endswith(b"\n"):
+        yield ""
+
+
+def _head(path: Path) -> bytes | None:
+    """The first 4 KiB of a file (all of it when those are blank), None for a non-file."""
+    if not path.is_file():
+        return None
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+        return head if head.strip() else head + fh.read()
+
+
 def parse_files(paths: list[str | Path]) -> ParsedLogs:
     """Parse every file.
 
@@ -807,11 +827,12 @@ def parse_files(paths: list[str | Path]) -> ParsedLogs:
         path = Path(raw)
         if not path.exists():
             raise InputError(f"{path}: no such file")
-        data = path.read_bytes() if path.is_file() else None
+        data = _head(path)
         problem = _problem(path, data)
         if problem is None:
             parser = _FileParser(path, out)
-            parser.parse(data.decode("utf-8", errors="replace"))
+            with open(path, "rb") as fh:  # line by line: the file is never held whole
+                parser.parse(_lines(fh))
             if parser.records == 0:
                 problem = _NO_RECORDS
             else:
@@ -1033,6 +1054,13 @@ def _cell(value: Any, fmt: str = "{}") -> str:
     return "–" if value is None else fmt.format(value)
 
 
+# Markdown caps (the JSON always holds everything): kernels in the overview table, kernels
+# given a section of their own, config rows per kernel.
+MD_MAX_KERNELS = 1000
+MD_MAX_SECTIONS = 200
+MD_MAX_ROWS = 50
+
+
 def render_markdown(summary: dict) -> str:
     from . import markdown as md
 
@@ -1043,15 +1071,22 @@ def render_markdown(summary: dict) -> str:
               f"Spread threshold: {summary['spread_threshold']} (a spread below it is flagged "
               "`flat_spread`). Kernels are ordered by the winner's time, slowest first; a time "
               "is per launch in ms, measured with the statistic shown.", ""]
+    kernels = summary["kernels"]
+    if len(kernels) > MD_MAX_KERNELS:
+        lines += [f"{len(kernels)} kernels: the table and the sections below show the "
+                  f"{MD_MAX_KERNELS} slowest; every kernel is in the JSON.", ""]
+    elif len(kernels) > MD_MAX_SECTIONS:
+        lines += [f"{len(kernels)} kernels: sections follow for the {MD_MAX_SECTIONS} slowest; "
+                  "every kernel is in the JSON.", ""]
     lines += ["| kernel | configs timed | winner | ms | spread | statistic | flags |",
               "|---|---|---|---|---|---|---|"]
-    for k in summary["kernels"]:
+    for k in kernels[:MD_MAX_KERNELS]:
         w = k["winner"] or {}
         timed = sum(1 for c in k["configs"] if c["ms"] is not None)
         lines.append(f"| {md.code(k['kernel'])} | {timed}/{len(k['configs'])} | {md.text(w.get('label', '–'))} | "
                      f"{_cell(w.get('ms'), '{:.4f}')} | {_cell(k['spread'], '{:.3f}')} | "
                      f"{md.text(k['statistic'])} | {md.text(', '.join(k['flags']) or '–')} |")
-    for k in summary["kernels"]:
+    for k in kernels[:MD_MAX_SECTIONS]:
         lines += ["", f"## {md.code(k['kernel'])}", ""]
         if k["source_files"]:
             lines.append("Source: " + ", ".join(md.code(s) for s in k["source_files"]))
@@ -1074,11 +1109,14 @@ def render_markdown(summary: dict) -> str:
         if k["configs"]:
             lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
                       "|---|---|---|---|---|---|---|---|"]
-            for c in k["configs"]:
+            for c in k["configs"][:MD_MAX_ROWS]:
                 lines.append(f"| {_cell(c['rank'])} | {md.text(c['label'])} | {_cell(c['ms'], '{:.4f}')} | "
                              f"{_cell(c['x_fastest'], '{:.3f}')} | {_cell(c['n_regs'])} | "
                              f"{_cell(c['n_spills'])} | {_cell(c['shared'])} | "
                              f"{_cell(c['gb_per_s'], '{:.1f}')} |")
+            if len(k["configs"]) > MD_MAX_ROWS:
+                lines += ["", f"The table shows the {MD_MAX_ROWS} fastest of {len(k['configs'])} "
+                              "configs; every config is in the JSON."]
         if k["winner"]:
             lines += ["", f"Winner ({md.text(k['winner_from'])}): {md.text(k['winner']['label'])}"
                       + (f" at {k['winner']['ms']:.4f} ms" if k["winner"]["ms"] is not None else "")]
