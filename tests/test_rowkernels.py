@@ -1,0 +1,241 @@
+"""tko.rowkernels: one-pass row kernels against their torch references, in the Triton interpreter.
+
+Triton takes ``TRITON_INTERPRET`` at import, and the pytest process may have imported it already,
+so the ``test_kernel_*`` tests run in one child pytest started with ``TRITON_INTERPRET=1``
+(``test_kernels_in_the_interpreter``); in this process they are skipped. The refusal path, the
+limits table and the custom ops need no kernel and run here, where a CPU tensor is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tko import archs, rowkernels as rk
+
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
+       torch.float16: dict(rtol=2e-3, atol=2e-3),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=2e-2)}
+DTYPES = list(TOL)
+ODD_COLS = (1, 7, 1000, 1023, 4097)
+
+
+INTERP = rk.interpreting()
+kernel = pytest.mark.skipif(not INTERP, reason="runs in the interpreter child (test_kernels_in_the_interpreter)")
+
+
+@pytest.fixture(autouse=True)
+def quiet():
+    with warnings.catch_warnings():  # numpy warns on inf - inf inside the interpreter
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+@pytest.mark.skipif(INTERP, reason="this is the child")
+def test_kernels_in_the_interpreter(tmp_path):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.pop("TKO_DEBUG", None)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_kernel_",
+                          str(Path(__file__).resolve())], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+    assert " passed" in res.stdout and "skipped" not in res.stdout.splitlines()[-1], res.stdout[-2000:]
+
+
+def _x(rows, cols, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, cols, generator=g) * 3).to(dtype)
+
+
+def _close(got, want, dtype):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got, want, equal_nan=True, **TOL[dtype])
+
+
+def _call(op, x, w=None, b=None):
+    if op == "layer_norm":
+        return rk.layer_norm(x, w, b, return_plan=True), rk.layer_norm_ref(x, w, b)
+    if op == "rms_norm":
+        return rk.rms_norm(x, w, return_plan=True), rk.rms_norm_ref(x, w)
+    return getattr(rk, op)(x, return_plan=True), rk.REFERENCES[op](x)
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", rk.OPS)
+def test_kernel_odd_rows_match_the_reference(op, dtype):
+    for cols in ODD_COLS:
+        x = _x(3 if cols < 4000 else 2, cols, dtype, seed=cols)
+        w = torch.randn(cols).to(dtype) if op in ("layer_norm", "rms_norm") else None
+        b = torch.randn(cols).to(dtype) if op == "layer_norm" else None
+        (got, plan), want = _call(op, x, w, b)
+        assert plan.use_kernel, plan.reason
+        assert plan.block == 1 << max(0, math.ceil(math.log2(cols)))
+        _close(got, want, dtype)
+
+
+@kernel
+def test_kernel_references_are_torch():
+    x = _x(4, 33, torch.float32)
+    w, b = torch.randn(33), torch.randn(33)
+    torch.testing.assert_close(rk.softmax_ref(x), torch.softmax(x, -1))
+    torch.testing.assert_close(rk.log_softmax_ref(x), torch.log_softmax(x, -1))
+    torch.testing.assert_close(rk.layer_norm_ref(x, w, b), F.layer_norm(x, (33,), w, b, 1e-5))
+    torch.testing.assert_close(rk.rms_norm_ref(x, w),
+                               x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+    # the kernels against torch directly, not only against the module's references
+    torch.testing.assert_close(rk.softmax(x), torch.softmax(x, -1))
+    torch.testing.assert_close(rk.layer_norm(x, w, b), F.layer_norm(x, (33,), w, b, 1e-5),
+                               rtol=1e-5, atol=1e-5)
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_masks_nan_and_inf_follow_torch(dtype):
+    x = _x(6, 1000, dtype)
+    x[0] = float("-inf")               # fully masked attention row: torch gives NaN
+    x[1, 10:700] = float("-inf")       # masked in part
+    x[2, 5] = float("nan")
+    x[3, 7] = float("inf")
+    x[4, :999] = float("-inf")         # one live element (the last, next to the masked tail)
+    for op in ("softmax", "log_softmax"):
+        (got, plan), want = _call(op, x)
+        assert plan.use_kernel
+        _close(got, want, dtype)
+        torch.testing.assert_close(got, getattr(torch, op)(x.float(), -1).to(dtype), equal_nan=True,
+                                   **TOL[dtype])
+    sm = rk.softmax(x)
+    assert torch.isnan(sm[0]).all() and torch.isnan(sm[2]).all() and torch.isnan(sm[3]).all()
+    assert (sm[1, 10:700] == 0).all() and torch.isfinite(sm[1]).all()
+    assert sm[4, 999] == 1 and (sm[4, :999] == 0).all()
+    assert (rk.log_softmax(x)[1, 10:700] == float("-inf")).all()
+    for op in ("layer_norm", "rms_norm"):
+        (got, plan), want = _call(op, x[2:4])
+        assert plan.use_kernel
+        _close(got, want, dtype)
+
+
+@kernel
+def test_kernel_masked_tail_is_not_written():
+    base = torch.full((4, 16), 123.0)
+    x = base[:, :9]                    # rows strided 16 apart, 9 columns used
+    y, plan = rk.softmax(x, return_plan=True)
+    assert plan.use_kernel and plan.block == 16 and y.shape == (4, 9)
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+    assert (base == 123.0).all()
+
+
+@kernel
+def test_kernel_shapes_without_weight_and_batched_leading_dims():
+    x = _x(6, 100, torch.float16).view(2, 3, 100)
+    _close(rk.layer_norm(x), rk.layer_norm_ref(x), torch.float16)
+    _close(rk.rms_norm(x), rk.rms_norm_ref(x), torch.float16)
+    b = torch.randn(100)
+    _close(rk.layer_norm(x, None, b), rk.layer_norm_ref(x, None, b), torch.float16)
+    assert rk.softmax(torch.empty(0, 5)).shape == (0, 5)
+
+
+@kernel
+def test_kernel_refusals_return_the_reference_and_say_why():
+    check_refusals()
+
+
+def test_refusals_return_the_reference_and_say_why():
+    check_refusals()
+
+
+def check_refusals():
+    limit = rk.ROW_LIMITS["interpreter"]
+    long = _x(2, limit.max_row_elements + 1, torch.float32)
+    y, plan = rk.softmax(long, return_plan=True)
+    assert not plan.use_kernel and "exceeds" in plan.reason and str(limit.max_row_elements) in plan.reason
+    torch.testing.assert_close(y, torch.softmax(long, -1))
+    # exactly the limit still runs the kernel (where a CPU tensor may)
+    at_limit = rk.plan_row("softmax", long[:, :limit.max_row_elements])
+    assert at_limit.use_kernel if INTERP else "TRITON_INTERPRET" in at_limit.reason
+
+    t = _x(8, 6, torch.float32).t()    # last dim strided
+    y, plan = rk.layer_norm(t, return_plan=True)
+    assert "last dim not contiguous" in plan.reason
+    torch.testing.assert_close(y, F.layer_norm(t, (8,)))
+
+    ints = torch.arange(12).view(3, 4)
+    y, plan = rk.softmax(ints, return_plan=True)
+    assert "dtype torch.int64" in plan.reason and y.dtype == torch.float32
+    torch.testing.assert_close(y, torch.softmax(ints.float(), -1))
+
+    d = _x(2, 5, torch.float64)
+    y, plan = rk.rms_norm(d, return_plan=True)
+    assert "float64" in plan.reason and y.dtype == torch.float64
+
+    x = _x(2, 5, torch.float32)
+    assert rk.plan_row("layer_norm", x, torch.ones(4)).reason.startswith("weight shape")
+    with pytest.raises(RuntimeError):  # the reference raises as torch does
+        rk.layer_norm(x, torch.ones(4))
+    odd = torch.randn(2, 3, 10).transpose(0, 1)   # last dim contiguous, rows not one stride
+    y, plan = rk.log_softmax(odd, return_plan=True)
+    assert plan.use_kernel or "collapse" in plan.reason
+    torch.testing.assert_close(y, torch.log_softmax(odd, -1))
+
+
+@pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
+def test_cpu_tensor_refused_without_the_interpreter():
+    x = _x(2, 7, torch.float32)
+    y, plan = rk.softmax(x, return_plan=True)
+    assert "TRITON_INTERPRET" in plan.reason
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+def test_limits_table_matches_archs_and_picks_warps():
+    for key in ("gfx936", "gfx938", "gfx942"):
+        lim, info = rk.ROW_LIMITS[key], archs.ARCHS[key]
+        assert lim.wave_size == info.wave_size == 64
+        assert lim.on_chip_bytes == info.lds_bytes_per_cu == 64 * 1024
+        assert lim.max_row_elements == 16384 and lim.source
+    h200 = rk.ROW_LIMITS["sm_90"]
+    assert h200.wave_size == archs.ARCHS["sm_90"].wave_size == 32
+    assert h200.max_row_elements == 32768
+    # too long for a DCU, fine for an H200
+    x = torch.empty(1, 20000)
+    assert not rk.plan_row("softmax", x, limit=rk.ROW_LIMITS["gfx936"]).use_kernel
+    assert rk.plan_row("softmax", x, limit=h200).reason in (None, rk.plan_row("softmax", x[:, :7]).reason)
+    dcu = rk.ROW_LIMITS["gfx936"]
+    assert [rk.pick_num_warps(b, dcu) for b in (1, 512, 1024, 4096, 16384)] == [1, 1, 2, 8, 16]
+    assert [rk.pick_num_warps(b, h200) for b in (1, 1024, 4096, 32768)] == [1, 4, 16, 32]
+
+
+@kernel
+def test_kernel_custom_ops_under_torch_compile():
+    check_custom_ops()
+
+
+def test_custom_ops_under_torch_compile():
+    check_custom_ops()
+
+
+def check_custom_ops():
+    assert rk.OPS_REGISTERED
+    x = _x(3, 37, torch.float32)
+    w, b = torch.randn(37), torch.randn(37)
+    torch.testing.assert_close(torch.ops.tko.row_softmax(x), torch.softmax(x, -1))
+    torch.testing.assert_close(torch.ops.tko.rms_norm(x, w, 1e-6), rk.rms_norm_ref(x, w))
+
+    def f(a):
+        s = torch.ops.tko.row_softmax(a) + torch.ops.tko.row_log_softmax(a)
+        return torch.ops.tko.layer_norm(s, w, b, 1e-5) + torch.ops.tko.rms_norm(a, None, 1e-6)
+
+    want = (F.layer_norm(torch.softmax(x, -1) + torch.log_softmax(x, -1), (37,), w, b, 1e-5)
+            + rk.rms_norm_ref(x))
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    ints = torch.ops.tko.row_softmax(torch.arange(4).view(1, 4))
+    assert ints.dtype == torch.float32
