@@ -18,7 +18,8 @@ import sys
 
 from tko import atomic
 from tko.artifact import write_artifact
-from tko.autotune_log import DEFAULT_SPREAD_THRESHOLD, parse_files, render_markdown, summarize
+from tko.autotune_log import (DEFAULT_SPREAD_THRESHOLD, parse_files, paused_gc, render_markdown,
+                              summarize)
 from tko.errors import ArgumentParser, InputError, run_main
 
 SCHEMA = "autotune_summary/1"
@@ -59,7 +60,8 @@ def main(argv=None) -> int:
             raise InputError(f"{flag} {path}: is a directory, expected a file name")
     summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
     if args.json_out:
-        write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
+        with paused_gc():
+            write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
     markdown = render_markdown(summary)
     if args.markdown_out:
         atomic.write_text(args.markdown_out, markdown)

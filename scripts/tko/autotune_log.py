@@ -20,7 +20,9 @@ other text is ordinary log noise.  Nothing here imports torch or triton.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import gc
 import json
 import math
 import re
@@ -133,6 +135,11 @@ def normalize_config(cfg: Any) -> dict | None:
     """Accept an ``autotune_event/1`` config dict (or a flat dict) and return the shape above."""
     if config_problem(cfg):
         return None
+    return _normalize_checked(cfg)
+
+
+def _normalize_checked(cfg: dict) -> dict:
+    """:func:`normalize_config` of a config :func:`config_problem` has passed."""
     if "kwargs" in cfg:
         kwargs = dict(cfg.get("kwargs") or {})
         extras = dict(cfg.get("extras") or {})
@@ -230,7 +237,10 @@ class ParsedLogs:
     inputs: list[dict] = field(default_factory=list)
 
     def fact(self, kernel: str) -> KernelFacts:
-        return self.facts.setdefault(kernel, KernelFacts())
+        fact = self.facts.get(kernel)
+        if fact is None:
+            fact = self.facts[kernel] = KernelFacts()
+        return fact
 
 
 def _ms(text_or_value: Any) -> float | None:
@@ -251,10 +261,15 @@ def _int(value: Any) -> int | None:
 # ---------------------------------------------------------------------------
 # the line parser
 
+_DECODER = json.JSONDecoder()
+
+
 def decode_event(text: str) -> tuple[dict | None, str | None]:
     """One ``autotune_event/1`` line -> (event, None), or (None, why it cannot be read)."""
     try:
-        event = json.loads(text)
+        event, end = _DECODER.raw_decode(text)  # ``text`` is stripped: json.loads less its regex
+        if end != len(text):
+            raise json.JSONDecodeError("Extra data", text, end)
     except json.JSONDecodeError as exc:
         return None, f"truncated or invalid JSON line ({exc.msg})"
     if not isinstance(event, dict):
@@ -321,9 +336,23 @@ def _arg_problem(arg: Any) -> str | None:
     return None
 
 
+def _plain_fields(event: dict) -> bool:
+    """True when every typed field of ``event`` is absent or of its type (the common case,
+    checked in the order of the event's own keys; :func:`event_problem` names the problem)."""
+    for key, value in event.items():
+        types = _FIELD_TYPES.get(key)
+        if types is None or value is None:
+            continue
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            return False
+        if types is _NUMBER and not _finite(value):
+            return False
+    return True
+
+
 def event_problem(event: dict) -> str | None:
     """What makes a decoded ``autotune_event/1`` object unusable (None: nothing)."""
-    for key, types in _FIELD_TYPES.items():
+    for key, types in (() if _plain_fields(event) else _FIELD_TYPES.items()):
         value = event.get(key)
         if value is None:
             continue
@@ -447,7 +476,7 @@ class _FileParser:
         if event.get("from_cache") is True or kind == "cache_hit":
             fact.from_cache = True
         if isinstance(event.get("configs"), list):
-            fact.configs = [c for c in map(normalize_config, event["configs"]) if c]
+            fact.configs = list(map(_normalize_checked, event["configs"]))  # checked on decoding
             fact.declared_configs = len(event["configs"])
         if isinstance(event.get("num_bytes"), (int, float)) and fact.num_bytes is None:
             fact.num_bytes = int(event["num_bytes"])
@@ -489,11 +518,12 @@ class _FileParser:
                 tuning.timings.append(Timing(cfg, _ms(item.get("ms")), _int(item.get("n_regs")),
                                              _int(item.get("n_spills")), _int(item.get("shared")),
                                              _ms(item.get("gb_per_s"))))
-            winner = normalize_config(event.get("winner"))
+            winner = _normalize_checked(event["winner"]) if event.get("winner") is not None else None
             if winner:
                 tuning.winner = winner
+                key = config_key(winner)
                 tuning.winner_ms = next((t.ms for t in tuning.timings
-                                         if config_key(t.config) == config_key(winner)), None)
+                                         if config_key(t.config) == key), None)
             self.add_tuning(tuning)
 
     # -- kernel_autotune metric table CSV
@@ -814,13 +844,31 @@ def _head(path: Path) -> bytes | None:
         return head if head.strip() else head + fh.read()
 
 
+@contextlib.contextmanager
+def paused_gc():
+    """The cyclic garbage collector off for a while: parsing and summarizing allocate millions of
+    small objects and make no cycles, and every collection would walk all of them again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def parse_files(paths: list[str | Path]) -> ParsedLogs:
-    """Parse every file.
+    """Parse every file (with the garbage collector paused).
 
     One file that is empty, binary or holds no autotune record is an InputError.  Among several
     files such a file is listed in ``skipped`` instead (a run's log may hold no autotune lines while
     its capture log does), unless none of them holds a record.  A missing file is always an error.
     """
+    with paused_gc():
+        return _parse_files(paths)
+
+
+def _parse_files(paths: list[str | Path]) -> ParsedLogs:
     out = ParsedLogs()
     empties: list[tuple[Path, str]] = []
     for raw in paths:
@@ -952,10 +1000,13 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
         winner, winner_ms = best.config, best.ms
     win_row = None
     if winner is not None:
-        match = next((x for x in t.timings if config_key(x.config) == config_key(winner)), None)
-        win_row = _timing_row(match or Timing(winner, winner_ms), fastest, num_bytes)
+        key = config_key(winner)
+        match = next((i for i, x in enumerate(ranked) if config_key(x.config) == key), None)
         if match is None:
+            win_row = _timing_row(Timing(winner, winner_ms), fastest, num_bytes)
             win_row["ms"] = _round(winner_ms)
+        else:  # the winner's row, without its rank
+            win_row = {k: v for k, v in rows[match].items() if k != "rank"}
     return {"phase": t.phase, "format": t.fmt, "origins": t.origins, "pid": t.pid,
             "statistic": t.statistic, "statistic_basis": t.statistic_basis,
             "duration_s": t.duration_s, "configs": rows, "winner": win_row,
@@ -967,6 +1018,11 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
 
 def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRESHOLD) -> dict:
     """Per kernel: ranked configs, winner, spread, GB/s, regs/spills and flags."""
+    with paused_gc():
+        return _summarize(parsed, spread_threshold)
+
+
+def _summarize(parsed: ParsedLogs, spread_threshold: float) -> dict:
     tunings = _dedupe(parsed.tunings)
     names = list(dict.fromkeys([t.kernel for t in tunings] + list(parsed.facts)))
     by_kernel: dict[str, list[Tuning]] = {}
@@ -1017,7 +1073,7 @@ def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRES
                 and final["ms"] < winner["ms"] and config_label(final["config"]) != winner["label"]:
             flags.append("coordesc_improved")
         # module names are content hashes: one name in two cache folders is one module
-        if len({Path(f).name for f in fact.source_files}) > 1:
+        if len(fact.source_files) > 1 and len({Path(f).name for f in fact.source_files}) > 1:
             flags.append("several_source_files")
         statistic = head["statistic"] if head else (coord[0]["statistic"] if coord else "unknown")
         kernels.append({
