@@ -7,6 +7,10 @@ regex over the text), in one run. Prints time ratios and peak RSS.
 The inputs are built by replicating real lines (examples/recorded_h200/*/autotune_kernels/
 autotune.log; tests/fixtures/isa/*/*.amdgcn) with renamed kernels. Each measured command runs
 in its own Python process; its peak RSS is that process's ``resource.getrusage`` ru_maxrss.
+
+Target (issue 15): summarize_autotune_log.py within 4x of the bare pass, under 500 MiB peak RSS.
+The summary of a large log is written compact (``artifact.COMPACT_ABOVE``) and its Markdown
+caps kernels and rows (``autotune_log.MD_MAX_*``), so the run also times those paths.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts"
+TARGET_RATIO, TARGET_MIB = 4.0, 500
 
 _MEASURE = r"""
 import resource, runpy, sys, time
@@ -125,7 +130,12 @@ def main() -> int:
                                       "--json-out", str(work / "summary.json"),
                                       "--markdown-out", str(work / "summary.md")])
         print(f"summarize_autotune_log.py: {sum_s:.2f} s, peak RSS {sum_mb} MiB; bare json.loads "
-              f"{bare_s:.2f} s, {bare_mb} MiB; ratio {sum_s / bare_s:.2f}x")
+              f"{bare_s:.2f} s, {bare_mb} MiB; ratio {sum_s / bare_s:.2f}x; summary "
+              f"{(work / 'summary.json').stat().st_size / 1e6:.0f} MB JSON, "
+              f"{(work / 'summary.md').stat().st_size / 1e6:.1f} MB Markdown")
+        print(f"  target within {TARGET_RATIO:g}x and under {TARGET_MIB} MiB: time "
+              f"{'met' if sum_s <= TARGET_RATIO * bare_s else 'not met'}, memory "
+              f"{'met' if sum_mb < TARGET_MIB else 'not met'}")
         rx_s, rx_mb = measure(BARE_REGEX, [str(isa)])
         scan_s, scan_mb = measure("-", [str(SCRIPTS / "scan_amdgcn.py"), str(isa), "--quiet",
                                         "--json-out", str(work / "isa.json")])
