@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
@@ -124,32 +123,8 @@ def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dic
         yield from head
         yield from chunks
 
-    _write_chunks(path, (c.encode("utf-8") for c in rest()))
+    atomic.write_chunks(path, (c.encode("utf-8") for c in rest()))
     return doc
-
-
-def _write_chunks(path: str | os.PathLike, chunks: Iterable[bytes]) -> None:
-    """:func:`atomic.write_bytes` for data given in pieces: temp file beside the target,
-    fsync, rename; the temp file is removed when anything fails."""
-    target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    atomic.clean_stale_temps(parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~atomic._umask())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def load_json(path: str | os.PathLike) -> Any:

@@ -11,6 +11,7 @@ import re
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterable
 
 # mkstemp(prefix=".NAME.", suffix=".tmp") names: ".NAME." + 8 random characters + ".tmp".
 _TEMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
@@ -77,6 +78,12 @@ def check_outputs(*paths: str | os.PathLike | None) -> None:
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    return write_chunks(path, [data])
+
+
+def write_chunks(path: str | os.PathLike, chunks: Iterable[bytes]) -> Path:
+    """Write ``chunks`` (bytes, in order) to ``path`` atomically: a temp file beside it, fsync,
+    rename; the temp file is removed when anything fails (a large output is never held whole)."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +91,8 @@ def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; give the file the mode a plain open() would have.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -63,10 +62,6 @@ def _run_group(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[str
         return stdout, stderr, proc.returncode, False
     except subprocess.TimeoutExpired:
         kill_group(proc)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # what ignored SIGTERM after the child exited
-        except (ProcessLookupError, PermissionError):
-            pass
         try:
             stdout, stderr = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:

@@ -9,17 +9,21 @@ import subprocess
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """SIGTERM the child's process group, then SIGKILL what is left after ``grace_s``."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    """SIGTERM the child's process group, wait up to ``grace_s`` for the child, then SIGKILL the
+    group: members that outlive the child (compile workers) or ignore SIGTERM go too."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
 
 
 def failure_line(text: str) -> str | None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from . import atomic
 from .artifact import write_artifact
 from .errors import InputError, ToolFailure
 from .fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
+from .subproc import failure_line, kill_group
 from .trial_plan import ArmSpec
 
 SCHEMA = "remedy_trials/1"
@@ -112,19 +112,13 @@ def _spawn(cmd: list[str], env: dict, log: Path, timeout: float) -> tuple[int | 
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            kill_group(proc, grace_s=1.0)
             rc = None
         wall = time.perf_counter() - t0
         out.seek(0), err.seek(0)
         stdout, stderr = out.read(), err.read()
     atomic.write_text(log, f"$ {' '.join(cmd)}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
     return rc, stdout, stderr, wall
-
-
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else "(no output)"
 
 
 def _measure(record: dict, stdout: str, meas: dict, ctx: Context) -> None:
@@ -157,7 +151,7 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
     if rc is None:
         record["status"], record["error"] = "timeout", f"no exit within {ctx.timeout:g} s (process group killed)"
     elif rc != 0:
-        record["status"], record["error"] = "failed", f"exit {rc}: {_last_line(stderr)}"
+        record["status"], record["error"] = "failed", f"exit {rc}: {failure_line(stderr) or '(no output)'}"
     else:
         _measure(record, stdout, meas, ctx)
     record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()]
