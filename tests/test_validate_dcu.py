@@ -228,3 +228,15 @@ def test_bad_usage_is_one_line_exit_2(tmp_path, args, words):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0] and lines[0].startswith("validate_dcu.py: error:")
     assert not (tmp_path / "o").exists()
+
+
+def test_an_ok_kernel_run_with_its_null_error_field_passes(fixtures_dir, tmp_path):
+    # Recorded on an H200: kernel_run/1 carries "error": null; the kit once read that key as a failure.
+    doc = json.loads((fixtures_dir / "dcu_validation_h200" / "kernel_run.json").read_text())
+    assert "error" in doc and doc["error"] is None
+    ctx = dv.Context(raw=tmp_path, work=tmp_path, timeout=10, platform={"kind": "nvidia"}, state={"capture": doc})
+    check = next(c for c in dv.CHECKS if c.id == "capture_run")
+    result = dv.run_check(ctx, check)
+    assert result["status"] == dv.PASS and "triton_poi_fused_add_mul_relu_0" in result["reason"]
+    ctx.state["capture"] = {"capture_error": "capture failed: boom"}
+    assert dv.run_check(ctx, check)["status"] == dv.FAIL

@@ -462,7 +462,7 @@ print("tiny program ok")
 
 def capture_run(ctx: Context) -> dict:
     """The tiny torch.compile program run under the capture patch; its first standalone kernel run
-    through run_captured_kernel.py. Returns the kernel_run/1 document or {"error": ...}."""
+    through run_captured_kernel.py. Returns the kernel_run/1 document or {"capture_error": ...}."""
     if "capture" not in ctx.state:
         where = ctx.raw / "capture_run"
         where.mkdir(parents=True, exist_ok=True)
@@ -475,7 +475,7 @@ def capture_run(ctx: Context) -> dict:
         kernels = sorted(p for p in cap.glob("triton_*.py")) if cap.is_dir() else []
         if res["rc"] != 0 or not kernels:
             why = res["error"] or env_probe.last_lines(res["stderr"], 1) or ["no standalone kernel written"]
-            ctx.state["capture"] = {"error": f"capture failed: {why if isinstance(why, str) else why[0]}"}
+            ctx.state["capture"] = {"capture_error": f"capture failed: {why if isinstance(why, str) else why[0]}"}
             return ctx.state["capture"]
         out = where / "kernel_run.json"
         run_logged(ctx, "capture_run", "run_captured_kernel",
@@ -484,13 +484,15 @@ def capture_run(ctx: Context) -> dict:
         try:
             ctx.state["capture"] = json.loads(out.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
-            ctx.state["capture"] = {"error": f"no kernel_run/1 written ({type(exc).__name__})"}
+            ctx.state["capture"] = {"capture_error": f"no kernel_run/1 written ({type(exc).__name__})"}
     return ctx.state["capture"]
 
 
 def _check_capture(ctx: Context) -> dict:
     doc = capture_run(ctx)
-    return verdict(FAIL, doc["error"]) if "error" in doc else judge_kernel_run(doc)
+    # kernel_run/1 has its own "error" field (null when the run was ok): a failure to capture is a
+    # separate key so that an ok run is never read as a failure.
+    return verdict(FAIL, doc["capture_error"]) if "capture_error" in doc else judge_kernel_run(doc)
 
 
 def _profiler() -> tuple[str | None, str | None]:
@@ -504,8 +506,8 @@ def _profiler() -> tuple[str | None, str | None]:
 def _check_profile(ctx: Context) -> dict:
     tool, path = _profiler()
     doc = capture_run(ctx)
-    if "error" in doc or not doc.get("command"):
-        return verdict(FAIL, f"nothing to profile: {doc.get('error') or 'no kernel command'}")
+    if "capture_error" in doc or not doc.get("command"):
+        return verdict(FAIL, f"nothing to profile: {doc.get('capture_error') or 'no kernel command'}")
     where = ctx.raw / "profile"
     where.mkdir(parents=True, exist_ok=True)
     env = child_env(ctx, "capture_run")
