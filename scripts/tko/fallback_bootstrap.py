@@ -1,13 +1,14 @@
 """Run a repro script as ``__main__`` with ``torch._dynamo.disable`` applied to named regions.
 
     python fallback_bootstrap.py [--disable TARGET ...] [--set NAME=JSON ...] [--eager-compile]
-        [--static-shapes] -- script.py args...
+        [--static-shapes] [--replace-rows OPS] -- script.py args...
 
 The one launcher of every end-to-end trial (eager_fallback_ab.py, try_remedies.py): settings reach
 the program only through it and the environment, never by editing the user's file. ``--set``
 assigns ``inductor.<config>`` / ``dynamo.<config>`` values before the script runs;
 ``--eager-compile`` makes ``torch.compile`` return the callable uncompiled; ``--static-shapes``
-forces ``dynamic=False``; ``$TKO_PINS`` installs config pins; ``$TKO_TRIAL_OUT`` turns on the
+forces ``dynamic=False``; ``--replace-rows softmax,layer_norm`` routes those torch functions to the
+bundled one-pass row kernels (``tko.row_replace``); ``$TKO_PINS`` installs config pins; ``$TKO_TRIAL_OUT`` turns on the
 timing of compiled callables and the saving of their outputs (``tko.trial_hooks``).
 
 TARGET is ``module.path:Name`` or ``module.path:Class.method`` for code in an importable module
@@ -77,10 +78,13 @@ def _install_trial_hooks(a) -> None:
     # import tko from scripts/, then take scripts/ off the path: the repro sees its own modules
     sys.path.insert(0, os.path.dirname(HERE))
     try:
-        from tko import trial_hooks
+        from tko import row_replace, trial_hooks
     finally:
         sys.path.remove(os.path.dirname(HERE))
     trial_hooks.install_from_env(dict(a.set), eager=a.eager_compile, static=a.static_shapes)
+    if a.replace_rows:
+        done = row_replace.install(row_replace.parse_ops(a.replace_rows))
+        print(f"{PATCH_PREFIX}: row kernels swapped in for {', '.join(done) or 'nothing'}", file=sys.stderr)
 
 
 def main(argv=None) -> int:
@@ -89,6 +93,7 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], type=_setting)
     parser.add_argument("--eager-compile", action="store_true")
     parser.add_argument("--static-shapes", action="store_true")
+    parser.add_argument("--replace-rows", default=None, metavar="OPS")
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     a = parser.parse_args(argv)
@@ -98,7 +103,7 @@ def main(argv=None) -> int:
     script = os.path.abspath(a.script)
     sys.argv = [script, *a.args]
     sys.path.insert(0, os.path.dirname(script))
-    trial = a.set or a.eager_compile or a.static_shapes or any(
+    trial = a.set or a.eager_compile or a.static_shapes or a.replace_rows or any(
         os.environ.get(v) for v in ("TKO_TRIAL_OUT", "TKO_PINS"))
     try:
         if trial:

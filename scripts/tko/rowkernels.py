@@ -320,7 +320,17 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
     return y
 
 
+_CALLS: dict = {}
+
+
+def call_counts() -> dict:
+    """Calls per ``"op: kernel"`` / ``"op: reference (reason)"`` since import."""
+    return dict(_CALLS)
+
+
 def _finish(out, plan, return_plan):
+    key = f"{plan.op}: kernel" if plan.use_kernel else f"{plan.op}: reference ({plan.reason})"
+    _CALLS[key] = _CALLS.get(key, 0) + 1
     return (out, plan) if return_plan else out
 
 

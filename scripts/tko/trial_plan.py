@@ -120,6 +120,24 @@ def _eager_arm(facts: Facts, disable: list[str]) -> ArmSpec:
                    change="drop torch.compile (run the compiled regions eagerly)")
 
 
+def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
+    from .row_replace import row_pattern
+
+    found = {k: row_pattern(k) for k in _kernels_with(facts, "multi_pass")} if facts.given else {}
+    found = {k: op for k, op in found.items() if op}
+    ops = sorted(set(found.values())) or ["softmax", "log_softmax", "layer_norm", "rms_norm"]
+    arm = ArmSpec("replace", bootstrap=["--replace-rows", ",".join(ops)],
+                  proposed_by="; ".join(f"{k}: multi-pass {op}" for k, op in sorted(found.items()))
+                  or "no facts given: tried",
+                  change="route " + ", ".join(ops) + " to the bundled one-pass row kernels "
+                         "(tko.rowkernels; torch.ops.tko.*)")
+    if not env.get("gpu"):
+        arm.skip = "no GPU: the bundled row kernels run on a GPU"
+    elif facts.given and not found:
+        arm.skip = "no multi-pass softmax / log-softmax / LayerNorm / RMSNorm kernel"
+    return arm
+
+
 def _buffer_ops_arm(facts: Facts, env: dict) -> ArmSpec:
     arm = ArmSpec("buffer_ops", env=dict(BUFFER_OPS_ENV), proposed_by="check_env.py --smoke",
                   change="set " + " ".join(f"{k}=1" for k in BUFFER_OPS_ENV) + " in the environment")
@@ -149,7 +167,8 @@ def plan_arms(facts: Facts | None, env: dict, disable: list[str] | None = None,
     ``env``: ``gpu`` (a CUDA/HIP device is visible) and ``hip`` (torch.version.hip)."""
     facts = facts or Facts()
     return [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
-            _eager_arm(facts, disable or []), _buffer_ops_arm(facts, env), _pinned_arm(facts, pins)]
+            _eager_arm(facts, disable or []), _replace_arm(facts, env), _buffer_ops_arm(facts, env),
+            _pinned_arm(facts, pins)]
 
 
 ARM_NAMES = [a.name for a in plan_arms(None, {})]

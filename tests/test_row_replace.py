@@ -1,0 +1,83 @@
+"""tko.row_replace: which Inductor kernels are row ops, the trial's ``replace`` arm, and the swap
+itself run end to end through the trial launcher (the kernels in the Triton interpreter)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tko import row_replace, trial_plan
+from tko.trial_plan import Facts, plan_arms
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPU = {"gpu": True, "hip": False}
+
+
+@pytest.mark.parametrize("name, op", [  # kernel names of the H200 captures under tests/fixtures
+    ("triton_red_fused__softmax_exp_prepare_softmax_online_sub_0", "softmax"),
+    ("triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0", "rms_norm"),
+    ("triton_per_fused_native_layer_norm_0", "layer_norm"),
+    ("triton_red_fused__log_softmax_0", "log_softmax"),
+    ("triton_per_fused_native_layer_norm_native_layer_norm_backward_0", None),  # backward: no kernel for it
+    ("triton_red_fused_clamp_min_div_linalg_vector_norm_mul_silu_0", None),
+    ("triton_poi_fused__softmax_0", None),                                    # not a reduction
+])
+def test_row_pattern_of_inductor_kernel_names(name, op):
+    assert row_replace.row_pattern(name) == op
+
+
+def test_the_replace_arm_follows_multi_pass_row_kernels():
+    facts = Facts(kernels={"triton_red_fused__softmax_exp_prepare_softmax_online_sub_0": {"multi_pass": True},
+                           "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0": {"multi_pass": False}},
+                  given=True)
+    arm = {a.name: a for a in plan_arms(facts, GPU)}["replace"]
+    assert arm.skip is None and arm.bootstrap == ["--replace-rows", "softmax"]
+    assert "multi-pass softmax" in arm.proposed_by and "tko.rowkernels" in arm.change
+    one_pass = Facts(kernels={"triton_red_fused__softmax_0": {"multi_pass": False}}, given=True)
+    assert "no multi-pass softmax" in {a.name: a for a in plan_arms(one_pass, GPU)}["replace"].skip
+    assert "no GPU" in {a.name: a for a in plan_arms(None, {"gpu": False})}["replace"].skip
+    assert {a.name: a for a in plan_arms(None, GPU)}["replace"].bootstrap[1].split(",") == list(row_replace.OPS)
+    assert "replace" in trial_plan.ARM_NAMES
+
+
+def test_unknown_row_op_is_refused():
+    with pytest.raises(ValueError, match="unknown row op soft"):
+        row_replace.parse_ops("soft,rms_norm")
+    assert row_replace.parse_ops("all") == list(row_replace.OPS)
+
+
+def _launch(tmp_path, *flags, compile=False):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), *flags,
+           os.path.join(ROOT, "tests", "fixtures", "repros", "row_replace_repro.py"), *(["--compile"] if compile else [])]
+    return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_the_swap_routes_eager_calls_and_passes_over_the_rest(tmp_path):
+    proc = _launch(tmp_path, "--replace-rows", "softmax,layer_norm,rms_norm")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "checks ok" in proc.stdout
+    line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
+    # f runs 4 times (1 checked + 3 timed) and the reference line adds a norm each; passed over:
+    # the float64 reference softmax twice, dim=0, and the softmax that needs autograd
+    assert "softmax: kernel 4," in line and "layer_norm: kernel 5," in line and "rms_norm: kernel 5," in line
+    assert "softmax: passed over 4," in line
+    assert "torch.softmax" in proc.stderr and "torch.nn.functional.layer_norm" in proc.stderr
+    plain = _launch(tmp_path)
+    assert plain.returncode == 0 and "TKO_REPLACE" not in plain.stderr
+
+
+def test_the_swap_inside_torch_compile_keeps_the_custom_op(tmp_path):
+    proc = _launch(tmp_path, "--replace-rows", "softmax", compile=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
+    assert "softmax: kernel 4" in line, line   # the op ran at each compiled call, not only at trace
+
+
+def test_a_bad_op_list_stops_the_launcher_with_one_line(tmp_path):
+    proc = _launch(tmp_path, "--replace-rows", "softmaxx")
+    assert proc.returncode == 3 and "unknown row op softmaxx" in proc.stderr
+    assert "Traceback" not in proc.stderr
