@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import gc
 import json
 import math
@@ -30,22 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .config import TEXT_FIELD, TritonConfig, record_key, record_label
 from .errors import InputError
 
 FMT_EVENTS = "autotune_event"
 FMT_TRITON = "triton_print_autotuning"
 FMT_CSV = "kernel_autotune_csv"
 FMT_DEBUG = "inductor_debug_log"
-
-# Fields of triton.Config.__str__ that are not kernel meta-parameters (3.0 to 3.9).
-_CONFIG_LEVEL = ("num_warps", "num_stages", "num_ctas", "maxnreg", "ir_override",
-                 "num_buffers_warp_spec", "num_consumer_groups", "reg_dec_producer",
-                 "reg_inc_consumer", "minRegAutoWS", "maxRegAutoWS", "pingpongAutoWS")
-# AMD compile options Inductor passes as Config kwargs; the capture log keeps them in extras.
-_AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
-# Values equal to Triton's defaults say nothing about a config; leave them out of its identity.
-_DEFAULTS = {"num_ctas": 1, "maxnreg": None, "ir_override": None, "num_buffers_warp_spec": 0,
-             "num_consumer_groups": 0, "reg_dec_producer": 0, "reg_inc_consumer": 0}
 
 # torch logging prefix: "[rank0]:V1130 03:12:45.123000 4242 torch/_inductor/x.py:12] [0/0] msg"
 _TORCH_PREFIX = re.compile(
@@ -78,25 +70,10 @@ _CSV_COLUMNS = ["kernel_path", "kernel_name", "triton_config", "latency_ms"]
 _ANCHORS = ("Benchmark all input configs", "nspill", "#shared-mem", "COORDESC",
             "Triton autotuning for function", "CachingAutotuner gets", "Best config for")
 _TUNER_SITES = ("triton_heuristics.py", "coordinate_descent_tuner.py")
-_CFG_FIELD = re.compile(r"(?:^|, )([A-Za-z_][A-Za-z0-9_]*): ")
 
 
 # ---------------------------------------------------------------------------
 # configs
-
-def _scalar(text: str) -> Any:
-    text = text.strip()
-    if text in ("None", "null"):
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
 
 def parse_config_str(text: str) -> dict | None:
     """``str(triton.Config)`` -> ``{"kwargs", "num_warps", "num_stages", "extras"}``.
@@ -104,31 +81,10 @@ def parse_config_str(text: str) -> dict | None:
     None when the text is not a whole config (it must name num_warps and
     num_stages, which every Triton release prints).
     """
-    text = text.strip().rstrip(";").strip()
-    marks = list(_CFG_FIELD.finditer(text))
-    if not marks or marks[0].start() != 0:
+    try:
+        return TritonConfig.from_text(text).record()
+    except ValueError:
         return None
-    fields: dict[str, Any] = {}
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        fields[m.group(1)] = _scalar(text[m.end():end])
-    if not isinstance(fields.get("num_warps"), int) or not isinstance(fields.get("num_stages"), int):
-        return None
-    return make_config(fields)
-
-
-def make_config(flat: dict) -> dict:
-    """Split flat ``{name: value}`` into the ``autotune_event/1`` config shape."""
-    kwargs, extras = {}, {}
-    for key, value in flat.items():
-        if key in ("num_warps", "num_stages"):
-            continue
-        if key in _CONFIG_LEVEL or key in _AMD_OPTIONS:
-            extras[key] = value
-        else:
-            kwargs[key] = value
-    return {"kwargs": kwargs, "num_warps": flat.get("num_warps"),
-            "num_stages": flat.get("num_stages"), "extras": extras}
 
 
 def normalize_config(cfg: Any) -> dict | None:
@@ -140,35 +96,12 @@ def normalize_config(cfg: Any) -> dict | None:
 
 def _normalize_checked(cfg: dict) -> dict:
     """:func:`normalize_config` of a config :func:`config_problem` has passed."""
-    if "kwargs" in cfg:
-        kwargs = dict(cfg.get("kwargs") or {})
-        extras = dict(cfg.get("extras") or {})
-        for key in list(kwargs):
-            if key in _AMD_OPTIONS:
-                extras[key] = kwargs.pop(key)
-        return {"kwargs": kwargs, "num_warps": cfg.get("num_warps"),
-                "num_stages": cfg.get("num_stages"), "extras": extras}
-    return make_config(cfg)
+    return TritonConfig.from_record(cfg).record()
 
 
-def _significant_extras(cfg: dict) -> dict:
-    return {k: v for k, v in sorted((cfg.get("extras") or {}).items())
-            if v is not None and _DEFAULTS.get(k, object()) != v}
-
-
-def config_key(cfg: dict) -> tuple:
-    """Identity of a config across formats (defaults and key order do not matter)."""
-    return (tuple(sorted((k, repr(v)) for k, v in (cfg.get("kwargs") or {}).items())),
-            cfg.get("num_warps"), cfg.get("num_stages"),
-            tuple((k, repr(v)) for k, v in _significant_extras(cfg).items()))
-
-
-def config_label(cfg: dict) -> str:
-    parts = [f"{k}={v}" for k, v in (cfg.get("kwargs") or {}).items()]
-    parts.append(f"num_warps={cfg.get('num_warps')}")
-    parts.append(f"num_stages={cfg.get('num_stages')}")
-    parts += [f"{k}={v}" for k, v in _significant_extras(cfg).items()]
-    return ", ".join(parts)
+# Identity of a config record across formats (defaults and key order do not matter), and its label.
+config_key = record_key
+config_label = record_label
 
 
 # ---------------------------------------------------------------------------
@@ -755,7 +688,7 @@ class _FileParser:
             self.skip(lineno, "autotune log line in an unrecognised or truncated form")
         elif self.formats.keys() == {FMT_EVENTS}:
             self.skip(lineno, "not a JSON line in a JSON Lines capture log")
-        elif "num_warps" in msg and _CFG_FIELD.match(msg) and parse_config_str(msg) is None \
+        elif "num_warps" in msg and TEXT_FIELD.match(msg) and parse_config_str(msg) is None \
                 and (m is None or m.group("site").split(":")[0].endswith(_TUNER_SITES)):
             self.skip(lineno, "config line cut short")
 
@@ -904,7 +837,26 @@ def _parse_files(paths: list[str | Path]) -> ParsedLogs:
 # ---------------------------------------------------------------------------
 # summary
 
-DEFAULT_SPREAD_THRESHOLD = 1.05
+SPREAD_RULE = "small_autotune_spread"   # the threshold of references/decision_rules.yaml
+
+
+@functools.lru_cache(maxsize=1)
+def default_spread_threshold() -> float:
+    """The ``flat_spread`` cut: ``small_autotune_spread`` of references/decision_rules.yaml."""
+    from .decide import load_rules
+
+    entry = (load_rules().get("thresholds") or {}).get(SPREAD_RULE)
+    value = entry.get("value") if isinstance(entry, dict) else entry
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise InputError(f"decision rules lack the threshold {SPREAD_RULE}")
+    return float(value)
+
+
+def __getattr__(name: str) -> Any:
+    # DEFAULT_SPREAD_THRESHOLD is read from the rules file when first asked for, not kept here
+    if name == "DEFAULT_SPREAD_THRESHOLD":
+        return default_spread_threshold()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FLAG_TEXT = {
     "single_config": "only one config was declared or timed: this kernel was never tuned here "
@@ -1016,8 +968,12 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
             if t.fmt != FMT_TRITON else 0}
 
 
-def summarize(parsed: ParsedLogs, spread_threshold: float = DEFAULT_SPREAD_THRESHOLD) -> dict:
-    """Per kernel: ranked configs, winner, spread, GB/s, regs/spills and flags."""
+def summarize(parsed: ParsedLogs, spread_threshold: float | None = None) -> dict:
+    """Per kernel: ranked configs, winner, spread, GB/s, regs/spills and flags.
+
+    ``spread_threshold`` None: :func:`default_spread_threshold` (the rules file's)."""
+    if spread_threshold is None:
+        spread_threshold = default_spread_threshold()
     with paused_gc():
         return _summarize(parsed, spread_threshold)
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from . import atomic
 from .archs import torch_device_arch
+from .config import TritonConfig
 from .versions import autotuner_user_do_bench
 
 SCHEMA = "autotune_event/1"
@@ -303,25 +304,19 @@ def log_error(where: str, exc: BaseException | None = None, message: str | None 
 
 
 def config_flat(cfg: Any) -> dict:
-    """A ``triton.Config`` as flat ``{meta..., num_warps, num_stages[, num_ctas, maxnreg]}``."""
-    flat = dict(getattr(cfg, "kwargs", None) or {})
-    flat["num_warps"] = getattr(cfg, "num_warps", None)
-    flat["num_stages"] = getattr(cfg, "num_stages", None)
-    num_ctas = getattr(cfg, "num_ctas", 1)
-    if num_ctas not in (None, 1):
-        flat["num_ctas"] = num_ctas
-    maxnreg = getattr(cfg, "maxnreg", None)
-    if maxnreg is not None:
-        flat["maxnreg"] = maxnreg
-    return flat
+    """A ``triton.Config`` as flat ``{meta..., num_warps, num_stages[, num_ctas, maxnreg, ...]}``
+    (options at Triton's defaults left out; values as the config holds them)."""
+    return TritonConfig.from_triton(cfg).flat()
 
 
 def config_record(cfg: Any) -> dict:
     """The ``autotune_event/1`` config shape (AMD options and num_ctas/maxnreg go to extras)."""
-    from .autotune_log import make_config
+    return TritonConfig.from_triton(cfg).mapped(_jsonable_scalar).record()
 
-    flat = config_flat(cfg)
-    return make_config({k: _jsonable_scalar(v) for k, v in flat.items()})
+
+def _json_flat(cfg: Any) -> dict:
+    """:func:`config_flat` with every value JSON-able."""
+    return TritonConfig.from_triton(cfg).mapped(_jsonable_scalar).flat()
 
 
 def _jsonable_scalar(v: Any) -> Any:
@@ -332,10 +327,8 @@ def _jsonable_scalar(v: Any) -> Any:
 
 def config_from_hashable(items: Any) -> dict | None:
     """``triton_config_to_hashable`` tuples back to the event config shape."""
-    from .autotune_log import make_config
-
     try:
-        return make_config({str(k): _jsonable_scalar(v) for k, v in items})
+        return TritonConfig.from_flat({str(k): v for k, v in items}).mapped(_jsonable_scalar).record()
     except Exception:
         return None
 
@@ -736,7 +729,7 @@ def _record_launch_inductor(obj: Any, st: KernelState, args: tuple, kwargs: dict
     candidates = [winner] if winner is not None else []
     candidates += list(st.standalone.get("configs_objs", [])) + list(st.standalone.get("declared", []))
     for cfg in candidates:
-        flat = {k: _jsonable_scalar(v) for k, v in config_flat(cfg).items()}
+        flat = _json_flat(cfg)
         key = json.dumps(flat, sort_keys=True)
         if key in seen:
             continue
@@ -899,7 +892,7 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
         except Exception as exc:
             log_error(f"grid {st.name}", exc)
             g = None
-        configs.append({"flat": {k: _jsonable_scalar(v) for k, v in config_flat(cfg).items()}, "grid": g})
+        configs.append({"flat": _json_flat(cfg), "grid": g})
     jit = before["jit"]
     extra = {k: describe_arg(k, v) for k, v in call_kwargs.items()}
     path = None

@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .config import POSITIONAL, TritonConfig
 from .errors import InputError
 
 TL_PREFIXES = ("tl.", "triton.language.")
@@ -40,9 +41,6 @@ HELPER_REDUCTIONS = {"max2", "min2", "prod", "any", "welford", "welford_reduce",
                      "max_with_index", "min_with_index", "online_softmax_reduce", "sum", "final_argmax",
                      "final_argmin", "exclusive_scan_decoupled_lookback",
                      "exclusive_scan_decoupled_lookback_64"}
-CONFIG_OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu",
-                      "matrix_instr_nonkdim", "kpack", "num_buffers_warp_spec",
-                      "num_consumer_groups", "reg_dec_producer", "reg_inc_consumer", "pre_hook")
 INDUCTOR_FACT_KEYS = ("kernel_name", "num_load", "num_store", "num_reduction", "atomic_add_found",
                       "mutated_arg_names", "kernel_num_gb", "kernel_flop", "grid_type", "optimize_mem",
                       "no_x_dim", "autotune_hints", "tiling_scores", "backend_hash", "deterministic")
@@ -181,26 +179,24 @@ def normalize_triton_meta(meta: dict, arg_names: list[str]) -> dict:
 
 
 def normalize_config(value: Any) -> dict | None:
-    """``triton.Config({...}, num_warps=4)`` or an Inductor config dict -> one shape."""
+    """``triton.Config({...}, num_warps=4)`` or an Inductor config dict -> one shape.
+
+    The ``autotune_event/1`` record of :class:`tko.config.TritonConfig`; options the source
+    leaves at None are not set, so they are left out."""
     if isinstance(value, dict) and "__call__" in value:
         if not value["__call__"].endswith("Config"):
             return None
         args = value.get("args", [])
-        kwargs = dict(value.get("kwargs", {}))
-        block = args[0] if args and isinstance(args[0], dict) else kwargs.pop("kwargs", {}) or {}
-        opts = kwargs
-        positional = ("num_warps", "num_stages", "num_ctas", "maxnreg")
-        for name, val in zip(positional, args[1:]):
+        opts = dict(value.get("kwargs", {}))
+        block = args[0] if args and isinstance(args[0], dict) else opts.pop("kwargs", {}) or {}
+        for name, val in zip(POSITIONAL, args[1:]):
             opts.setdefault(name, val)
+        cfg = TritonConfig.of(block, **{str(k): v for k, v in opts.items()})
     elif isinstance(value, dict):
-        block = {k: v for k, v in value.items() if k not in CONFIG_OPTION_KEYS}
-        opts = {k: v for k, v in value.items() if k in CONFIG_OPTION_KEYS}
+        cfg = TritonConfig.from_flat(value)
     else:
         return None
-    extras = {k: jsonable(v) for k, v in opts.items()
-              if k not in ("num_warps", "num_stages") and v is not None}
-    return {"kwargs": jsonable(block), "num_warps": opts.get("num_warps"),
-            "num_stages": opts.get("num_stages"), "extras": extras}
+    return cfg.explicit().mapped(jsonable).record()
 
 
 # --------------------------------------------------------------------------- function body

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from . import archs, kernel_source
+from .config import TritonConfig
 from .errors import InputError, ToolFailure
 from .versions import package_version, parse_version
 
@@ -181,32 +182,22 @@ def parse_signature_flag(text: str) -> dict[str, str]:
 
 def parse_config_flag(text: str) -> dict:
     """'XBLOCK=1024,num_warps=4' -> {'kwargs': {'XBLOCK': 1024}, 'num_warps': 4, ...}."""
-    flat: dict[str, Any] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise InputError(f"--config entry {item!r} is not NAME=VALUE")
-        try:
-            flat[name.strip()] = int(value)
-        except ValueError:
-            try:
-                flat[name.strip()] = float(value)
-            except ValueError:
-                flat[name.strip()] = value.strip()
-    return normalize_config_dict(flat)
+    try:
+        cfg = TritonConfig.from_assignments(text)
+    except ValueError as exc:
+        raise InputError(f"--config {exc}") from None
+    return cfg.explicit().record()
 
 
 def normalize_config_dict(config: dict | None) -> dict:
     """Accept {'XBLOCK': 1024, 'num_warps': 4} or the event shape {'kwargs': {...}, 'num_warps': ...}."""
     if not config:
-        return {"kwargs": {}, "num_warps": None, "num_stages": None, "extras": {}}
+        return TritonConfig().record()
     if isinstance(config.get("flat"), dict):  # a standalone file's recorded config: {"flat": ..., "grid": ...}
         config = config["flat"]
-    if "kwargs" in config and isinstance(config["kwargs"], dict):
-        return {"kwargs": dict(config["kwargs"]), "num_warps": config.get("num_warps"),
-                "num_stages": config.get("num_stages"), "extras": dict(config.get("extras") or {})}
-    norm = kernel_source.normalize_config(dict(config))
-    return norm or {"kwargs": {}, "num_warps": None, "num_stages": None, "extras": {}}
+    if isinstance(config.get("kwargs"), dict):
+        return TritonConfig.from_record(config).record()
+    return kernel_source.normalize_config(dict(config)) or TritonConfig().record()
 
 
 def _dtype_from_torch(text: str | None) -> str | None:
@@ -306,7 +297,7 @@ def default_config(kernel: dict) -> tuple[dict, str] | None:
         elif name.endswith("BLOCK"):
             kw[name] = 64
     warps = 8 if ("reduction" in kind and r >= 2048) else 4
-    cfg = {"kwargs": kw, "num_warps": warps, "num_stages": 1, "extras": {}}
+    cfg = TritonConfig.of(kw, num_warps=warps, num_stages=1).record()
     return cfg, (f"default rule for triton_heuristics.{kind} from size_hints={sizes} (Inductor picks "
                  f"its configs at run time; pass config= / --config to match the captured winner)")
 
@@ -422,15 +413,7 @@ def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int
         attrs.setdefault(name, []).extend([list(p) for p in pairs])
     attrs = {n: p for n, p in attrs.items() if p and sig.get(n) != "constexpr"}
 
-    options: dict[str, Any] = {}
-    if cfg.get("num_warps"):
-        options["num_warps"] = int(cfg["num_warps"])
-    if cfg.get("num_stages") is not None:
-        options["num_stages"] = int(cfg["num_stages"])
-    for key, value in (cfg.get("extras") or {}).items():
-        if key in ("waves_per_eu", "matrix_instr_nonkdim", "kpack", "num_ctas", "maxnreg") \
-                and value is not None:
-            options[key] = value
+    options = TritonConfig.from_record(cfg).compile_options()
     ordered_sig = {p["name"]: sig[p["name"]] for p in kernel["params"]}
     return CompilePlan(kernel["name"], ordered_sig, constexprs, attrs, options, cfg, source, notes)
 

@@ -22,12 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .config import CONFIG_FIELDS, TritonConfig
 from .errors import InputError
 
 SCHEMA = "config_pins/1"
 ENV_VAR = "TKO_PINS"
-# Launch options that are attributes of a triton.Config; every other key is a kernel kwarg.
-CONFIG_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# Launch options that are attributes of a triton.Config (pre_hook, a callable, is never pinned).
+CONFIG_OPTIONS = tuple(k for k in CONFIG_FIELDS if k != "pre_hook")
 PREFIX = "TKO_PINS"
 
 
@@ -54,10 +55,10 @@ def function_source(path: str | os.PathLike, name: str) -> str:
 
 
 def split_config(flat: dict) -> dict:
-    """A flat sweep config ``{XBLOCK, num_warps, ...}`` as ``{kwargs: {...}, num_warps, ...}``."""
-    config = {"kwargs": {k: v for k, v in flat.items() if k not in CONFIG_OPTIONS}}
-    config.update({k: flat[k] for k in CONFIG_OPTIONS if flat.get(k) is not None})
-    return config
+    """A flat sweep config ``{XBLOCK, num_warps, ...}`` as ``{kwargs: {...}, num_warps, ...}``: the
+    arguments of the ``triton.Config`` call (AMD options stay in kwargs, as Inductor passes them)."""
+    kwargs, keywords = TritonConfig.from_flat(flat).triton_args()
+    return {"kwargs": kwargs, **keywords}
 
 
 def _best_variant(sweep: dict) -> dict:
@@ -132,8 +133,7 @@ def pinned_config(template: Any, config: dict) -> Any:
 
 
 def same_config(a: Any, b: Any) -> bool:
-    return (dict(getattr(a, "kwargs", {}) or {}) == dict(getattr(b, "kwargs", {}) or {})
-            and all(getattr(a, k, None) == getattr(b, k, None) for k in CONFIG_OPTIONS))
+    return TritonConfig.from_triton(a) == TritonConfig.from_triton(b)
 
 
 def _warn(message: str) -> None:

@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import kernel_source, offline_compile, probe, standalone
+from .config import OPTION_KEYS, TritonConfig
 from .errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
 
 BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
-OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu")
 WAVES_PER_EU = (1, 2, 4)
 SOURCE_HINTS = ("assume", "multiple_of")
 ENV_HINTS = {"buffer_ops_on": {probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {probe.BUFFER_OPS_ENV: "0"}}
@@ -130,9 +130,7 @@ def scaled_grid(grid: list | None, factor: float) -> list | None:
 
 def config_text(flat: dict) -> str:
     """The ``triton.Config(...)`` to pin for a flat config."""
-    kwargs = {k: v for k, v in flat.items() if k not in OPTION_KEYS or k == "waves_per_eu"}
-    opts = ", ".join(f"{k}={flat[k]}" for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat)
-    return f"triton.Config({json.dumps(kwargs)}" + (f", {opts}" if opts else "") + ")"
+    return TritonConfig.from_flat(flat).to_source()
 
 
 def _hip_build() -> bool:
