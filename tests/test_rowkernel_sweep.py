@@ -1,0 +1,213 @@
+"""tko.rowkernel_sweep and scripts/rowkernel_sweep.py on the CPU.
+
+The bundled kernels only run on a CPU in the Triton interpreter, which Triton takes at import, so
+the end-to-end sweep (bundled vs Inductor's default mode, the C++ backend here) runs the front in a
+child started with ``TRITON_INTERPRET=1``, as tests/test_rowkernels.py does; the rest (refusals,
+failures, the comparison, the renderers, the flags) runs in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+
+from tko import rowkernel_sweep as rs
+from tko import rowkernels as rk
+
+FRONT = Path(__file__).resolve().parents[1] / "scripts" / "rowkernel_sweep.py"
+SVG = "{http://www.w3.org/2000/svg}"
+LIMIT = rk.ROW_LIMITS["interpreter"].max_row_elements          # 16384: 20000 is refused
+
+
+def _front(*args, cwd, env=None, timeout=120):
+    env = dict(os.environ if env is None else env)
+    env.pop("TKO_DEBUG", None)
+    return subprocess.run([sys.executable, str(FRONT), *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def interpreted(tmp_path_factory):
+    """The front in the interpreter: softmax and rms_norm, fp16 and bf16, 3 rows of 100, 1000 and
+    20000 (above the interpreter's limit), bundled and Inductor default."""
+    assert 1000 <= LIMIT < 20000
+    out = tmp_path_factory.mktemp("sweep")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    res = _front("--ops", "softmax,rms_norm", "--dtypes", "fp16,bf16", "--cols", "100,1000,20000",
+                 "--rows", 3, "--modes", "bundled,inductor_default", "--peak-gbps", 100, "--warmup-ms", 1,
+                 "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
+                 "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out, res
+
+
+def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
+    out, _ = interpreted
+    doc = json.loads((out / "s.json").read_text())
+    assert doc["schema"] == "rowkernel_sweep/1" and doc["peak"]["copy_gbps"] == 100
+    assert doc["device"]["interpreter"] is True and doc["timer"].startswith("cpu wall clock")
+    rows = doc["rows"]
+    assert len(rows) == 2 * 2 * 3 * 2
+    assert {(r["op"], r["dtype"], r["n_cols"], r["mode"]) for r in rows} == {
+        (o, d, n, m) for o in ("softmax", "rms_norm") for d in ("fp16", "bf16") for n in (100, 1000, 20000)
+        for m in ("bundled", "inductor_default")}
+    for r in rows:
+        assert set(rs.ROW_KEYS) <= set(r) and r["n_rows"] == 3
+        if r["mode"] == "bundled" and r["n_cols"] == 20000:
+            assert r["status"] == "refused" and r["ms"] is None and r["correct"] is None
+            assert "exceeds" in r["reason"] and str(LIMIT) in r["reason"] and r["plan"]["block"] == 32768
+            continue
+        assert r["status"] == "ok" and r["correct"] is True and r["reason"] is None, r
+        assert r["ms"] > 0 and r["max_abs_err"] is not None
+        assert r["gbps"] == pytest.approx(r["bytes"] / (r["ms"] * 1e-3) / 1e9)
+        assert r["pct_of_copy"] == pytest.approx(r["gbps"])          # of a 100 GB/s peak
+        default = next(d for d in rows if d["mode"] == "inductor_default" and
+                       (d["op"], d["dtype"], d["n_cols"]) == (r["op"], r["dtype"], r["n_cols"]))
+        assert r["x_vs_inductor_default"] == pytest.approx(default["ms"] / r["ms"])
+    by = {(r["op"], r["dtype"], r["n_cols"], r["mode"]): r for r in rows}
+    assert by["softmax", "fp16", 100, "bundled"]["bytes"] == 2 * 3 * 100 * 2
+    assert by["rms_norm", "bf16", 1000, "inductor_default"]["bytes"] == (2 * 3 + 1) * 1000 * 2
+    assert by["softmax", "fp16", 1000, "bundled"]["plan"]["block"] == 1024
+    refused = [c for c in doc["comparison"] if c["n_cols"] == 20000]
+    assert len(doc["comparison"]) == 12 and len(refused) == 4
+    assert all(c["bundled_beats_inductor"] is False and c["verdict"].startswith("bundled refused")
+               and c["best_inductor_mode"] == "inductor_default" for c in refused)
+
+
+def test_interpreted_svg_has_a_line_per_mode_in_each_panel(interpreted):
+    out, _ = interpreted
+    root = ET.parse(out / "s.svg").getroot()
+    panels = root.findall(f"{SVG}g[@class='panel']")
+    assert sorted((p.get("data-op"), p.get("data-dtype")) for p in panels) == [
+        ("rms_norm", "bf16"), ("rms_norm", "fp16"), ("softmax", "bf16"), ("softmax", "fp16")]
+    for p in panels:
+        series = {s.get("data-mode"): s.get("d") for s in p.findall(f"{SVG}path[@class='series']")}
+        assert set(series) == {"bundled", "inductor_default"}
+        # bundled has no point at 20000 (refused); Inductor has all three
+        assert len(re.findall(r"[ML]", series["bundled"])) == 2
+        assert len(re.findall(r"[ML]", series["inductor_default"])) == 3
+        assert len(p.findall(f"{SVG}circle")) == 5
+
+
+def test_interpreted_markdown_has_one_table_line_per_row_and_is_printed_last(interpreted):
+    out, res = interpreted
+    text = (out / "s.md").read_text()
+    runs = text.split("## Runs", 1)[1].strip().splitlines()
+    assert runs[0] == rs.RUN_HEADER and set(runs[1]) <= set("|-")
+    body = runs[2:]
+    assert len(body) == 24 and all(line.startswith("| softmax |") or line.startswith("| rms_norm |")
+                                   for line in body)
+    assert sum("| refused |" in line and "exceeds" in line for line in body) == 4
+    assert all(line.count(" | ") == rs.RUN_HEADER.count(" | ") for line in body)
+    assert res.stdout.rstrip().splitlines()[-1] == body[-1]
+    assert "bundled refused" in text.split("## Runs")[0]
+
+
+def test_cpu_tensor_refused_without_the_interpreter_and_eager_checked():
+    if rk.interpreting():
+        pytest.skip("this process imported Triton in the interpreter")
+    rows = rs.run_case("layer_norm", "bf16", 50, ["bundled", "eager"], elements=200, rows=None,
+                       peak_gbps=None, warmup_ms=0.1, rep_ms=0.5, on_gpu=False)
+    bundled, eager = rows
+    assert (bundled["status"], bundled["n_rows"]) == ("refused", 4) and "TRITON_INTERPRET" in bundled["reason"]
+    assert eager["status"] == "ok" and eager["correct"] is True and eager["pct_of_copy"] is None
+    assert eager["bytes"] == (2 * 4 + 2) * 50 * 2 and eager["gbps"] > 0
+
+
+def test_a_failing_or_wrong_mode_is_recorded_and_the_sweep_goes_on(monkeypatch):
+    real = rs.torch_fn
+
+    def fake(op):
+        if op == "softmax":
+            def boom(x):
+                raise RuntimeError("boom\nsecond line")
+            return boom
+        if op == "log_softmax":
+            return lambda x: torch.zeros_like(x)
+        if op == "layer_norm":
+            def compile_error(x, w, b):
+                raise ValueError("backend='inductor' raised:\n\nLoweringException: no lowering\nmore")
+            return compile_error
+        return real(op)
+
+    monkeypatch.setattr(rs, "torch_fn", fake)
+    payload = rs.sweep(["softmax", "log_softmax", "layer_norm", "rms_norm"], ["fp16"], [8, 16], ["eager"],
+                       rows=2, warmup_ms=0.1, rep_ms=0.5)
+    status = {(r["op"], r["n_cols"]): r for r in payload["rows"]}
+    assert len(status) == 8
+    assert status["layer_norm", 8]["reason"] == \
+        "ValueError: backend='inductor' raised: LoweringException: no lowering"
+    assert all(status["softmax", n]["status"] == "failed" and status["softmax", n]["reason"] == "RuntimeError: boom"
+               for n in (8, 16))
+    wrong = status["log_softmax", 8]
+    assert wrong["status"] == "ok" and wrong["correct"] is False and wrong["max_abs_err"] > 0.5
+    assert status["rms_norm", 16]["correct"] is True
+
+
+def _row(mode, ms, status="ok", correct=True, n=1024, reason=None):
+    return dict({k: None for k in rs.ROW_KEYS}, op="softmax", dtype="fp16", n_cols=n, n_rows=8, mode=mode,
+                status=status, ms=ms, correct=correct, reason=reason)
+
+
+def test_compare_picks_the_fastest_correct_inductor_mode_and_needs_a_2_percent_win():
+    rows = [_row("bundled", 1.00, n=1), _row("inductor_default", 1.5, n=1), _row("max_autotune", 1.01, n=1),
+            _row("bundled", 1.00, n=2), _row("inductor_default", 1.05, n=2),
+            _row("max_autotune", 0.5, correct=False, n=2), _row("coordinate_descent", 1.10, n=2),
+            _row("bundled", None, "refused", None, n=3, reason="too long"), _row("inductor_default", 2.0, n=3),
+            _row("bundled", 1.0, n=4), _row("eager", 0.5, n=4),
+            _row("bundled", 2.0, n=5), _row("coordinate_descent", 1.0, n=5)]
+    got = {c["n_cols"]: c for c in rs.compare({"rows": rows})}
+    assert got[1]["best_inductor_mode"] == "max_autotune" and got[1]["bundled_beats_inductor"] is False
+    assert got[1]["verdict"].startswith("within 2 %")
+    assert got[2]["best_inductor_mode"] == "inductor_default"          # the wrong 0.5 ms does not count
+    assert got[2]["bundled_beats_inductor"] is True and got[2]["bundled_speedup"] == pytest.approx(1.05)
+    assert got[3]["bundled_beats_inductor"] is False and got[3]["verdict"] == "bundled refused: too long"
+    assert got[4]["bundled_beats_inductor"] is None and got[4]["verdict"] == "no Inductor mode run"
+    assert got[5]["bundled_beats_inductor"] is False and got[5]["verdict"].startswith("coordinate_descent 2.00x")
+
+
+def test_check_tolerates_one_rounding_not_more():
+    x = rs.make_inputs("softmax", "fp16", 4, 64, "cpu")[0]
+    ref = rk.softmax_ref(x)
+    nudged = (ref.view(torch.int16) + 1).view(torch.float16)      # one ulp up (softmax is positive)
+    assert bool((nudged != ref).all())
+    assert rs.check(nudged, ref, "fp16")[0] is True
+    ok, err = rs.check(ref + 0.01, ref, "fp16")
+    assert ok is False and err == pytest.approx(0.01, rel=0.1)
+    assert rs.check(ref[:2], ref, "fp16") == (False, None)
+
+
+def test_svg_without_a_peak_plots_gbps_and_escapes_text():
+    rows = [dict(_row("bundled", 1.0, n=n), gbps=10.0 * n, pct_of_copy=None) for n in (1024, 4096)]
+    rows[0]["op"] = rows[1]["op"] = "soft<max>&"
+    doc = rs.svg({"rows": rows, "peak": {"copy_gbps": None}})
+    root = ET.fromstring(doc)
+    assert "GB/s" in "".join(root.itertext()) and "soft<max>&" in "".join(root.itertext())
+    (path,) = root.iter(f"{SVG}path")
+    ys = [float(v) for v in re.findall(r",([0-9.]+)", path.get("d"))]
+    assert ys[1] < ys[0]                                          # more GB/s is drawn higher
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--modes", "bundled,warp"], "'warp'"),
+    (["--no-such-flag"], "unrecognized arguments"),
+    (["--cols", "1024,abc"], "--cols"),
+    (["--rows", "0"], "--rows must be positive"),
+    (["--peaks", "missing.json"], "no such file"),
+    (["--peak-gbps", "1", "--peaks", "x.json"], "not allowed with"),
+])
+def test_front_bad_input_is_one_line_exit_2(args, says, tmp_path):
+    res = _front(*args, cwd=tmp_path)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert len(lines) <= 2 and says in lines[-1], res.stderr        # argparse may add its usage line
+    assert lines[-1].startswith("rowkernel_sweep.py: error:")
+    assert not list(tmp_path.iterdir())
