@@ -12,7 +12,8 @@ SCRIPTS = ["check_env", "summarize_autotune_log", "collect_inductor_artifacts", 
            "inspect_triton_meta", "scan_amdgcn", "probe_compile", "run_captured_kernel",
            "sweep_captured_kernel", "triton_benchmark_template", "measure_peak_bandwidth",
            "compare_profiles", "eager_fallback_ab", "make_investigation_report", "investigate",
-           "autotune_capture_patch", "apply_config_pins", "try_remedies", "speed_of_light", "validate_dcu"]
+           "autotune_capture_patch", "apply_config_pins", "try_remedies", "speed_of_light", "validate_dcu",
+           "rowkernel_sweep"]
 
 
 def run_script(name: str) -> None:

@@ -64,7 +64,7 @@ class Step:
 
 # What a run writes into --out (and what --force clears: nothing else there is touched).
 OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "autotune_summary.json", "autotune_summary.md",
-               "profile.json", "profile.md", "investigation.json", "investigation.md")
+               "profile.json", "profile.md", "investigation.json", "investigation.md", "pins.json")
 HEARTBEAT_S = 15.0
 
 
@@ -377,7 +377,8 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
     return args
 
 
-def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None) -> Path:
+def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
+                     pins_path: Path | None = None) -> Path:
     """A plain facts file for try_remedies.py --facts (tko.trial_plan reads it): per kernel the
     facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, and the
     model-code regions an eager fallback can disable."""
@@ -401,6 +402,8 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None)
         for frame in (ev.sections.get("model_code") or {}).get("frames", []):
             if frame.get("disable_target") and frame["disable_target"] not in facts["disable_targets"]:
                 facts["disable_targets"].append(frame["disable_target"])
+    if pins_path is not None:
+        facts["pins"] = str(pins_path.resolve())   # tko.trial_plan: the pinned arm runs these
     path = out / "trials" / "facts.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
@@ -408,14 +411,14 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None)
 
 
 def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, gathered: dict[str, dict],
-               program: dict | None, local_gpu: bool) -> Path | None:
+               program: dict | None, local_gpu: bool, pins_path: Path | None = None) -> Path | None:
     """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
     if opts is None:
         return recorded_trials(cap)
     if not local_gpu:
         chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
         return None
-    facts = trial_facts_file(out, gathered, program)
+    facts = trial_facts_file(out, gathered, program, pins_path)
     tdir = out / "trials"
     cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(opts.budget_s),
                                        "--facts", facts, "--timeout", str(chain.timeout)]
@@ -448,9 +451,33 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
                                         "outputs", "change")} for r in section["rows"]]}
 
 
+def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:
+    """``pins.json`` of every sweep whose best variant is a config (the pinned trial arm), or None."""
+    from . import pins
+    from .artifact import read_artifact, write_artifact
+
+    found = []
+    for kernel in kernels:
+        kd = ctx.out / "kernels" / kernel
+        if not (kd / "sweep.json").is_file():
+            continue
+        try:
+            doc = read_artifact(kd / "sweep.json", "variant_sweep")
+            found += pins.pins_from_sweep(doc, ctx.kdir / f"{kernel}.py", origin=str(kd / "sweep.json"))["pins"]
+        except InputError as exc:   # e.g. nothing beat the captured config: no pin, said in the log
+            print(f"[investigate] no pin for {kernel}: {exc}", flush=True)
+    if not found:
+        return None
+    path = ctx.out / "pins.json"
+    write_artifact(path, pins.SCHEMA, "investigate.py", {"pins": found})
+    return path
+
+
 def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,
             repro: list[str] | None) -> dict:
-    """The kernel's report (and, on a GPU, a sweep and the report again when it says to tune)."""
+    """The kernel's report (and, on a GPU, a sweep and the report again when it says to tune).
+
+    A sweep made before (the pass ahead of the trials) is given to the report, not run again."""
     out, kd = ctx.out, ctx.out / "kernels" / kernel
     standalone = ctx.kdir / f"{kernel}.py"
     report = script("make_investigation_report.py")
@@ -465,6 +492,8 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
     if repro:
         report += ["--repro", shlex.join(map(str, repro))]
     env = {"TKO_PEAKS_FILE": str(ctx.cap / PEAKS_FILE)} if (ctx.cap / PEAKS_FILE).is_file() else None
+    if not sweep and (kd / "sweep.json").is_file():
+        report += ["--benchmark", kd / "sweep.json"]
     chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
     rep = _load(kd / "report.json")
     # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
@@ -519,7 +548,15 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     chain.planned = len(chain.steps) + len(kernels) * (4 + bool(probe_archs) + bool(run_kernels)) + bool(trials)
     gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
     program = evidence.program_decision(profile, label)
-    trials_path = run_trials(chain, trials, cap, out, gathered, program, ctx.local_gpu)
+    pins_path = None
+    if trials is not None and sweep and ctx.local_gpu:
+        # Sweep what the evidence says to tune before the trials, so that the pinned arm measures
+        # the sweep's best configs end to end in the real program.
+        for kernel, args in gathered.items():
+            _report(chain, ctx, kernel, args, None, True, repro)
+        pins_path = write_sweep_pins(chain, ctx, list(gathered))
+        sweep = False
+    trials_path = run_trials(chain, trials, cap, out, gathered, program, ctx.local_gpu, pins_path)
     if trials_path is not None:
         program = evidence.program_decision(profile, label, trials=load_trials(trials_path),
                                             trials_label=trials_path.name)

@@ -1,0 +1,41 @@
+"""investigate's pass ahead of the trials: the sweeps' best configs become one pins file that the
+pinned arm runs, a sweep with nothing to pin is said and skipped."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from tko import pins, pipeline, trial_plan
+
+
+def test_sweep_pins_are_written_for_the_pinned_arm(fixtures_dir, tmp_path, capsys):
+    kdir = tmp_path / "capture" / "autotune_kernels"
+    kdir.mkdir(parents=True)
+    name = "triton_poi_fused_zeros_like_0"
+    shutil.copy(fixtures_dir / "capture_h200" / "scatter_index_add" / f"{name}.py", kdir)
+    sweep = json.loads((fixtures_dir / "sweep_h200" / "zeros_like_sweep.json").read_text())
+    (tmp_path / "kernels" / name).mkdir(parents=True)
+    (tmp_path / "kernels" / name / "sweep.json").write_text(json.dumps(sweep))
+    flat = dict(sweep, kernel="triton_other_0", best={"name": "baseline"})
+    (tmp_path / "kernels" / "triton_other_0").mkdir()
+    (tmp_path / "kernels" / "triton_other_0" / "sweep.json").write_text(json.dumps(flat))
+    ctx = pipeline.KernelCtx(tmp_path / "capture", tmp_path, kdir, [], None, True, True, None)
+    chain = pipeline.Chain(tmp_path)
+    path = pipeline.write_sweep_pins(chain, ctx, [name, "triton_other_0", "triton_unswept_0"])
+    assert path == tmp_path / "pins.json"
+    loaded = pins.load_pins(path)
+    assert list(loaded) == [name]
+    expected = pins.pins_from_sweep(sweep, kdir / f"{name}.py")["pins"][0]
+    assert loaded[name]["config"] == expected["config"] and loaded[name]["source_sha256"] == expected["source_sha256"]
+    assert "no pin for triton_other_0" in capsys.readouterr().out
+    facts_path = pipeline.trial_facts_file(tmp_path, {}, None, path)
+    facts = trial_plan.load_facts([str(facts_path)])
+    arm = {a.name: a for a in trial_plan.plan_arms(facts, {"gpu": True})}["pinned"]
+    assert arm.skip is None and arm.env["TKO_PINS"] == str(path.resolve())
+
+
+def test_no_sweep_no_pins(tmp_path):
+    ctx = pipeline.KernelCtx(tmp_path, tmp_path, tmp_path, [], None, True, True, None)
+    assert pipeline.write_sweep_pins(pipeline.Chain(tmp_path), ctx, ["k"]) is None
+    assert not (tmp_path / "pins.json").exists()
