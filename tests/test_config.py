@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tko import kernel_source
-from tko.config import AMD_OPTIONS, CONFIG_FIELDS, OPTION_KEYS, TritonConfig, record_key, record_label
+from tko.config import (AMD_OPTIONS, CONFIG_FIELDS, OPTION_KEYS, TritonConfig, normalize_record, record_key,
+                        record_label)
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 LOGS = FIX / "autotune_logs"
@@ -171,3 +172,16 @@ def test_assignments_errors_name_the_entry():
         TritonConfig.from_assignments("XBLOCK=1024,num_warps")
     assert TritonConfig.from_assignments("").record() == TritonConfig().record()
     assert TritonConfig.from_assignments("MODE=fast, ratio=0.5").kwargs_dict() == {"MODE": "fast", "ratio": 0.5}
+
+
+def test_record_fast_paths_agree_with_the_value():
+    events = [json.loads(line) for line in (LOGS / "autotune_events_contract.jsonl").read_text().splitlines()]
+    records = [c for e in events for c in e.get("configs") or []]
+    records += [r["config"] for e in events for r in e.get("timings") or []]
+    records.append({"kwargs": {"XBLOCK": 8, "kpack": 2}, "num_warps": 2, "num_stages": 1, "extras": {"num_ctas": 1}})
+    records.append({"XBLOCK": 8, "num_warps": 2, "waves_per_eu": 1})
+    assert len(records) > 5
+    for rec in records:
+        cfg = TritonConfig.from_record(rec)
+        assert normalize_record(rec) == cfg.record()
+        assert record_key(cfg.record()) == cfg.key() and record_label(cfg.record()) == cfg.label()

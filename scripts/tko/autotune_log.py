@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import TEXT_FIELD, TritonConfig, record_key, record_label
+from .config import TEXT_FIELD, TritonConfig, normalize_record, record_key, record_label
 from .errors import InputError
 
 FMT_EVENTS = "autotune_event"
@@ -94,9 +94,8 @@ def normalize_config(cfg: Any) -> dict | None:
     return _normalize_checked(cfg)
 
 
-def _normalize_checked(cfg: dict) -> dict:
-    """:func:`normalize_config` of a config :func:`config_problem` has passed."""
-    return TritonConfig.from_record(cfg).record()
+# normalize_config of a config config_problem has passed
+_normalize_checked = normalize_record
 
 
 # Identity of a config record across formats (defaults and key order do not matter), and its label.

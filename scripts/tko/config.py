@@ -96,6 +96,19 @@ def record_key(record: dict) -> tuple:
             tuple((k, repr(v)) for k, v in _significant((record.get("extras") or {}).items())))
 
 
+def normalize_record(record: dict) -> dict:
+    """``TritonConfig.from_record(record).record()`` without building the value (the log reader
+    normalizes every config of a large log through it)."""
+    if "kwargs" not in record:
+        return TritonConfig.from_flat(record).record()
+    kwargs = dict(record.get("kwargs") or {})
+    extras = dict(record.get("extras") or {})
+    for key in [k for k in kwargs if k in AMD_OPTIONS]:
+        extras[key] = kwargs.pop(key)
+    return {"kwargs": kwargs, "num_warps": record.get("num_warps"), "num_stages": record.get("num_stages"),
+            "extras": extras}
+
+
 def record_label(record: dict) -> str:
     """:meth:`TritonConfig.label` of an ``autotune_event/1`` record."""
     parts = [f"{k}={v}" for k, v in (record.get("kwargs") or {}).items()]
@@ -152,15 +165,15 @@ class TritonConfig:
     @classmethod
     def from_triton(cls, cfg: Any) -> "TritonConfig":
         """A ``triton.Config`` (any release): options at Triton's default are left out."""
-        options = []
+        kwargs = dict(getattr(cfg, "kwargs", None) or {})
+        options = [(k, kwargs.pop(k)) for k in [k for k in kwargs if k in AMD_OPTIONS]]
         for name in CONFIG_FIELDS:
             if name in ("num_warps", "num_stages") or name in _NOT_DATA:
                 continue
             value = getattr(cfg, name, None)
             if value is not None and DEFAULTS.get(name, object()) != value:
                 options.append((name, value))
-        return cls._build(dict(getattr(cfg, "kwargs", None) or {}), getattr(cfg, "num_warps", None),
-                          getattr(cfg, "num_stages", None), options)
+        return cls._build(kwargs, getattr(cfg, "num_warps", None), getattr(cfg, "num_stages", None), options)
 
     @classmethod
     def from_text(cls, text: str) -> "TritonConfig":
