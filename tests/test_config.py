@@ -175,7 +175,12 @@ def test_assignments_errors_name_the_entry():
 
 
 def test_record_fast_paths_agree_with_the_value():
-    events = [json.loads(line) for line in (LOGS / "autotune_events_contract.jsonl").read_text().splitlines()]
+    events = []
+    for line in (LOGS / "autotune_events_contract.jsonl").read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:   # the fixture holds a line cut in half on purpose
+            pass
     records = [c for e in events for c in e.get("configs") or []]
     records += [r["config"] for e in events for r in e.get("timings") or []]
     records.append({"kwargs": {"XBLOCK": 8, "kpack": 2}, "num_warps": 2, "num_stages": 1, "extras": {"num_ctas": 1}})
