@@ -29,7 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .isa_common import clean_lines, ratio, to_int
+from .isa_common import clean_text, ratio, to_int
 
 # Families of data memory ops, by addressing path.
 DATA_FAMILIES = {
@@ -64,7 +64,6 @@ _TARGET = re.compile(r"(?:amdgcn|amdgpu)[\w.]*-amd-amdhsa-[\w-]*?(gfx[0-9a-f]+)"
 _OBJDUMP_SYMBOL = re.compile(r"^[0-9a-fA-F]+\s+<([^>]+)>:\s*$")
 _LABEL = re.compile(r"^([A-Za-z_$][\w.$]*):")
 _COMMENT_KV = re.compile(r"^;\s*([A-Za-z][A-Za-z0-9_ ]*?)\s*[:=]\s*(-?\d+)")
-_FUNCTION_DECL = re.compile(r"^\s*\.(?:globl|type)\s+([^\s,]+)", re.MULTILINE)
 _KD_START = re.compile(r"^\.amdhsa_kernel\s+(\S+)")
 _SET = re.compile(r"^\s*\.set\s+\.L(.+)\.(num_vgpr|num_agpr|numbered_sgpr|private_seg_size),\s*(\d+)")
 _WIDTH = re.compile(r"(dwordx\d|dword|ubyte|sbyte|byte|ushort|sshort|short|b\d+|[uif]\d+)")
@@ -81,7 +80,7 @@ _COMMENT_KEYS = {
 @dataclass
 class _Kernel:
     name: str
-    insts: list = field(default_factory=list)      # (mnemonic, operands, comment)
+    insts: list = field(default_factory=list)      # mnemonics (see _instruction)
     comment: dict = field(default_factory=dict)    # ; Kernel info: block
     kd: dict = field(default_factory=dict)         # .amdhsa_* descriptor
     meta: dict = field(default_factory=dict)       # amdhsa.kernels YAML entry
@@ -124,11 +123,76 @@ def _split_comment(line: str) -> tuple[str, str]:
     return line[:cut], line[cut:]
 
 
+# The reader goes line by line only over the lines that can change what it is reading (kernel
+# labels, descriptor / metadata / ``; Kernel info:`` blocks, .set, .size, .Lfunc_end) and reads
+# the runs of lines between them, which hold only instructions, other directives, comments and
+# blank lines, with one findall each.
+#
+# A line that goes to the line-by-line reader: after blanks and tabs, a character other than
+# a-z . ; / (a label, a number, uppercase, other whitespace), a state-changing directive, the
+# Kernel info header, or a lowercase word followed by something other than a blank, ';', '//' or
+# the line end (a label ``name:``) or by blanks and '<' (llvm-objdump ``0000 <name>:``).  Sending a
+# line there that a run could hold costs time, never a different result.
+_SPECIAL = re.compile(
+    r"\n[ \t]*(?:[^a-z.;/ \t\n]"
+    r"|\.(?:amdgpu_metadata|amdhsa_kernel|set|Lfunc_end|size|end_amdgpu)"
+    r"|; Kernel info:"
+    r"|(?=([a-z][a-z0-9_]*))\1(?:[^a-z0-9_ \t;/\n]|/(?!/)|[^\S\n]+<))")
+# An instruction line of a run: its mnemonic, or, for the mnemonics whose operands or comment
+# change what they count (buffer_*: MUBUF spills; scratch_*: spill notes; s_waitcnt*: counters),
+# the mnemonic with the rest of its line.
+_DETAIL_PREFIXES = ("buffer_", "scratch_", "s_waitcnt")
+_RUN_INSTRUCTION = re.compile(r"\n[ \t]*((?:buffer_|scratch_|s_waitcnt)[^\n]*|[a-z][a-z0-9_]*)")
+_TOKEN = re.compile(r"[a-z][a-z0-9_]*")
+_FUNCTION_NAME = re.compile(r"\.(?:globl|type)\s+([^\s,]+)")
+_YAML_KEY = re.compile(r"^\.([\w]+):\s*(.*)$")
+# ends of the blocks read whole: the line after the last line of each
+_YAML_END = re.compile(r"\n[^\S\n]*\.end_amdgpu_metadata")
+_KD_END = re.compile(r"\n[^\S\n]*\.end_amdhsa_kernel")
+_KD_LINE = re.compile(r"^[^\S\n]*\.amdhsa_(\S*)[^\S\n]+(\S+)", re.MULTILINE)
+_COMMENT_RUN = re.compile(r"(?:\n[^\S\n]*;[^\n]*)*")
+
+
+def _function_names(text: str) -> set[str]:
+    """Names of ``.globl`` / ``.type`` directives that start a line (after whitespace)."""
+    names: set[str] = set()
+    pos = 0
+    search = _FUNCTION_NAME.search
+    while True:
+        m = search(text, pos)
+        if m is None:
+            return names
+        start = m.start()
+        line_start = text.rfind("\n", 0, start) + 1
+        if line_start == start or text[line_start:start].isspace():
+            names.add(m.group(1))
+            pos = m.end()
+        else:
+            pos = start + 1
+
+
+def _instruction(mnemonic: str, operands: str, comment: str) -> str:
+    """The entry of :attr:`_Kernel.insts` for one instruction."""
+    if mnemonic.startswith(_DETAIL_PREFIXES):
+        return f"{mnemonic} {operands}{comment}"
+    return mnemonic
+
+
+def _parse_instruction(entry: str) -> tuple[str, str, str]:
+    """(mnemonic, operands, comment) of an :attr:`_Kernel.insts` entry (operands and comment are
+    kept for the buffer_ / scratch_ / s_waitcnt mnemonics only)."""
+    if not entry.startswith(_DETAIL_PREFIXES):
+        return entry, "", ""
+    end = _TOKEN.match(entry).end()
+    code, comment = _split_comment(entry[end:])
+    return entry[:end], code.strip(), comment
+
+
 def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
     """One :class:`_Kernel` per function body found, with its resource blocks attached."""
     require_listing(text)
-    lines = clean_lines(text)
-    functions = set(_FUNCTION_DECL.findall("\n".join(lines)))
+    text = clean_text(text)
+    functions = _function_names(text)
     kernels: dict[str, _Kernel] = {}
     order: list[str] = []
 
@@ -144,7 +208,34 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
     in_info = False
     in_yaml = False
     yaml_lines: list[str] = []
-    for raw in lines:
+    special, next_special = _SPECIAL.match, _SPECIAL.search
+    run_instructions = _RUN_INSTRUCTION.findall
+    size = len(text)
+    start = 0            # where the next line starts
+    known_special = True  # the first line, and a line a run stopped at, go line by line
+    while start <= size:
+        if not known_special and not in_yaml and not in_info and kd_target is None \
+                and special(text, start - 1) is None:
+            m = next_special(text, start - 1)
+            end = m.start() if m is not None else size
+            found = run_instructions(text, start - 1, end)
+            if found:
+                if current is None and not (functions or order):
+                    current = kernel(default_name)
+                    last = current
+                if current is not None:
+                    current.insts += found
+            if m is None:
+                break
+            start = end + 1
+            known_special = True
+            continue
+        known_special = False
+        nl = text.find("\n", start)
+        if nl < 0:
+            nl = size
+        raw = text[start:nl]
+        start = nl + 1
         stripped = raw.strip()
         if in_yaml:
             if stripped.startswith(".end_amdgpu_metadata"):
@@ -154,6 +245,16 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
             continue
         if stripped.startswith(".amdgpu_metadata"):
             in_yaml = True
+            if start <= size:  # the block whole, up to its end line
+                m = _YAML_END.search(text, start - 1)
+                stop = m.start() if m is not None else size
+                if stop >= start:
+                    yaml_lines += text[start:stop].split("\n")
+                if m is None:
+                    break
+                in_yaml = False
+                nl = text.find("\n", m.end())
+                start = nl + 1 if nl >= 0 else size + 1
             continue
         if kd_target is not None:
             if stripped.startswith(".end_amdhsa_kernel"):
@@ -166,6 +267,18 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
         m = _KD_START.match(stripped) if stripped.startswith(".amdhsa_kernel") else None
         if m:
             kd_target = kernel(m.group(1))
+            if start <= size:  # the block whole, unless a metadata block starts inside it
+                m = _KD_END.search(text, start - 1)
+                stop = m.start() if m is not None else size
+                block = text[start:stop]
+                if ".amdgpu_metadata" not in block:
+                    for key, value in _KD_LINE.findall(block):
+                        kd_target.kd[key] = to_int(value)
+                    if m is None:
+                        break
+                    kd_target = None
+                    nl = text.find("\n", m.end())
+                    start = nl + 1 if nl >= 0 else size + 1
             continue
         m = _SET.match(raw) if ".set" in raw else None
         if m:
@@ -173,6 +286,17 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
             continue
         if stripped.startswith("; Kernel info:"):
             in_info = True
+            if start <= size:  # the comment lines that follow, whole
+                stop = _COMMENT_RUN.match(text, start - 1).end()
+                if last is not None and stop >= start:
+                    for line in text[start:stop].split("\n"):
+                        kv = _COMMENT_KV.match(line.strip())
+                        if kv:
+                            key = kv.group(1).replace(" ", "")
+                            if key in _COMMENT_KEYS:
+                                last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
+                in_info = False
+                start = stop + 1
             continue
         if in_info:
             if stripped.startswith(";"):
@@ -215,7 +339,7 @@ def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
                 continue  # data between functions (e.g. padding) is not code
             current = kernel(default_name)
             last = current
-        current.insts.append((mnemonic, operands.strip(), comment))
+        current.insts.append(_instruction(mnemonic, operands.strip(), comment))
     _attach_yaml(yaml_lines, kernel)
     return [kernels[name] for name in order if kernels[name].insts or kernels[name].meta
             or kernels[name].kd]
@@ -227,7 +351,10 @@ def _attach_yaml(yaml_lines: list[str], kernel) -> None:
     item_indent = None
     entries: list[dict] = []
     in_kernels = False
+    deeper = None  # once the items' indent is known: the start of lines too deep to hold a key
     for raw in yaml_lines:
+        if deeper is not None and raw.startswith(deeper):
+            continue
         if not raw.strip():
             continue
         indent = len(raw) - len(raw.lstrip())
@@ -239,13 +366,14 @@ def _attach_yaml(yaml_lines: list[str], kernel) -> None:
             continue
         if text.startswith("- ") and (item_indent is None or indent == item_indent):
             item_indent = indent
+            deeper = " " * (item_indent + 3)
             entry = {}
             entries.append(entry)
             text = text[2:].strip()
             indent += 2
         if entry is None or indent != item_indent + 2:
             continue
-        m = re.match(r"^\.([\w]+):\s*(.*)$", text)
+        m = _YAML_KEY.match(text)
         if m and m.group(2):
             value = m.group(2).strip()
             number = to_int(value)
@@ -258,20 +386,26 @@ def _attach_yaml(yaml_lines: list[str], kernel) -> None:
 
 def _operands(operands: str) -> list[str]:
     # split on commas outside brackets: "v[0:3], v8, s[0:3], 0 offen"
-    out, depth, cur = [], 0, []
-    for ch in operands:
-        if ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    *pieces, tail = operands.split(",")
+    for piece in pieces:  # each ends at a comma: a split where the brackets before it balance
+        cur.append(piece)
+        depth += piece.count("[") + piece.count("(") - piece.count("]") - piece.count(")")
+        if depth == 0:
+            out.append(",".join(cur).strip())
             cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        out.append("".join(cur).strip())
+    cur.append(tail)
+    last = ",".join(cur)
+    if last:
+        out.append(last.strip())
     return out
+
+
+def _second_operand_is_off(operands: str) -> bool:
+    ops = _operands(operands)
+    return len(ops) > 1 and ops[1] == "off"
 
 
 def lane_bytes(family: str, width: str) -> int:
@@ -309,9 +443,8 @@ def classify(mnemonic: str, operands: str, comment: str, private_mubuf: bool) ->
             if m.startswith(fam + "_"):
                 width = m[len(fam) + 1:]
                 if fam != "buffer_atomic":
-                    ops = _operands(operands)
                     spill_note = "Spill" in comment or "Reload" in comment
-                    if spill_note or (private_mubuf and len(ops) > 1 and ops[1] == "off"):
+                    if spill_note or (private_mubuf and _second_operand_is_off(operands)):
                         # gfx9 private-segment (scratch) access through MUBUF
                         return ("scratch_load" if fam == "buffer_load" else "scratch_store",
                                 width + " (mubuf)")
@@ -369,54 +502,83 @@ def mix_category(mnemonic: str, family: str | None) -> str:
     return "other"
 
 
+# mnemonic -> (family, width, lane bytes, mix category) of the mnemonics whose operands and
+# comment do not matter (all but _DETAIL_PREFIXES)
+_PLAIN_CLASS: dict[str, tuple] = {}
+
+
+def _plain_class(mnemonic: str) -> tuple:
+    found = _PLAIN_CLASS.get(mnemonic)
+    if found is None:
+        hit = classify(mnemonic, "", "", False)
+        family = hit[0] if hit else None
+        found = (family, hit[1] if hit else None, lane_bytes(*hit) if hit else 0,
+                 mix_category(mnemonic, family))
+        _PLAIN_CLASS[mnemonic] = found
+    return found
+
+
 def scan_kernel(k: _Kernel) -> dict:
     """Counts and resources of one kernel (no arch/occupancy decisions here)."""
     resources = read_resources(k)
     private_mubuf = bool(resources.get("scratch_bytes"))
     mnemonics: Counter = Counter()
-    families: Counter = Counter({f: 0 for f in FAMILIES})
-    widths: dict[str, Counter] = {}
-    mix: Counter = Counter()
+    families = dict.fromkeys(FAMILIES, 0)
+    widths: dict[str, dict] = {}
+    mix: dict[str, int] = {}
     waits: Counter = Counter()
     spill = Counter()
     data_bytes = {"load": 0, "store": 0, "atomic": 0}
-    for mnemonic, operands, comment in k.insts:
-        mnemonics[mnemonic] += 1
-        found = classify(mnemonic, operands, comment, private_mubuf)
-        family = found[0] if found else None
-        if found:
-            families[family] += 1
-            widths.setdefault(family, Counter())[found[1]] += 1
-            nbytes = lane_bytes(family, found[1])
-            if family in LOAD_FAMILIES:
-                data_bytes["load"] += nbytes
-            elif family in STORE_FAMILIES:
-                data_bytes["store"] += nbytes
-            elif family in ATOMIC_FAMILIES:
-                data_bytes["atomic"] += nbytes
-            if family in ("scratch_load", "scratch_store"):
-                kind = "loads" if family == "scratch_load" else "stores"
-                if "Spill" in comment or "Reload" in comment or "(mubuf)" in found[1]:
-                    spill[kind] += 1
-                if "(mubuf)" in found[1]:
-                    spill["via_mubuf"] += 1
-            if family == "s_waitcnt":
-                fields = _WAIT_FIELD.findall(operands)
-                if mnemonic != "s_waitcnt" and not fields:
-                    waits[mnemonic[len("s_waitcnt_"):]] += 1
-                for name, value in fields:
-                    waits[name] += 1
-                    if value == "0":
-                        waits[name + "_0"] += 1
-        mix[mix_category(mnemonic, family)] += 1
+    # each distinct entry once, in the order first seen: families and mix categories are then
+    # first met in the same order as instruction by instruction
+    for entry, n in Counter(k.insts).items():
+        if entry.startswith(_DETAIL_PREFIXES):
+            mnemonic, operands, comment = _parse_instruction(entry)
+            found = classify(mnemonic, operands, comment, private_mubuf)
+            family = found[0] if found else None
+            width = found[1] if found else None
+            nbytes = lane_bytes(family, width) if found else 0
+            category = mix_category(mnemonic, family)
+        else:
+            mnemonic, operands, comment = entry, "", ""
+            family, width, nbytes, category = _PLAIN_CLASS.get(entry) or _plain_class(entry)
+        mnemonics[mnemonic] += n
+        mix[category] = mix.get(category, 0) + n
+        if family is None:
+            continue
+        families[family] = families.get(family, 0) + n
+        by_width = widths.get(family)
+        if by_width is None:
+            by_width = widths[family] = {}
+        by_width[width] = by_width.get(width, 0) + n
+        if family in LOAD_FAMILIES:
+            data_bytes["load"] += nbytes * n
+        elif family in STORE_FAMILIES:
+            data_bytes["store"] += nbytes * n
+        elif family in ATOMIC_FAMILIES:
+            data_bytes["atomic"] += nbytes * n
+        if family in ("scratch_load", "scratch_store"):
+            kind = "loads" if family == "scratch_load" else "stores"
+            if "Spill" in comment or "Reload" in comment or "(mubuf)" in width:
+                spill[kind] += n
+            if "(mubuf)" in width:
+                spill["via_mubuf"] += n
+        if family == "s_waitcnt":
+            fields = _WAIT_FIELD.findall(operands)
+            if mnemonic != "s_waitcnt" and not fields:
+                waits[mnemonic[len("s_waitcnt_"):]] += n
+            for name, value in fields:
+                waits[name] += n
+                if value == "0":
+                    waits[name + "_0"] += n
     return {
         "mnemonics": dict(sorted(mnemonics.items())),
-        "families": dict(families),
+        "families": families,
         "widths": {f: dict(sorted(c.items())) for f, c in widths.items()},
         "waitcnt": dict(sorted(waits.items())),
         "spill_ops": {"stores": spill["stores"], "loads": spill["loads"],
                       "via": ("mubuf" if spill["via_mubuf"] else "scratch") if spill else None},
-        "mix_counts": dict(mix),
+        "mix_counts": mix,
         "data_bytes_per_lane": data_bytes,
         "resources": resources,
     }

@@ -7,10 +7,19 @@ import re
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
+def clean_text(text: str) -> str:
+    """A dump with ANSI colour escapes removed and line ends made ``\\n`` (``text`` itself when
+    it has neither)."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text
+
+
 def clean_lines(text: str) -> list[str]:
     """Lines of a dump with ANSI colour escapes and carriage returns removed."""
-    text = _ANSI.sub("", text)
-    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return clean_text(text).split("\n")
 
 
 def to_int(value: str | None) -> int | None:
