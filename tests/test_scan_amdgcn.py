@@ -525,3 +525,67 @@ def test_flat_only_listing_gets_flat_verdict():
     k = only(scan_text(text))
     assert k["verdict"] == "flat" and k["data_ops"]["flat"] == 3
     assert any("generic address space" in f for f in k["findings"])
+
+
+# ---- the reader: runs of instruction lines are read whole, odd lines one by one (issue 15) --
+
+_ODD_LISTING = """\t.text
+\t.globl\tk_one
+\t.type\tk_one,@function
+k_one:                                  ; @k_one
+; %bb.0:
+\ts_load_dwordx2 s[0:1], s[4:5], 0x0
+\tS_WAITCNT lgkmcnt(0)
+\tglobal_load_dword v1, v0, s[0:1]
+\tv_add_f32_e32 v1, 1.0, v1;no blank before the comment
+\tbuffer_store_dword v1, off, s[8:11], 0 offset:4 ; 4-byte Folded Spill
+\ts_waitcnt vmcnt(0) // a slash comment
+\tglobal_store_dword v0, v1, s[0:1]
+\ts_endpgm
+.Lfunc_end0:
+\t.size\tk_one, .Lfunc_end0-k_one
+\tv_nop_after_the_end
+; Kernel info:
+; NumVgprs: 2
+; ScratchSize: 4
+\t.amdhsa_kernel k_one
+\t\t.amdhsa_next_free_vgpr 2
+\t.end_amdhsa_kernel
+\t.globl\tk_two
+k_two:
+\tbuffer_load_dwordx4 v[0:3], v4, s[0:3], 0 offen
+\ts_endpgm
+.Lfunc_end1:
+0000000000001000 <k_three>:
+\tv_mov_b32_e32 v0, 0
+\ts_endpgm"""
+
+
+def test_odd_lines_read_one_by_one():
+    # an uppercase mnemonic, a comment with no blank before it, '//' comments, an instruction
+    # after .Lfunc_end (not code), a Kernel info block and a descriptor after the body, an
+    # llvm-objdump symbol line, no final newline
+    from tko.isa_amdgcn import scan_kernel, split_kernels
+    kernels = {k.name: k for k in split_kernels(_ODD_LISTING)}
+    assert list(kernels) == ["k_one", "k_two", "k_three"]
+    one = scan_kernel(kernels["k_one"])
+    assert one["mnemonics"] == {"buffer_store_dword": 1, "global_load_dword": 1, "global_store_dword": 1,
+                                "s_endpgm": 1, "s_load_dwordx2": 1, "s_waitcnt": 2, "v_add_f32_e32": 1}
+    assert {f: n for f, n in one["families"].items() if n} == {
+        "global_load": 1, "global_store": 1, "scratch_store": 1, "s_load": 1, "s_waitcnt": 2}
+    assert one["waitcnt"] == {"lgkmcnt": 1, "lgkmcnt_0": 1, "vmcnt": 1, "vmcnt_0": 1}
+    assert one["spill_ops"] == {"stores": 1, "loads": 0, "via": "mubuf"}
+    assert one["resources"]["vgpr"] == 2 and one["resources"]["scratch_bytes"] == 4
+    assert scan_kernel(kernels["k_two"])["families"]["buffer_load"] == 1
+    assert scan_kernel(kernels["k_three"])["mnemonics"] == {"s_endpgm": 1, "v_mov_b32_e32": 1}
+
+
+@pytest.mark.parametrize("rel", sorted(str(p.relative_to(ISA)) for p in ISA.glob("*/*.amdgcn")))
+def test_layout_does_not_change_the_scan(rel):
+    # the same listing indented with blanks, not indented, or with CRLF line ends: the reader
+    # takes the runs of lines whole or one by one in different places, the scan is the same
+    text = read(rel)
+    want = scan_text(text, "amdgcn")
+    for variant in (text.replace("\t", "  "), text.replace("\n\t", "\n"), text.replace("\n", "\r\n"),
+                    text.rstrip("\n")):
+        assert scan_text(variant, "amdgcn") == want

@@ -143,7 +143,9 @@ _SPECIAL = re.compile(
 # the mnemonic with the rest of its line.
 _DETAIL_PREFIXES = ("buffer_", "scratch_", "s_waitcnt")
 _RUN_INSTRUCTION = re.compile(r"\n[ \t]*((?:buffer_|scratch_|s_waitcnt)[^\n]*|[a-z][a-z0-9_]*)")
-_TOKEN = re.compile(r"[a-z][a-z0-9_]*")
+# an entry of _Kernel.insts with operands: mnemonic, the code after it, the comment (from the
+# first ';' or '//', as _split_comment cuts)
+_DETAIL_ENTRY = re.compile(r"([a-z][a-z0-9_]*)([^;/]*(?:/(?!/)[^;/]*)*)(.*)", re.DOTALL)
 _FUNCTION_NAME = re.compile(r"\.(?:globl|type)\s+([^\s,]+)")
 _YAML_KEY = re.compile(r"^\.([\w]+):\s*(.*)$")
 # ends of the blocks read whole: the line after the last line of each
@@ -183,9 +185,8 @@ def _parse_instruction(entry: str) -> tuple[str, str, str]:
     kept for the buffer_ / scratch_ / s_waitcnt mnemonics only)."""
     if not entry.startswith(_DETAIL_PREFIXES):
         return entry, "", ""
-    end = _TOKEN.match(entry).end()
-    code, comment = _split_comment(entry[end:])
-    return entry[:end], code.strip(), comment
+    mnemonic, code, comment = _DETAIL_ENTRY.match(entry).groups()
+    return mnemonic, code.strip(), comment
 
 
 def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
@@ -534,11 +535,13 @@ def scan_kernel(k: _Kernel) -> dict:
     for entry, n in Counter(k.insts).items():
         if entry.startswith(_DETAIL_PREFIXES):
             mnemonic, operands, comment = _parse_instruction(entry)
-            found = classify(mnemonic, operands, comment, private_mubuf)
-            family = found[0] if found else None
-            width = found[1] if found else None
-            nbytes = lane_bytes(family, width) if found else 0
-            category = mix_category(mnemonic, family)
+            family, width, nbytes, category = _PLAIN_CLASS.get(mnemonic) or _plain_class(mnemonic)
+            if family in ("buffer_load", "buffer_store"):  # a MUBUF spill is scratch traffic
+                found = classify(mnemonic, operands, comment, private_mubuf)
+                if found[0] != family:
+                    family, width = found
+                    nbytes = lane_bytes(family, width)
+                    category = mix_category(mnemonic, family)
         else:
             mnemonic, operands, comment = entry, "", ""
             family, width, nbytes, category = _PLAIN_CLASS.get(entry) or _plain_class(entry)

@@ -25,6 +25,8 @@ def clean_lines(text: str) -> list[str]:
 def to_int(value: str | None) -> int | None:
     if value is None:
         return None
+    if value.isdigit() and value.isascii() and (value[0] != "0" or len(value) == 1):
+        return int(value)
     text = value.strip().strip('"').split()[0] if value.strip() else ""
     try:
         return int(text, 0)
