@@ -111,3 +111,24 @@ def test_pins_from_a_real_sweep(fixtures_dir, tmp_path, run_script):
     assert contracts.contract_problems(written) == [] and written["pins"][0]["config"] == pin["config"]
     assert pins.load_pins(tmp_path / "pins.json")["triton_poi_fused_zeros_like_0"]["source_sha256"] == \
         pin["source_sha256"]
+
+
+def _unpickled(name):
+    # what Inductor's CachingAutotuner.prepare_for_pickle leaves of a worker-compiled kernel
+    obj = FakeAutotuner(name, SRC, [])
+    obj.fn.fn, obj.fn._hash_lock = None, None
+    obj.compile_results = [type("R", (), {"config": c})() for c in _configs()]
+    obj.configs = None
+    return obj
+
+
+def test_a_worker_compiled_kernel_is_reloaded_before_the_pin_compiles_here(capsys):
+    live = FakeFn("k", SRC)
+    live.fn, live._hash_lock = (lambda: None), object()
+    obj = _unpickled("k")
+    assert pins.apply_pin(obj, {"k": PIN}, reload_kernel=lambda: type("T", (), {"fn": live})())
+    assert obj.fn is live and [c.kwargs for c in obj.configs] == [{"XBLOCK": 256}]
+    # no way to reload: the pin is not applied and the kernel keeps what the worker compiled
+    stuck = _unpickled("k")
+    assert pins.apply_pin(stuck, {"k": PIN}) is False
+    assert len(stuck.compile_results) == 2 and "no way to reload" in capsys.readouterr().err

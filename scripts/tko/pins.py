@@ -19,6 +19,7 @@ import copy
 import hashlib
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -147,7 +148,25 @@ def _template_config(obj: Any) -> Any:
     return results[0].config if results and hasattr(results[0], "config") else None
 
 
-def apply_pin(obj: Any, pins: dict[str, dict]) -> bool:
+def _live_function(obj: Any, reload_kernel: Any = None) -> bool:
+    """Make ``obj.fn`` compilable in this process; False when it cannot be.
+
+    A kernel compiled in Inductor's worker pool arrives here unpickled: its JITFunction lost the
+    Python function and its hash lock (CachingAutotuner.prepare_for_pickle), so compiling the pinned
+    config in the parent needs the kernel reloaded, as Inductor does for coordinate descent."""
+    fn = getattr(obj, "fn", None)
+    if fn is None or getattr(fn, "fn", True) is not None:
+        if fn is not None and hasattr(fn, "_hash_lock") and fn._hash_lock is None:
+            fn._hash_lock = threading.RLock()
+        return fn is not None
+    reload_kernel = reload_kernel or getattr(obj, "_reload_kernel", None)
+    if not callable(reload_kernel):
+        return False
+    obj.fn = reload_kernel().fn
+    return getattr(obj.fn, "fn", None) is not None
+
+
+def apply_pin(obj: Any, pins: dict[str, dict], reload_kernel: Any = None) -> bool:
     """Narrow a CachingAutotuner (before precompile) to its pinned config; True when pinned."""
     done = getattr(obj, "_tko_pin", None)
     if done is not None:  # decided already (pinned config, or False: ignored)
@@ -169,6 +188,11 @@ def apply_pin(obj: Any, pins: dict[str, dict]) -> bool:
     cfg = pinned_config(template, pin["config"])
     results = getattr(obj, "compile_results", None) or []
     kept = [r for r in results if same_config(getattr(r, "config", None), cfg)]
+    if not kept and not _live_function(obj, reload_kernel):
+        _warn(f"pin for {name} ignored: compiled in a worker without the pinned config, and this torch "
+              "gives no way to reload the kernel to compile it here")
+        obj._tko_pin = False
+        return False
     if results:
         # compiled by a worker already: keep the matching binary, else compile the pin here
         obj.compile_results = kept[:1]
@@ -200,7 +224,7 @@ def wrap_precompile(cls: Any, pins: dict[str, dict]) -> None:
     def precompile(self, *args, **kwargs):
         if not kwargs.get("warm_cache_only") and not (args and args[0]):
             try:
-                apply_pin(self, pins)
+                apply_pin(self, pins, kwargs.get("reload_kernel") or (args[1] if len(args) > 1 else None))
             except Exception as exc:  # a pin must never break the program
                 _warn(f"pin for {kernel_name(self)} not applied: {type(exc).__name__}: {exc}")
         result = orig(self, *args, **kwargs)

@@ -1,18 +1,54 @@
 #!/usr/bin/env bash
 # Remedy trials on the H200 for the recorded examples in examples/recorded_h200/trials/:
-#   bash tests/gpu/run_trials_table.sh /tmp/trials
-# Arms are restricted to what each class needs, so four repros fit one 10-minute device call.
+#   bash tests/gpu/run_trials_table.sh /tmp/trials [SET ...]
+# SET: first (layernorm_fwd_bwd, tiny_launches, row_reduction, softmax_long_rows), rows (the
+# replace arm on long-row softmax and RMS norm), more (exact-erf GELU, dynamic-shape reduction,
+# embedding forward+backward), gemm (GEMM with a fused epilogue), pinned (capture long-row softmax,
+# sweep its kernel, trial the sweep's best config as the pinned arm). Default: first.
+# Arms are restricted to what each class needs, so one set fits one 10-minute device call.
 set -uo pipefail
 out="${1:-/tmp/trials}"
+shift || true
+sets="${*:-first}"
 mkdir -p "$out"
-trial() {
-  local name=$1 arms=$2 budget=$3
+trial() {  # trial [LABEL:]EXAMPLE ARMS BUDGET_S [try_remedies flags]
+  local name=${1%%:*} example=${1##*:} arms=$2 budget=$3
+  shift 3
   python scripts/try_remedies.py --out "$out/$name" --runs 2 --budget-s "$budget" --timeout 150 \
-    --arms "$arms" -- python "examples/$name.py" --steps 50 > "$out/$name/../$name.log" 2>&1
+    --arms "$arms" "$@" -- python "examples/$example.py" --steps 50 > "$out/$name.log" 2>&1
   echo "== $name rc=$?"
   tail -14 "$out/$name/trials.md"
 }
-trial layernorm_fwd_bwd baseline,eager_fallback,coordinate_descent,max_autotune_no_cudagraphs 160
-trial tiny_launches baseline,cudagraphs,coordinate_descent 160
-trial row_reduction baseline,coordinate_descent 160
-trial softmax_long_rows baseline,coordinate_descent,max_autotune_no_cudagraphs 190
+pinned() {
+  local cap="$out/pinned_capture"
+  python scripts/autotune_capture_patch.py --dir "$cap" --force-retune examples/softmax_long_rows.py -- --steps 5 \
+    > "$out/pinned_capture.log" 2>&1
+  local kernel
+  kernel=$(ls "$cap"/triton_red_*softmax*.py | head -1)
+  echo "== pinned: sweeping $kernel"
+  python scripts/sweep_captured_kernel.py "$kernel" --max-variants 16 --rep 50 --json-out "$out/pinned_sweep.json" \
+    --markdown-out "$out/pinned_sweep.md" --best-out "$out/pinned_best.py" > "$out/pinned_sweep.log" 2>&1
+  echo "== sweep rc=$?"; head -12 "$out/pinned_sweep.md"
+  trial softmax_long_rows_pinned:softmax_long_rows baseline,pinned,coordinate_descent 150 \
+    --pins-from-sweep "$out/pinned_sweep.json" --kernel-file "$kernel"
+}
+for set in $sets; do
+  case $set in
+    first)
+      trial layernorm_fwd_bwd baseline,eager_fallback,coordinate_descent,max_autotune_no_cudagraphs 160
+      trial tiny_launches baseline,cudagraphs,coordinate_descent 160
+      trial row_reduction baseline,coordinate_descent 160
+      trial softmax_long_rows baseline,coordinate_descent,max_autotune_no_cudagraphs 190 ;;
+    rows)
+      trial softmax_long_rows_replace:softmax_long_rows baseline,coordinate_descent,replace 100
+      trial rms_norm baseline,coordinate_descent,replace 80 ;;
+    more)
+      trial gelu_erf baseline,coordinate_descent,max_autotune_no_cudagraphs 85
+      trial dynamic_shapes baseline,static_shapes,multi_kernel,cudagraphs 85
+      trial embedding_fwd_bwd baseline,eager_fallback,coordinate_descent 80 ;;
+    gemm)
+      trial gemm_epilogue baseline,max_autotune_no_cudagraphs,coordinate_descent 100 ;;
+    pinned) pinned ;;
+    *) echo "unknown set $set"; exit 2 ;;
+  esac
+done
