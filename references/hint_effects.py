@@ -24,10 +24,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 
-_MEMOP = re.compile(r"^\s*((?:buffer|global|flat)_(?:load|store)_\w+)", re.M)
+_SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts")
+if os.path.isdir(os.path.join(_SCRIPTS, "tko")):  # the skill's checkout; else the installed tko
+    sys.path.insert(0, _SCRIPTS)
+
+from tko.isa_amdgcn import memory_op_counts  # noqa: E402
+from tko.offline_compile import _lld_stand_in  # noqa: E402
+
+
+def _data_ops(asm: str) -> list[str]:
+    """The distinct buffer / global / flat load and store mnemonics, as scan_amdgcn counts them."""
+    return sorted(m for m in memory_op_counts(asm)["mnemonics"] if m.split("_")[1] in ("load", "store"))
 
 
 def _kernels():
@@ -173,7 +182,7 @@ def measure(arch: str) -> dict:
             try:
                 src = ASTSource(fn, signature, constexprs={"BLOCK": 1024}, attrs=attrs)
                 kernel = triton.compile(src, target=GPUTarget("hip", arch, 64), options={"num_warps": 4})
-                ops = sorted(set(_MEMOP.findall(kernel.asm["amdgcn"])))
+                ops = _data_ops(kernel.asm["amdgcn"])
                 result[mode] = {"verdict": _verdict(ops), "ops": ops}
             except Exception as exc:  # a rejected form is a result, not a crash
                 lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -197,7 +206,7 @@ def main(argv=None) -> int:
                         help="print the entry for hint_effects_measured.yaml instead of the table")
     args = parser.parse_args(argv)
     if args.stub_linker:
-        os.environ["TRITON_HIP_LLD_PATH"] = _write_stub_linker()
+        os.environ["TRITON_HIP_LLD_PATH"] = _lld_stand_in()  # copies the object: asm only
     try:
         result = measure(args.arch)
     except ImportError as exc:
@@ -216,25 +225,6 @@ def main(argv=None) -> int:
             cells.append(f"{mode}: {r['verdict']} " + (",".join(r.get("ops", [])) or r.get("error", "")))
         print(f"{name:<{width}}  " + "  |  ".join(cells))
     return _write_json(result, args.json_out)
-
-
-def _write_stub_linker() -> str:
-    """A stand-in for ld.lld that copies its input to `-o`: enough to get Triton <= 3.4's asm."""
-    import stat
-    import tempfile
-
-    path = os.path.join(tempfile.mkdtemp(prefix="hint_effects_"), "ld.lld")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(f"#!{sys.executable}\n"
-                 "import shutil, sys\n"
-                 "a = sys.argv[1:]\n"
-                 "if '--version' in a:\n"
-                 "    print('LLD 17.0.0 (stand-in)'); sys.exit(0)\n"
-                 "out = a[a.index('-o') + 1]\n"
-                 "ins = [x for i, x in enumerate(a) if not x.startswith('-') and (i == 0 or a[i - 1] != '-o')]\n"
-                 "shutil.copy(ins[-1], out)\n")
-    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
-    return path
 
 
 def _write_json(result: dict, path: str | None) -> int:

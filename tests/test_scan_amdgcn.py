@@ -589,3 +589,40 @@ def test_layout_does_not_change_the_scan(rel):
     for variant in (text.replace("\t", "  "), text.replace("\n\t", "\n"), text.replace("\n", "\r\n"),
                     text.rstrip("\n")):
         assert scan_text(variant, "amdgcn") == want
+
+
+# ---- one memory-op counter: check_env's smoke compile and references/hint_effects.py (issue 16) --
+
+def test_memory_op_counts_is_the_scanners_count():
+    from tko.isa_amdgcn import memory_op_counts
+    # the MUBUF spills (36 + 36 buffer_*_dword '4-byte Folded Spill/Reload') are not data ops
+    counts = memory_op_counts(read("gfx90a-pr32/matmul_spill.amdgcn"))
+    assert counts["ops"] == {"buffer_load": 24, "buffer_store": 32}
+    assert counts["mnemonics"] == {"buffer_load_ushort": 24, "buffer_store_short": 32}
+    # a CAS loop's global_atomic_cmpswap is a global atomic
+    counts = memory_op_counts(read("gfx90a-pr32/index_add.amdgcn"))
+    assert counts["ops"] == {"buffer_load": 5, "global_load": 4, "global_atomic": 4}
+    assert counts["mnemonics"]["global_atomic_cmpswap"] == 4
+    for rel in sorted(str(p.relative_to(ISA)) for p in ISA.glob("*/*.amdgcn")):
+        k = scan_text(read(rel), "amdgcn")["kernels"]
+        ops = memory_op_counts(read(rel))["ops"]
+        assert sum(ops.values()) == sum(x["data_ops"]["buffer"] + x["data_ops"]["global"]
+                                        + x["data_ops"]["flat"] for x in k), rel
+    assert memory_op_counts("not a listing") == {"ops": {}, "mnemonics": {}}
+
+
+def test_check_env_and_hint_effects_use_the_scanners_counter():
+    import importlib.util
+
+    from tko import env_probe, offline_compile
+    text = read("gfx90a-pr32/matmul_spill.amdgcn")
+    assert env_probe.count_memory_ops(text, "amdgcn") == {"buffer_load": 24, "buffer_store": 32}
+    assert env_probe.count_memory_ops("ld.global.f32 %f1, [%rd1];", "ptx") == {"ld.global": 1}
+    path = Path(__file__).resolve().parents[1] / "references" / "hint_effects.py"
+    spec = importlib.util.spec_from_file_location("hint_effects_under_test", path)
+    hint_effects = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hint_effects)
+    assert hint_effects._data_ops(text) == ["buffer_load_ushort", "buffer_store_short"]
+    assert hint_effects._data_ops(read("gfx942-nopr/add_fp32.amdgcn")) == [
+        "global_load_dwordx4", "global_store_dwordx4"]
+    assert hint_effects._lld_stand_in is offline_compile._lld_stand_in  # one ld.lld stand-in

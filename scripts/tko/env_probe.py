@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from . import archs, dcu_tools
+from .isa_amdgcn import memory_op_counts
 from .versions import package_version, parse_version
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
@@ -356,21 +357,18 @@ def _child_native(args: dict) -> dict:
 
 # --------------------------------------------------------------------------- smoke compile
 
-_AMDGCN_MEM = re.compile(r"\b(buffer|global|flat)_(load|store|atomic)_(\w+)")
 _PTX_MEM = re.compile(r"\b(ld|st)\.global\b")
 
 
 def count_memory_ops(asm: str, kind: str) -> dict:
-    """Counts of memory-instruction families in AMDGCN (``buffer_load`` ...) or PTX (``ld.global``)."""
-    counts: dict[str, int] = {}
+    """Counts of memory-instruction families in AMDGCN (``buffer_load`` ...: the ISA scanner's
+    :func:`tko.isa_amdgcn.memory_op_counts`) or PTX (``ld.global``)."""
     if kind == "amdgcn":
-        for m in _AMDGCN_MEM.finditer(asm):
-            key = f"{m.group(1)}_{m.group(2)}"
-            counts[key] = counts.get(key, 0) + 1
-    else:
-        for m in _PTX_MEM.finditer(asm):
-            key = f"{m.group(1)}.global"
-            counts[key] = counts.get(key, 0) + 1
+        return memory_op_counts(asm)["ops"]
+    counts: dict[str, int] = {}
+    for m in _PTX_MEM.finditer(asm):
+        key = f"{m.group(1)}.global"
+        counts[key] = counts.get(key, 0) + 1
     return counts
 
 

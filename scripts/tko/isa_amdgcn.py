@@ -42,6 +42,9 @@ STORE_FAMILIES = ("buffer_store", "global_store", "flat_store")
 ATOMIC_FAMILIES = ("buffer_atomic", "global_atomic", "global_atomic_cas", "flat_atomic")
 LDS_FAMILIES = ("ds_read", "ds_write", "ds_other", "ds_matrix")
 MATRIX_FAMILIES = ("mfma", "accvgpr", "mmac")
+# data families -> "<path>_<load|store|atomic>" (memory_op_counts)
+_DATA_PATH_OP = {f: f[:-len("_cas")] if f.endswith("_cas") else f
+                 for fams in DATA_FAMILIES.values() for f in fams}
 # Every family the scanner reports (always present in the output, 0 when absent).
 FAMILIES = (
     "buffer_load", "buffer_store", "buffer_atomic",
@@ -519,19 +522,10 @@ def _plain_class(mnemonic: str) -> tuple:
     return found
 
 
-def scan_kernel(k: _Kernel) -> dict:
-    """Counts and resources of one kernel (no arch/occupancy decisions here)."""
-    resources = read_resources(k)
-    private_mubuf = bool(resources.get("scratch_bytes"))
-    mnemonics: Counter = Counter()
-    families = dict.fromkeys(FAMILIES, 0)
-    widths: dict[str, dict] = {}
-    mix: dict[str, int] = {}
-    waits: Counter = Counter()
-    spill = Counter()
-    data_bytes = {"load": 0, "store": 0, "atomic": 0}
-    # each distinct entry once, in the order first seen: families and mix categories are then
-    # first met in the same order as instruction by instruction
+def _classified(k: _Kernel, private_mubuf: bool):
+    """(mnemonic, operands, comment, family, width, lane bytes, mix category, count) for each
+    distinct instruction of ``k``, in the order first seen (so families and mix categories are
+    first met in the same order as instruction by instruction)."""
     for entry, n in Counter(k.insts).items():
         if entry.startswith(_DETAIL_PREFIXES):
             mnemonic, operands, comment = _parse_instruction(entry)
@@ -542,9 +536,54 @@ def scan_kernel(k: _Kernel) -> dict:
                     family, width = found
                     nbytes = lane_bytes(family, width)
                     category = mix_category(mnemonic, family)
+            yield mnemonic, operands, comment, family, width, nbytes, category, n
         else:
-            mnemonic, operands, comment = entry, "", ""
-            family, width, nbytes, category = _PLAIN_CLASS.get(entry) or _plain_class(entry)
+            yield (entry, "", "") + (_PLAIN_CLASS.get(entry) or _plain_class(entry)) + (n,)
+
+
+def _private_mubuf(resources: dict) -> bool:
+    return bool(resources.get("scratch_bytes"))
+
+
+def memory_op_counts(text: str) -> dict:
+    """The data memory instructions of an AMDGCN listing, all its kernels together, counted as
+    :func:`scan_kernel` counts them (gfx9 MUBUF spills are scratch traffic, ``buffer_wbl2`` /
+    ``buffer_inv`` cache control):
+
+    ``{"ops": {"buffer_load": 2, "global_store": 1, ...}, "mnemonics": {"buffer_load_dwordx4": 2,
+    ...}}``: ``ops`` by path (buffer / global / flat) and kind (load / store / atomic; a
+    ``global_atomic_cmpswap`` is a ``global_atomic``), ``mnemonics`` per instruction; both hold
+    only what occurs, in the order first seen.  Text that is no AMDGCN listing has none.
+    """
+    ops: dict[str, int] = {}
+    mnemonics: dict[str, int] = {}
+    try:
+        kernels = split_kernels(text)
+    except InputError:
+        kernels = []
+    for k in kernels:
+        private_mubuf = _private_mubuf(read_resources(k))
+        for mnemonic, _, _, family, _, _, _, n in _classified(k, private_mubuf):
+            path_op = _DATA_PATH_OP.get(family)
+            if path_op is not None:
+                ops[path_op] = ops.get(path_op, 0) + n
+                mnemonics[mnemonic] = mnemonics.get(mnemonic, 0) + n
+    return {"ops": ops, "mnemonics": mnemonics}
+
+
+def scan_kernel(k: _Kernel) -> dict:
+    """Counts and resources of one kernel (no arch/occupancy decisions here)."""
+    resources = read_resources(k)
+    private_mubuf = _private_mubuf(resources)
+    mnemonics: Counter = Counter()
+    families = dict.fromkeys(FAMILIES, 0)
+    widths: dict[str, dict] = {}
+    mix: dict[str, int] = {}
+    waits: Counter = Counter()
+    spill = Counter()
+    data_bytes = {"load": 0, "store": 0, "atomic": 0}
+    for mnemonic, operands, comment, family, width, nbytes, category, n in \
+            _classified(k, private_mubuf):
         mnemonics[mnemonic] += n
         mix[category] = mix.get(category, 0) + n
         if family is None:
