@@ -81,3 +81,26 @@ def test_a_bad_op_list_stops_the_launcher_with_one_line(tmp_path):
     proc = _launch(tmp_path, "--replace-rows", "softmaxx")
     assert proc.returncode == 3 and "unknown row op softmaxx" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("example, status", [("softmax_long_rows_replace", "ok"), ("rms_norm", "not applied")])
+def test_a_replace_run_whose_kernels_never_launched_is_not_applied(example, status):
+    # stderr of the replace runs recorded on the H200: long-row softmax routed 53 launches; the
+    # RMS norm repro writes its math by hand, so nothing reached the kernels (0.995x, a no-op)
+    from types import SimpleNamespace
+
+    from tko import trials
+
+    log = os.path.join(ROOT, "examples", "recorded_h200", "trials", example, "logs", "replace_1.log")
+    stderr = open(log, encoding="utf-8").read().split("--- stderr ---", 1)[1]
+    record = {"status": "ok", "error": None}
+    arm = SimpleNamespace(spec=SimpleNamespace(bootstrap=["--replace-rows", "softmax"]))
+    trials._check_replaced(record, arm, stderr)
+    assert record["status"] == status
+    if status == "not applied":
+        assert "never ran" in record["error"] and "no softmax/norm call" in record["error"]
+    else:
+        assert record["replaced"].startswith("softmax: kernel 53")
+    other = {"status": "ok"}
+    trials._check_replaced(other, SimpleNamespace(spec=SimpleNamespace(bootstrap=[])), stderr)
+    assert other == {"status": "ok"}

@@ -134,6 +134,19 @@ def _measure(record: dict, stdout: str, meas: dict, ctx: Context) -> None:
                            "called no torch.compile'd callable more than twice")
 
 
+def _check_replaced(record: dict, arm: Arm, stderr: str) -> None:
+    """A replace arm whose row kernels never launched measured the baseline again: not applied."""
+    if "--replace-rows" not in arm.spec.bootstrap:
+        return
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("TKO_REPLACE:")]
+    record["replaced"] = lines[-1].split(":", 1)[1].strip() if lines else None
+    if not re.search(r": kernel \d+", record["replaced"] or ""):
+        record["status"] = "not applied"
+        record["error"] = ("the bundled row kernels never ran: "
+                           + (record["replaced"] or "no TKO_REPLACE line") + " (the program does not call "
+                           "torch's softmax / layer_norm / rms_norm functions in a form they take)")
+
+
 def run_once(arm: Arm, index: int, ctx: Context) -> dict:
     tag = f"{arm.name}_{index}"
     meas_path, out_path = ctx.work / f"{tag}.json", ctx.work / f"{tag}.pt"
@@ -154,6 +167,7 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
         record["status"], record["error"] = "failed", f"exit {rc}: {failure_line(stderr) or '(no output)'}"
     else:
         _measure(record, stdout, meas, ctx)
+        _check_replaced(record, arm, stderr)
     record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()]
     ctx.done += 1
     ctx.order.append(f"{arm.name}#{index}")
@@ -225,6 +239,7 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
         "wall_s": [r["wall_s"] for r in arm.runs], "outputs": arm.outputs,
         "metric_from": next((r["metric_from"] for r in arm.runs if r.get("metric_from")), None),
         "logs": [r["log"] for r in arm.runs],
+        **({"replaced": [r.get("replaced") for r in arm.runs]} if "--replace-rows" in spec.bootstrap else {}),
     }
 
 
