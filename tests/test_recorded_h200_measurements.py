@@ -100,3 +100,52 @@ def test_the_embedding_gather_counts_the_rows_it_reads_and_sits_at_its_floor():
         assert table["touched_bytes"] < table["view_bytes"] / 3
         assert model["inductor_bytes"] > 1.8 * model["unique_bytes"]
         assert 50 < numbers["kernel_pct_of_copy"] < 100  # the whole-table estimate gave 187 %
+
+
+def test_the_replace_arm_decides_where_the_row_is_long_and_not_where_it_did_nothing():
+    doc = trials("softmax_long_rows_replace")
+    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    arms = {a["name"]: a for a in doc["arms"]}
+    assert doc["winner"] == "replace" and decision["verdict"] == "rewrite_model"
+    assert f"{arms['replace']['x_baseline']:.2f}x" in decision["says"] and "one-pass row kernels" in decision["says"]
+    assert arms["replace"]["x_baseline"] > arms["coordinate_descent"]["x_baseline"] > 1
+    rms = {a["name"]: a for a in trials("rms_norm")["arms"]}
+    assert trials("rms_norm")["winner"] is None and rms["replace"]["x_baseline"] < 1.01
+
+
+@pytest.mark.parametrize("name", ["gelu_erf", "dynamic_shapes", "embedding_fwd_bwd", "rms_norm"])
+def test_one_run_arms_never_win_whatever_their_ratio(name):
+    doc = trials(name)
+    base = next(a for a in doc["arms"] if a["name"] == "baseline")
+    assert len(base["ms"]) == 1 and base["spread"] is None
+    assert doc["winner"] is None and doc["what_to_change"].startswith("nothing beat the baseline")
+    assert all(a["beyond_noise"] is None for a in doc["arms"])
+
+
+def test_the_pinned_failure_is_reported_and_the_other_arms_decide():
+    doc = trials("softmax_long_rows_pinned")
+    arms = {a["name"]: a for a in doc["arms"]}
+    assert arms["pinned"]["status"] == "failed" and "BackendCompilerFailed" in arms["pinned"]["reason"]
+    assert doc["winner"] == "coordinate_descent" and arms["coordinate_descent"]["beyond_noise"] is True
+
+
+ROWSWEEP = ROOT / "tests" / "fixtures" / "rowkernel_sweep_h200" / "rowkernel_sweep.json"
+
+
+def test_row_kernel_sweep_bundled_beats_every_inductor_mode_only_on_long_softmax_rows():
+    doc = json.loads(ROWSWEEP.read_text())
+    rows = {(r["op"], r["dtype"], r["n_cols"], r["mode"]): r for r in doc["rows"]}
+    assert all(r["correct"] for r in doc["rows"] if r["status"] == "ok")
+    for c in doc["comparison"]:
+        key = (c["op"], c["dtype"], c["n_cols"])
+        inductor = [rows[(*key, m)]["ms"] for m in ("inductor_default", "max_autotune", "coordinate_descent")]
+        bundled = rows[(*key, "bundled")]
+        if bundled["status"] != "ok":
+            assert c["bundled_beats_inductor"] is False and "exceeds" in bundled["reason"]
+            continue
+        # the flag agrees with the numbers it was made from
+        assert c["bundled_beats_inductor"] == (bundled["ms"] * 1.02 < min(inductor))
+        long_softmax = c["op"] == "softmax" and 4096 <= c["n_cols"] <= 32768
+        assert c["bundled_beats_inductor"] == long_softmax, c
+        if long_softmax:
+            assert min(inductor) / bundled["ms"] > 1.4
