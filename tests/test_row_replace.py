@@ -104,3 +104,32 @@ def test_a_replace_run_whose_kernels_never_launched_is_not_applied(example, stat
     other = {"status": "ok"}
     trials._check_replaced(other, SimpleNamespace(spec=SimpleNamespace(bootstrap=[])), stderr)
     assert other == {"status": "ok"}
+
+
+def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
+    # the H200 speed-of-light run of the long-row softmax (tests/fixtures/sol_h200/table)
+    import json
+
+    from tko import decide, evidence
+
+    sol = json.loads(open(os.path.join(ROOT, "tests", "fixtures", "sol_h200", "table",
+                                       "softmax_long_rows_rep1.json")).read())
+    kernel = sol["kernel"]
+    ev = evidence.Evidence(kernel)
+    evidence.from_sol(ev, sol, "sol.json")
+    evidence.name_facts(ev)
+    facts = {**ev.facts, "share": decide.Fact(0.9, "hand"), "multi_pass": decide.Fact(True, "meta.json"),
+             "pct_copy_peak": decide.Fact(0.48, "run.json")}
+    d = decide.decide(facts, decide.load_rules())
+    assert (d.verdict, d.rule) == ("rewrite_model", "row_kernel_replacement")
+    says = d.fired[0].says
+    numbers = sol["classification"]["numbers"]
+    gain = numbers["kernel_ms"] / numbers["one_pass_floor_ms"]
+    assert f"at most {gain:.2f}x" in says and "tko.rowkernels.softmax" in says and "--arms replace" in says
+    # the same kernel read once per row (not multi-pass): no offer
+    d = decide.decide({**facts, "multi_pass": decide.Fact(False, "meta.json")}, decide.load_rules())
+    assert d.rule != "row_kernel_replacement"
+    # nothing timed: the inferred rule offers it and says it was not measured
+    plain = {k: v for k, v in facts.items() if not k.startswith("sol_")}
+    d = decide.decide(plain, decide.load_rules())
+    assert d.rule == "row_kernel_replacement_unmeasured" and "not timed" in d.fired[0].says

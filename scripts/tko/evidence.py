@@ -397,7 +397,12 @@ def from_env(ev: Evidence, doc: dict | None) -> tuple[str | None, str | None]:
 
 
 def name_facts(ev: Evidence) -> None:
+    from .row_replace import row_pattern
+
     ev.fact("name_is_gemm", bool(GEMM_NAME.search(ev.kernel)), "kernel name")
+    # the row op a bundled one-pass kernel (tko.rowkernels) can replace: Inductor names kernels
+    # after their aten ops
+    ev.fact("row_pattern", row_pattern(ev.kernel), "kernel name (tko.row_replace.row_pattern)")
 
 
 # ----------------------------------------------------------------------------- measured remedies
@@ -535,6 +540,11 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
     ev.fact("sol_class", c.get("class"), f"{where}.class")
     for key in ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin"):
         ev.fact(f"sol_{key}", n.get(key), f"{where}.numbers.{key}")
+    one_pass = n.get("one_pass_floor_ms")
+    if n.get("passes_floor_ms") and one_pass and n.get("kernel_ms"):
+        # a multi-pass kernel: what reading each input once could reach
+        ev.fact("sol_one_pass_floor_ms", one_pass, f"{where}.numbers.one_pass_floor_ms")
+        ev.fact("sol_one_pass_gain", n["kernel_ms"] / one_pass, f"{where}.numbers: kernel_ms / one_pass_floor_ms")
     if c.get("class") == "access_pattern_bound":
         ev.fact("sol_causes", _cause_text(c.get("causes")), f"{where}.causes")
     if c.get("class") == "arithmetic_bound":
