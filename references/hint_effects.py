@@ -31,7 +31,7 @@ if os.path.isdir(os.path.join(_SCRIPTS, "tko")):  # the skill's checkout; else t
     sys.path.insert(0, _SCRIPTS)
 
 from tko.isa_amdgcn import memory_op_counts  # noqa: E402
-from tko.offline_compile import _lld_stand_in  # noqa: E402
+from tko.offline_compile import lld_stand_in  # noqa: E402
 
 
 def _data_ops(asm: str) -> list[str]:
@@ -206,7 +206,7 @@ def main(argv=None) -> int:
                         help="print the entry for hint_effects_measured.yaml instead of the table")
     args = parser.parse_args(argv)
     if args.stub_linker:
-        os.environ["TRITON_HIP_LLD_PATH"] = _lld_stand_in()  # copies the object: asm only
+        os.environ["TRITON_HIP_LLD_PATH"] = lld_stand_in()  # copies the object: asm only
     try:
         result = measure(args.arch)
     except ImportError as exc:

@@ -18,7 +18,7 @@ import sys
 
 from tko import atomic
 from tko.artifact import write_artifact
-from tko.autotune_log import (DEFAULT_SPREAD_THRESHOLD, parse_files, paused_gc, render_markdown,
+from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
 from tko.errors import ArgumentParser, InputError, run_main
 
@@ -34,10 +34,10 @@ def build_parser() -> ArgumentParser:
                         "folder stands for the autotune.log in it")
     p.add_argument("--json-out", metavar="PATH", help="write the autotune_summary/1 JSON here")
     p.add_argument("--markdown-out", metavar="PATH", help="write a Markdown report here")
-    p.add_argument("--spread-threshold", type=float, default=DEFAULT_SPREAD_THRESHOLD,
-                   metavar="RATIO",
+    p.add_argument("--spread-threshold", type=float, default=None, metavar="RATIO",
                    help="flag a kernel 'flat_spread' when slowest/fastest config time is below "
-                        f"RATIO: tuning it is pointless (default {DEFAULT_SPREAD_THRESHOLD})")
+                        "RATIO: tuning it is pointless (default: small_autotune_spread of "
+                        "references/decision_rules.yaml, 1.03)")
     return p
 
 
@@ -53,6 +53,8 @@ def log_in(path: str) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.spread_threshold is None:
+        args.spread_threshold = default_spread_threshold()
     if not args.spread_threshold >= 1.0:
         raise InputError(f"--spread-threshold must be >= 1.0, got {args.spread_threshold}")
     for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):

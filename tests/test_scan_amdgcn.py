@@ -625,4 +625,4 @@ def test_check_env_and_hint_effects_use_the_scanners_counter():
     assert hint_effects._data_ops(text) == ["buffer_load_ushort", "buffer_store_short"]
     assert hint_effects._data_ops(read("gfx942-nopr/add_fp32.amdgcn")) == [
         "global_load_dwordx4", "global_store_dwordx4"]
-    assert hint_effects._lld_stand_in is offline_compile._lld_stand_in  # one ld.lld stand-in
+    assert hint_effects.lld_stand_in is offline_compile.lld_stand_in  # one ld.lld stand-in

@@ -851,11 +851,6 @@ def default_spread_threshold() -> float:
     return float(value)
 
 
-def __getattr__(name: str) -> Any:
-    # DEFAULT_SPREAD_THRESHOLD is read from the rules file when first asked for, not kept here
-    if name == "DEFAULT_SPREAD_THRESHOLD":
-        return default_spread_threshold()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FLAG_TEXT = {
     "single_config": "only one config was declared or timed: this kernel was never tuned here "

@@ -506,7 +506,7 @@ shutil.copyfile(args[args.index("-shared") + 1], args[args.index("-o") + 1])  # 
 
 
 @functools.lru_cache(maxsize=1)
-def _lld_stand_in() -> str:
+def lld_stand_in() -> str:
     stub_dir = tempfile.mkdtemp(prefix="tko_lld_")
     atexit.register(shutil.rmtree, stub_dir, True)
     stub = Path(stub_dir) / "ld.lld"
@@ -532,7 +532,7 @@ def hip_linker_env(target_doc: dict) -> tuple[dict, str | None]:
                   Path("/opt/rocm/llvm/bin/ld.lld"), Path("/usr/bin/ld.lld")]
     if any(c.is_file() for c in candidates):
         return {}, None
-    return {"TRITON_HIP_LLD_PATH": _lld_stand_in()}, (
+    return {"TRITON_HIP_LLD_PATH": lld_stand_in()}, (
         f"no ld.lld here and triton {package_version('triton')} links the hsaco with it: a stand-in "
         f"copied the unlinked object, so the AMDGCN text is complete but the hsaco is not loadable")
 
