@@ -18,9 +18,8 @@ SCATTER = ROOT / "examples" / "recorded_h200" / "scatter_index_add" / "autotune_
     "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1.py"
 GELU = ROOT / "examples" / "recorded_h200" / "pointwise_chain" / "autotune_kernels" / \
     "triton_poi_fused_add_gelu_mul_0.py"
-SOFTMAX = next((SOL / "softmax_long_rows" / "autotune_kernels").glob("triton_red_*.py"), None) \
-    if SOL.is_dir() else None
-need_sol = pytest.mark.skipif(not EMB_FWD.is_file(), reason="tests/fixtures/sol_h200 not present")
+SOFTMAX = SOL / "softmax_long_rows" / "autotune_kernels" / \
+    "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0.py"
 
 
 def _model(path: Path) -> dict:
@@ -31,7 +30,6 @@ def _arg(model: dict, name: str) -> dict:
     return next(a for a in model["args"] if a["name"] == name)
 
 
-@need_sol
 def test_embedding_gather_counts_the_rows_the_saved_index_names():
     torch = pytest.importorskip("torch")
     model = _model(EMB_FWD)
@@ -47,7 +45,6 @@ def test_embedding_gather_counts_the_rows_the_saved_index_names():
     assert model["unique_bytes"] == sum(a["counted_bytes"] for a in model["args"])
 
 
-@need_sol
 def test_embedding_backward_atomic_target_reads_and_writes_the_touched_rows():
     model = _model(EMB_BWD)
     out = _arg(model, "out_ptr0")
@@ -88,7 +85,6 @@ def test_pointwise_bytes_match_inductor_and_have_one_pass():
     assert model["max_passes"] == 1 and model["multi_pass_bytes"] == model["unique_bytes"]
 
 
-@pytest.mark.skipif(SOFTMAX is None, reason="tests/fixtures/sol_h200 not present")
 def test_two_pass_softmax_reads_its_input_twice():
     model = _model(SOFTMAX)
     inp = _arg(model, "in_ptr0")

@@ -403,8 +403,6 @@ def test_inductor_index_add_atomics_per_arch_and_hint():
 def test_real_h200_inductor_cache_root():
     # torch 2.11 / triton 3.6 on an H200: <cache root>/tmp*/triton/<key>/<name>.{ptx,cubin,json}
     root = Path(__file__).resolve().parent / "fixtures" / "inductor_h200" / "scatter_index_add"
-    if not root.exists():
-        pytest.skip("inductor_h200 capture not present")
     records = scan_path(root / "inductor_cache", kernel=IDX)
     # without --sass the .cubin next to each .ptx is not disassembled
     assert records and {(r["format"], r["arch"]) for r in records} == {("ptx", "sm_90")}
