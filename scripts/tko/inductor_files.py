@@ -413,6 +413,339 @@ def _in_capture(raw: str, capture: Root) -> Path | None:
     return found or relocate(raw, [capture])
 
 
+def _within(path: Path, roots: list[Root]) -> Path | None:
+    real = Path(os.path.realpath(path))
+    return real if any(real == r.real or r.real in real.parents for r in roots) else None
+
+
+@dataclass
+class _Scan:
+    """What discovery found, shared by the later steps: the roots we walk, the wrapper modules
+    (``output_codes``: ``(path, real, kernels)``; ``debug_codes``: ``(root, path, real,
+    kernels)``), the kernel modules and Triton cache entries of the roots, and the log paths
+    found under another folder (``relocated``)."""
+    sources: Sources
+    col: Collector
+    capture_facts: dict
+    cache_root: Root | None
+    capture: Root | None
+    debug_roots: list[Root]
+    search_roots: list[Root]
+    log_text: str
+    output_codes: list[tuple[Path, Path, dict]] = field(default_factory=list)
+    debug_codes: list[tuple[Root, Path, Path, dict]] = field(default_factory=list)
+    relocated: dict[str, str] = field(default_factory=dict)
+    modules: dict = field(default_factory=dict)
+    entries: list[CacheEntry] = field(default_factory=list)
+    triton_roots: list[tuple[Root, Path]] = field(default_factory=list)
+
+
+@dataclass
+class _KernelCopy:
+    """One kernel's part of the manifest while its artifacts are copied."""
+    kernel: str
+    kdir: str
+    artifacts: list[dict] = field(default_factory=list)
+    missing: list[dict] = field(default_factory=list)
+
+    def add(self, item: dict | None) -> None:
+        if item is not None:
+            self.artifacts.append(item)
+
+    def has(self, kind: str) -> bool:
+        return any(a["kind"] == kind for a in self.artifacts)
+
+    def lacks(self, kind: str, reason: str) -> None:
+        self.missing.append({"kind": kind, "reason": reason})
+
+
+def _discover(sources: Sources, col: Collector, capture_facts: dict) -> _Scan:
+    """The roots, the wrapper modules the log names, the debug trees, the kernel modules and
+    the Triton cache entries."""
+    refused = col.refused
+    cache_root = Root(sources.cache_root, refused) if sources.cache_root else None
+    capture = Root(sources.capture_dir, refused) if sources.capture_dir else None
+    debug_roots = [Root(d, refused) for d in sources.debug_dirs]
+    log_root = Root(sources.log.parent, refused) if sources.log else None
+    scan = _Scan(sources, col, capture_facts, cache_root, capture, debug_roots,
+                 [r for r in (cache_root, log_root, *debug_roots) if r is not None],
+                 read_text(sources.log, limit=1 << 31) if sources.log else "")
+    if sources.log:
+        _discover_logged(scan)
+    for root in scan.debug_roots:
+        for p, real in debug_output_codes(root):
+            scan.debug_codes.append((root, p, real, kernels_in_output_code(read_text(real))))
+    scan.modules = kernel_modules(cache_root) if cache_root else {}
+    _discover_cache_entries(scan)
+    return scan
+
+
+def _discover_logged(scan: _Scan) -> None:
+    """Wrapper modules named by the log (they must lie inside a root we were given) and the
+    TORCH_COMPILE_DEBUG trees it names under a root we search."""
+    col, refused = scan.col, scan.col.refused
+    refs = log_references(scan.log_text)
+    for raw in refs["output_code"]:
+        p = relocate(raw, scan.search_roots)
+        if p is None:
+            col.notes.append(f"{raw}: named by the log ('Output code written to:') but not "
+                             "found, nor its tail under --cache-root or the log's folder")
+            continue
+        real = _within(p, scan.search_roots)
+        if real is None:
+            refused.append({"path": str(p), "target": os.path.realpath(p),
+                            "reason": "named by the log but outside --cache-root and the "
+                                      "log's folder"})
+            continue
+        if str(p) != raw:
+            scan.relocated[raw] = str(p)
+        if real.is_file():
+            scan.output_codes.append((p, real, kernels_in_output_code(read_text(real))))
+    for raw in refs["debug_traces"]:
+        trace = relocate(raw, scan.search_roots)
+        if trace is None or not trace.is_dir() or _within(trace, scan.debug_roots) is not None:
+            continue
+        if _within(trace, scan.search_roots) is not None:
+            scan.debug_roots.append(Root(trace, refused))
+
+
+def _discover_cache_entries(scan: _Scan) -> None:
+    """The Triton cache entries under the cache root and every --triton-cache, once each."""
+    cache_root = scan.cache_root
+    seen_entries: set[Path] = set()
+    scan.triton_roots = [(cache_root, d) for d in triton_dirs(cache_root)] if cache_root else []
+    for tc in scan.sources.triton_caches:
+        scan.triton_roots.append((Root(tc, scan.col.refused), Path(tc)))
+    for root, start in scan.triton_roots:
+        for entry in triton_cache_entries(root, start):
+            real = Path(os.path.realpath(entry.path))
+            if real not in seen_entries:
+                seen_entries.add(real)
+                scan.entries.append(entry)
+
+
+def _select(scan: _Scan, only: list[str] | None) -> list[str]:
+    """Which kernels: those this run's log / capture mention (else all the cache holds); a
+    --kernel NAME picks the one so named, else every known kernel whose name contains NAME."""
+    mentioned: list[str] = []
+    for _, _, found in scan.output_codes:
+        mentioned += list(found)
+    for _, _, _, found in scan.debug_codes:
+        mentioned += list(found)
+    mentioned += list(scan.capture_facts)
+    entry_names = sorted({e.name for e in scan.entries})
+    known = list(dict.fromkeys(mentioned + sorted(scan.modules) + entry_names))
+    if only:
+        names = []
+        for want in only:
+            names += [want] if want in known else ([n for n in known if want in n] or [want])
+    else:
+        names = mentioned or sorted(scan.modules) or entry_names
+    return list(dict.fromkeys(names))
+
+
+def _copy_output_codes(scan: _Scan, k: _KernelCopy) -> list[str]:
+    """The wrapper modules defining the kernel; returns their '# kernel path:' hints."""
+    hinted: list[str] = []
+    for p, real, found in scan.output_codes:
+        if k.kernel in found:
+            k.add(scan.col.copy_shared(["output_code", safe_filename(p.name)], p, real,
+                                       "output_code"))
+            if found[k.kernel]:
+                hinted.append(found[k.kernel])
+    for root, p, real, found in scan.debug_codes:
+        if k.kernel in found:
+            rel = p.relative_to(root.given).parts
+            k.add(scan.col.copy_shared(["debug", *map(safe_filename, rel[:-1]),
+                                        safe_filename(p.name)], p, real, "debug_output_code"))
+            if found[k.kernel]:
+                hinted.append(found[k.kernel])
+    if scan.sources.log and not k.has("output_code"):
+        k.lacks("output_code", "no 'Output code written to:' file of the log defines it (log it "
+                               "with TORCH_LOGS=output_code or +inductor)")
+    return hinted
+
+
+def _copy_kernel_modules(scan: _Scan, k: _KernelCopy, hinted: list[str]) -> dict[Path, Path]:
+    """Kernel modules: '# kernel path:' hints first, then the scan of the cache root; returns
+    ``{real: path}``."""
+    cache_root = scan.cache_root
+    module_files: dict[Path, Path] = {}
+    for raw in hinted:
+        p = relocate(raw, [cache_root]) if cache_root else None
+        if p is None:
+            continue
+        if str(p) != raw:
+            scan.relocated[raw] = str(p)
+        real = cache_root.inside(p)
+        if real is not None and k.kernel in kernels_in_module(read_text(real)):
+            module_files.setdefault(real, p)
+    for p, real in scan.modules.get(k.kernel, []):
+        module_files.setdefault(real, p)
+    for real, p in module_files.items():
+        k.add(scan.col.copy(k.kdir, ["kernel_module", safe_filename(p.name)], p, real,
+                            "kernel_module"))
+    if not module_files:
+        k.lacks("kernel_module", "no --cache-root given" if not cache_root
+                else f"no {scan.sources.cache_root}/<xx>/<hash>.py defines it")
+    return module_files
+
+
+def _copy_best_configs(scan: _Scan, k: _KernelCopy, module_files: dict[Path, Path],
+                       entry_keys: set[str]) -> set[str]:
+    """The ``.best_config`` files beside the modules; returns the cache keys they name."""
+    winner_keys: set[str] = set()
+    if scan.cache_root and module_files:
+        dirs = {p.parent for p in module_files.values()}
+        for p, real, doc in best_config_files(scan.cache_root, dirs):
+            hash_ = doc.get("triton_cache_hash")
+            stems = {m.stem for m in module_files.values()}
+            ours = (hash_ in entry_keys) if hash_ else (
+                p.stem in stems or all(set(kernels_in_module(read_text(x))) <= {k.kernel}
+                                       for x in p.parent.glob("*.py")))
+            if not ours:
+                continue
+            if hash_:
+                winner_keys.add(hash_)
+            label = {key: v for key, v in doc.items() if key not in ("configs_hash",)}
+            k.add(scan.col.copy(k.kdir, ["best_config", safe_filename(p.name)], p, real,
+                                "best_config", label))
+    if not k.has("best_config"):
+        k.lacks("best_config", _reason_no_best_config())
+    return winner_keys
+
+
+def _copy_cache_entry(scan: _Scan, k: _KernelCopy, e: CacheEntry, winner: bool) -> dict:
+    """One Triton cache entry's files; returns its ``triton_cache_entries`` item."""
+    label = e.label()
+    files = []
+    for p, real in e.files:
+        ext = p.name.rsplit(".", 1)[-1] if "." in p.name else "file"
+        kind = "triton_group" if p.name.startswith("__grp__") else f"triton_{ext}"
+        item = scan.col.copy(k.kdir, ["triton_cache", safe_filename(e.key),
+                                      safe_filename(p.name)], p, real, kind, {"key": e.key, **label})
+        if item:
+            item["entry"] = e.key
+            k.add(item)
+            files.append(item["path"])
+    backend = e.backend()
+    expected = list(STAGES_COMMON) + list(STAGES_BY_BACKEND.get(backend or "", ()))
+    present = {p.name.rsplit(".", 1)[-1] for p, _ in e.files if p.stem == e.name}
+    return {"key": e.key, "name": e.name, "backend": backend,
+            "path": f"{k.kdir}/triton_cache/{safe_filename(e.key)}",
+            "label": label, "winner": winner, "files": files,
+            "missing_stages": [s for s in expected if s not in present]}
+
+
+def _note_missing_stages(scan: _Scan, k: _KernelCopy, entry_docs: list[dict]) -> None:
+    """What the kernel's Triton cache entries lack: all of them, the AMDGCN, a common stage."""
+    if not entry_docs:
+        where = [str(r) for _, r in scan.triton_roots] or ["(no Triton cache given)"]
+        k.lacks("triton_cache", f"no cache folder holds {k.kernel}.json under {', '.join(where)}")
+        return
+    backends = sorted({d["backend"] or "unknown" for d in entry_docs})
+    stages = {s for d in entry_docs for s in
+              (STAGES_COMMON + STAGES_BY_BACKEND.get(d["backend"] or "", ()))
+              if s not in d["missing_stages"]}
+    targets = sorted({d["label"].get("target", "?") for d in entry_docs})
+    if "amdgcn" not in stages:
+        k.lacks("amdgcn", f"the Triton cache entries target {', '.join(targets)}; AMDGCN is "
+                          "produced only when compiling for a HIP (gfx) target"
+                          if "hip" not in backends else
+                          "HIP cache entries without an .amdgcn file (TRITON_STORE_BINARY_ONLY?)")
+    for s in STAGES_COMMON:
+        if s not in stages:
+            k.lacks(s, f"no cache entry of {k.kernel} has a .{s} file")
+
+
+def _capture_wanted(capture: Root, kernel: str, fact) -> list[tuple[str, str]]:
+    """The capture's files of a kernel, ``(kind, path)``: standalone files (one per argument
+    signature: <kernel>.py, <kernel>__s2.py, ...), saved inputs (<kernel>.inputs/), other
+    files named after it."""
+    wanted = [("capture_standalone", f) for f in (fact.standalone_files if fact else [])]
+    wanted += [("capture_input", s) for s in (fact.saved_inputs if fact else [])]
+    standalone = re.compile(re.escape(kernel) + r"(?:__s\d+)?\.py$")
+    prefix = tuple(kernel + sep for sep in "._-")
+    for child in capture.children(capture.given):
+        if not (child.name.startswith(prefix) or child.name == kernel):
+            continue
+        if child.is_dir() and not child.is_symlink():
+            kind = "capture_input" if child.name == kernel + ".inputs" else "capture_file"
+            wanted += [(kind, str(p.relative_to(capture.given))) for p, _ in capture.files(child)]
+        elif child.is_dir():
+            capture.inside(child)  # a linked folder: refused when it leaves the root
+        else:
+            wanted.append(("capture_standalone" if standalone.match(child.name)
+                           else "capture_file", child.name))
+    return wanted
+
+
+def _copy_capture(scan: _Scan, k: _KernelCopy) -> None:
+    """The capture folder's files of the kernel, each once."""
+    capture = scan.capture
+    seen_real: set[Path] = set()
+    for kind, raw in _capture_wanted(capture, k.kernel, scan.capture_facts.get(k.kernel)):
+        p = _in_capture(raw, capture)
+        if p is None:
+            continue
+        real = capture.inside(p)
+        if real is None or real in seen_real or not real.is_file():
+            continue
+        seen_real.add(real)
+        rel = real.relative_to(capture.real).parts
+        k.add(scan.col.copy(k.kdir, ["capture", *map(safe_filename, rel[:-1]),
+                                     safe_filename(rel[-1])], p, real, kind))
+    if not k.has("capture_standalone"):
+        k.lacks("capture_standalone", f"no standalone {k.kernel}.py in {scan.sources.capture_dir}")
+
+
+def _model_code(scan: _Scan, k: _KernelCopy, origins) -> dict | None:
+    """The model code the kernel came from, and a note when the log lacks it."""
+    origin = model_code.kernel_model_code(origins, k.kernel)
+    if origin is None and scan.sources.log:
+        k.lacks("model_code", "no output code names its source nodes (log with "
+                              "TORCH_LOGS=+inductor,output_code)")
+    elif origin is not None and not origin["frames"]:
+        k.lacks("model_code_frames", "its source nodes are not in a logged FX graph "
+                                     "(TORCH_LOGS=+inductor logs the pre- and post-grad graphs "
+                                     "with their '# File:' lines)")
+    return origin
+
+
+def _copy_kernel(scan: _Scan, kernel: str, origins) -> dict:
+    """Copy one kernel's artifacts; returns its ``kernels`` item of the manifest."""
+    k = _KernelCopy(kernel, scan.col.kernel_dir(kernel))
+    hinted = _copy_output_codes(scan, k)
+    module_files = _copy_kernel_modules(scan, k, hinted)
+    mine = [e for e in scan.entries if entry_matches(e, kernel)]
+    entry_keys = set().union(*(e.keys() for e in mine)) if mine else set()
+    winner_keys = _copy_best_configs(scan, k, module_files, entry_keys)
+    entry_docs = [_copy_cache_entry(scan, k, e, bool(winner_keys & e.keys())) for e in mine]
+    _note_missing_stages(scan, k, entry_docs)
+    if scan.capture is not None:
+        _copy_capture(scan, k)
+    origin = _model_code(scan, k, origins)
+    return {"kernel": kernel, "dir": k.kdir, "artifacts": k.artifacts,
+            "triton_cache_entries": entry_docs, "model_code": origin, "missing": k.missing}
+
+
+def _manifest(scan: _Scan, out: Path, kernels: list[dict]) -> dict:
+    sources, col = scan.sources, scan.col
+    unique_refused = list({(r["path"], r["reason"]): r for r in col.refused}.values())
+    return {
+        "out_dir": str(out),
+        "roots": {"log": str(sources.log) if sources.log else None,
+                  "capture_dir": str(sources.capture_dir) if sources.capture_dir else None,
+                  "cache_root": str(sources.cache_root) if sources.cache_root else None,
+                  "triton_caches": [str(t) for t in sources.triton_caches],
+                  "debug_dirs": [str(r.given) for r in scan.debug_roots]},
+        "kernels": kernels,
+        "refused": unique_refused,
+        "relocated": scan.relocated,
+        "notes": col.notes,
+    }
+
+
 def collect(sources: Sources, out: Path, only: list[str] | None = None,
             capture_facts: dict | None = None) -> dict:
     """Find and copy the artifacts; returns the ``artifact_manifest/1`` payload.
@@ -421,256 +754,10 @@ def collect(sources: Sources, out: Path, only: list[str] | None = None,
     the capture log (its standalone file and saved inputs).
     """
     col = Collector(sources, out)
-    refused = col.refused
-    capture_facts = capture_facts or {}
-
-    cache_root = Root(sources.cache_root, refused) if sources.cache_root else None
-    capture = Root(sources.capture_dir, refused) if sources.capture_dir else None
-    debug_roots = [Root(d, refused) for d in sources.debug_dirs]
-    log_root = Root(sources.log.parent, refused) if sources.log else None
-
-    def within(path: Path, roots: list[Root]) -> Path | None:
-        real = Path(os.path.realpath(path))
-        return real if any(real == r.real or r.real in real.parents for r in roots) else None
-
-    # wrapper modules named by the log; they must lie inside a root we were given
-    output_codes: list[tuple[Path, Path, dict]] = []
-    relocated: dict[str, str] = {}
-    search_roots = [r for r in (cache_root, log_root, *debug_roots) if r is not None]
-    log_text = read_text(sources.log, limit=1 << 31) if sources.log else ""
-    if sources.log:
-        refs = log_references(log_text)
-        for raw in refs["output_code"]:
-            p = relocate(raw, search_roots)
-            if p is None:
-                col.notes.append(f"{raw}: named by the log ('Output code written to:') but not "
-                                 "found, nor its tail under --cache-root or the log's folder")
-                continue
-            real = within(p, search_roots)
-            if real is None:
-                refused.append({"path": str(p), "target": os.path.realpath(p),
-                                "reason": "named by the log but outside --cache-root and the "
-                                          "log's folder"})
-                continue
-            if str(p) != raw:
-                relocated[raw] = str(p)
-            if real.is_file():
-                output_codes.append((p, real, kernels_in_output_code(read_text(real))))
-        for raw in refs["debug_traces"]:
-            # a TORCH_COMPILE_DEBUG tree the log names, when it lies under a root we search
-            trace = relocate(raw, search_roots)
-            if trace is None or not trace.is_dir() or within(trace, debug_roots) is not None:
-                continue
-            if within(trace, search_roots) is not None:
-                debug_roots.append(Root(trace, refused))
-    debug_codes: list[tuple[Root, Path, Path, dict]] = []
-    for root in debug_roots:
-        for p, real in debug_output_codes(root):
-            debug_codes.append((root, p, real, kernels_in_output_code(read_text(real))))
-
-    modules = kernel_modules(cache_root) if cache_root else {}
-    entries: list[CacheEntry] = []
-    seen_entries: set[Path] = set()
-    triton_roots = [(cache_root, d) for d in triton_dirs(cache_root)] if cache_root else []
-    for tc in sources.triton_caches:
-        triton_roots.append((Root(tc, refused), Path(tc)))
-    for root, start in triton_roots:
-        for entry in triton_cache_entries(root, start):
-            real = Path(os.path.realpath(entry.path))
-            if real not in seen_entries:
-                seen_entries.add(real)
-                entries.append(entry)
-
-    # which kernels: those this run's log / capture mention (else all the cache holds); a
-    # --kernel NAME picks the one so named, else every known kernel whose name contains NAME
-    mentioned: list[str] = []
-    for _, _, found in output_codes:
-        mentioned += list(found)
-    for _, _, _, found in debug_codes:
-        mentioned += list(found)
-    mentioned += list(capture_facts)
-    known = list(dict.fromkeys(mentioned + sorted(modules) + sorted({e.name for e in entries})))
-    if only:
-        names = []
-        for want in only:
-            names += [want] if want in known else ([n for n in known if want in n] or [want])
-    else:
-        names = mentioned or sorted(modules) or sorted({e.name for e in entries})
-    names = list(dict.fromkeys(names))
-
-    origins = model_code.read_origins(log_text, [read_text(real) for _, real, _ in output_codes]
-                                      + [read_text(real) for _, _, real, _ in debug_codes])
-    kernels = []
-    for kernel in names:
-        kdir = col.kernel_dir(kernel)
-        artifacts: list[dict] = []
-        missing: list[dict] = []
-
-        def add(item):
-            if item is not None:
-                artifacts.append(item)
-
-        # output code (wrapper) modules
-        hinted: list[str] = []
-        for p, real, found in output_codes:
-            if kernel in found:
-                add(col.copy_shared(["output_code", safe_filename(p.name)], p, real,
-                                    "output_code"))
-                if found[kernel]:
-                    hinted.append(found[kernel])
-        for root, p, real, found in debug_codes:
-            if kernel in found:
-                rel = p.relative_to(root.given).parts
-                add(col.copy_shared(["debug", *map(safe_filename, rel[:-1]),
-                                     safe_filename(p.name)], p, real, "debug_output_code"))
-                if found[kernel]:
-                    hinted.append(found[kernel])
-        if sources.log and not any(a["kind"] == "output_code" for a in artifacts):
-            missing.append({"kind": "output_code", "reason":
-                            "no 'Output code written to:' file of the log defines it (log it "
-                            "with TORCH_LOGS=output_code or +inductor)"})
-
-        # kernel modules: '# kernel path:' hints first, then the scan of the cache root
-        module_files: dict[Path, Path] = {}
-        for raw in hinted:
-            p = relocate(raw, [cache_root]) if cache_root else None
-            if p is None:
-                continue
-            if str(p) != raw:
-                relocated[raw] = str(p)
-            real = cache_root.inside(p)
-            if real is not None and kernel in kernels_in_module(read_text(real)):
-                module_files.setdefault(real, p)
-        for p, real in modules.get(kernel, []):
-            module_files.setdefault(real, p)
-        for real, p in module_files.items():
-            add(col.copy(kdir, ["kernel_module", safe_filename(p.name)], p, real, "kernel_module"))
-        if not module_files:
-            missing.append({"kind": "kernel_module", "reason": "no --cache-root given" if not
-                            cache_root else f"no {sources.cache_root}/<xx>/<hash>.py defines it"})
-
-        # Triton cache entries: one per compiled config
-        mine = [e for e in entries if entry_matches(e, kernel)]
-        entry_keys = set().union(*(e.keys() for e in mine)) if mine else set()
-
-        # .best_config beside the modules
-        winner_keys: set[str] = set()
-        if cache_root and module_files:
-            dirs = {p.parent for p in module_files.values()}
-            for p, real, doc in best_config_files(cache_root, dirs):
-                hash_ = doc.get("triton_cache_hash")
-                stems = {m.stem for m in module_files.values()}
-                ours = (hash_ in entry_keys) if hash_ else (
-                    p.stem in stems or all(set(kernels_in_module(read_text(x))) <= {kernel}
-                                           for x in p.parent.glob("*.py")))
-                if not ours:
-                    continue
-                if hash_:
-                    winner_keys.add(hash_)
-                label = {k: v for k, v in doc.items() if k not in ("configs_hash",)}
-                add(col.copy(kdir, ["best_config", safe_filename(p.name)], p, real, "best_config",
-                             label))
-        if not any(a["kind"] == "best_config" for a in artifacts):
-            missing.append({"kind": "best_config", "reason": _reason_no_best_config()})
-
-        entry_docs = []
-        for e in mine:
-            label = e.label()
-            winner = bool(winner_keys & e.keys())
-            files = []
-            for p, real in e.files:
-                ext = p.name.rsplit(".", 1)[-1] if "." in p.name else "file"
-                kind = "triton_group" if p.name.startswith("__grp__") else f"triton_{ext}"
-                item = col.copy(kdir, ["triton_cache", safe_filename(e.key), safe_filename(p.name)],
-                                p, real, kind, {"key": e.key, **label})
-                if item:
-                    item["entry"] = e.key
-                    add(item)
-                    files.append(item["path"])
-            backend = e.backend()
-            expected = list(STAGES_COMMON) + list(STAGES_BY_BACKEND.get(backend or "", ()))
-            present = {p.name.rsplit(".", 1)[-1] for p, _ in e.files if p.stem == e.name}
-            entry_docs.append({"key": e.key, "name": e.name, "backend": backend,
-                               "path": f"{kdir}/triton_cache/{safe_filename(e.key)}",
-                               "label": label, "winner": winner, "files": files,
-                               "missing_stages": [s for s in expected if s not in present]})
-        if not mine:
-            where = [str(r) for _, r in triton_roots] or ["(no Triton cache given)"]
-            missing.append({"kind": "triton_cache", "reason":
-                            f"no cache folder holds {kernel}.json under {', '.join(where)}"})
-        else:
-            backends = sorted({d["backend"] or "unknown" for d in entry_docs})
-            stages = {s for d in entry_docs for s in
-                      (STAGES_COMMON + STAGES_BY_BACKEND.get(d["backend"] or "", ()))
-                      if s not in d["missing_stages"]}
-            targets = sorted({d["label"].get("target", "?") for d in entry_docs})
-            if "amdgcn" not in stages:
-                missing.append({"kind": "amdgcn", "reason":
-                                f"the Triton cache entries target {', '.join(targets)}; AMDGCN is "
-                                "produced only when compiling for a HIP (gfx) target"
-                                if "hip" not in backends else
-                                "HIP cache entries without an .amdgcn file (TRITON_STORE_BINARY_ONLY?)"})
-            for s in STAGES_COMMON:
-                if s not in stages:
-                    missing.append({"kind": s, "reason": f"no cache entry of {kernel} has a .{s} "
-                                                         "file"})
-
-        # the capture: standalone files (one per argument signature: <kernel>.py,
-        # <kernel>__s2.py, ...), saved inputs (<kernel>.inputs/), other files named after it
-        if capture is not None:
-            fact = capture_facts.get(kernel)
-            wanted = [("capture_standalone", f) for f in (fact.standalone_files if fact else [])]
-            wanted += [("capture_input", s) for s in (fact.saved_inputs if fact else [])]
-            standalone = re.compile(re.escape(kernel) + r"(?:__s\d+)?\.py$")
-            prefix = tuple(kernel + sep for sep in "._-")
-            for child in capture.children(capture.given):
-                if not (child.name.startswith(prefix) or child.name == kernel):
-                    continue
-                if child.is_dir() and not child.is_symlink():
-                    kind = "capture_input" if child.name == kernel + ".inputs" else "capture_file"
-                    wanted += [(kind, str(p.relative_to(capture.given)))
-                               for p, _ in capture.files(child)]
-                elif child.is_dir():
-                    capture.inside(child)  # a linked folder: refused when it leaves the root
-                else:
-                    wanted.append(("capture_standalone" if standalone.match(child.name)
-                                   else "capture_file", child.name))
-            seen_real: set[Path] = set()
-            for kind, raw in wanted:
-                p = _in_capture(raw, capture)
-                if p is None:
-                    continue
-                real = capture.inside(p)
-                if real is None or real in seen_real or not real.is_file():
-                    continue
-                seen_real.add(real)
-                rel = real.relative_to(capture.real).parts
-                add(col.copy(kdir, ["capture", *map(safe_filename, rel[:-1]),
-                                    safe_filename(rel[-1])], p, real, kind))
-            if not any(a["kind"] == "capture_standalone" for a in artifacts):
-                missing.append({"kind": "capture_standalone", "reason":
-                                f"no standalone {kernel}.py in {sources.capture_dir}"})
-        origin = model_code.kernel_model_code(origins, kernel)
-        if origin is None and sources.log:
-            missing.append({"kind": "model_code", "reason":
-                            "no output code names its source nodes (log with TORCH_LOGS=+inductor,output_code)"})
-        elif origin is not None and not origin["frames"]:
-            missing.append({"kind": "model_code_frames", "reason":
-                            "its source nodes are not in a logged FX graph (TORCH_LOGS=+inductor logs the "
-                            "pre- and post-grad graphs with their '# File:' lines)"})
-        kernels.append({"kernel": kernel, "dir": kdir, "artifacts": artifacts,
-                        "triton_cache_entries": entry_docs, "model_code": origin, "missing": missing})
-
-    unique_refused = list({(r["path"], r["reason"]): r for r in refused}.values())
-    return {
-        "out_dir": str(out),
-        "roots": {"log": str(sources.log) if sources.log else None,
-                  "capture_dir": str(sources.capture_dir) if sources.capture_dir else None,
-                  "cache_root": str(sources.cache_root) if sources.cache_root else None,
-                  "triton_caches": [str(t) for t in sources.triton_caches],
-                  "debug_dirs": [str(r.given) for r in debug_roots]},
-        "kernels": kernels,
-        "refused": unique_refused,
-        "relocated": relocated,
-        "notes": col.notes,
-    }
+    scan = _discover(sources, col, capture_facts or {})
+    names = _select(scan, only)
+    origins = model_code.read_origins(
+        scan.log_text, [read_text(real) for _, real, _ in scan.output_codes]
+        + [read_text(real) for _, _, real, _ in scan.debug_codes])
+    kernels = [_copy_kernel(scan, kernel, origins) for kernel in names]
+    return _manifest(scan, out, kernels)
