@@ -563,91 +563,115 @@ class _FileParser:
             self.out.fact(name).notes.append(f"tuned for key {key}")
         self.out.fact(name).kind = self.out.fact(name).kind or "triton_autotune"
 
-    # -- plain text lines
+    # -- plain text lines: the patterns of _TEXT_RULES (below the handlers) are tried in order;
+    # the first that matches and whose handler does not return False takes the line
     def _text_line(self, lineno: int, line: str) -> None:
         m = _TORCH_PREFIX.match(line)
         pid = _int(m.group("pid")) if m else None
         msg = (m.group("msg") if m else line).strip()
-
-        if (t := _TRITON_ONE.search(msg)) is not None:
-            cfg = parse_config_str(t.group("cfg"))
-            if cfg is None:
-                self.skip(lineno, "Triton autotuning message with an unreadable best config")
-            else:
-                self._triton_done(lineno, t.group("name"), float(t.group("t")), cfg, None)
-            return
-        if (t := _TRITON_HEAD.search(msg)) is not None:
-            self.triton_block = {"lineno": lineno, "name": t.group("name"), "step": 0,
-                                 "key": None, "t": None}
-            return
-        if (t := _TRITON_TRY.search(msg)) is not None:
-            cfg = parse_config_str(t.group("cfg"))
-            if cfg is None:
-                self.skip(lineno, "'Autotuning kernel ... with config' line with an unreadable config")
+        for find, handle in self._TEXT_RULES:
+            t = find(msg)
+            if t is not None and handle(self, lineno, pid, t) is not False:
                 return
-            name = t.group("name")
-            tuning = self.triton_tries.get(name)
-            if tuning is None or any(config_key(x.config) == config_key(cfg) for x in tuning.timings):
-                tuning = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_TRITON))
-                self.triton_tries[name] = tuning
-            tuning.timings.append(Timing(cfg, None))
-            self.last_try = tuning
-            self.seen(FMT_TRITON)
-            return
-        if (t := _TRITON_FAIL.match(msg)) is not None and self.last_try is not None:
-            self.out.fact(self.last_try.kernel).notes.append(
-                f"config {config_label(self.last_try.timings[-1].config)} failed: {t.group('err')}")
-            return
+        self._text_rest(lineno, m, pid, msg)
 
-        if (t := _GETS.match(msg)) is not None:
-            name, n = t.group("name"), int(t.group("n"))
-            fact = self.out.fact(name)
-            fact.declared_configs = n
-            fact.configs = []
-            self.declaring[pid] = (name, n)
-            self.open_bench.pop(pid, None)
-            self.seen(FMT_DEBUG)
-            return
-        if (t := _BENCH_ALL.match(msg)) is not None:
-            self.declaring.pop(pid, None)
-            self.open_bench[pid] = self.add_tuning(Tuning(
-                kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, pid=pid))
-            self.last_kernel[pid] = t.group("name")
-            self.seen(FMT_DEBUG)
-            return
-        if (t := _BEST.match(msg)) is not None:
-            self.declaring.pop(pid, None)
-            self.open_bench.pop(pid, None)
-            self._best_line(lineno, pid, t.group("name"), t.group("rest"))
-            return
-        if (t := _CD_START.match(msg)) is not None:
-            self.coordesc[pid] = self.add_tuning(Tuning(
-                kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, phase="coordesc",
-                pid=pid))
-            self.seen(FMT_DEBUG)
-            return
-        if (t := _CD_BASE.match(msg)) is not None:
-            cfg = parse_config_str(t.group("cfg"))
-            tuning = self._coordesc_for(pid, t.group("name"), lineno)
-            if cfg is not None and not any(config_key(x.config) == config_key(cfg)
-                                           for x in tuning.timings):
-                tuning.timings.append(Timing(cfg, _ms(t.group("ms"))))
-            self.seen(FMT_DEBUG)
-            return
-        if (t := _CD_IMPROVE.match(msg)) is not None:
-            cfg = parse_config_str(t.group("b"))
-            tuning = self._coordesc_for(pid, t.group("name"), lineno)
-            if cfg is None:
-                self.skip(lineno, "coordinate descent result with an unreadable config")
-                return
-            tuning.winner, tuning.winner_ms = cfg, _ms(t.group("tb"))
-            self.coordesc.pop(pid, None)
-            self.seen(FMT_DEBUG)
-            return
-        if (t := _COORDESC.match(msg)) is not None:
-            self._coordesc_probe(lineno, pid, t.group("rest"))
-            return
+    def _on_triton_one(self, lineno: int, pid: Any, t: re.Match) -> None:
+        cfg = parse_config_str(t.group("cfg"))
+        if cfg is None:
+            self.skip(lineno, "Triton autotuning message with an unreadable best config")
+        else:
+            self._triton_done(lineno, t.group("name"), float(t.group("t")), cfg, None)
 
+    def _on_triton_head(self, lineno: int, pid: Any, t: re.Match) -> None:
+        self.triton_block = {"lineno": lineno, "name": t.group("name"), "step": 0,
+                             "key": None, "t": None}
+
+    def _on_triton_try(self, lineno: int, pid: Any, t: re.Match) -> None:
+        cfg = parse_config_str(t.group("cfg"))
+        if cfg is None:
+            self.skip(lineno, "'Autotuning kernel ... with config' line with an unreadable config")
+            return
+        name = t.group("name")
+        tuning = self.triton_tries.get(name)
+        if tuning is None or any(config_key(x.config) == config_key(cfg) for x in tuning.timings):
+            tuning = self.add_tuning(Tuning(kernel=name, origin=self.where(lineno), fmt=FMT_TRITON))
+            self.triton_tries[name] = tuning
+        tuning.timings.append(Timing(cfg, None))
+        self.last_try = tuning
+        self.seen(FMT_TRITON)
+
+    def _on_triton_fail(self, lineno: int, pid: Any, t: re.Match) -> bool | None:
+        if self.last_try is None:
+            return False
+        self.out.fact(self.last_try.kernel).notes.append(
+            f"config {config_label(self.last_try.timings[-1].config)} failed: {t.group('err')}")
+        return None
+
+    def _on_gets(self, lineno: int, pid: Any, t: re.Match) -> None:
+        name, n = t.group("name"), int(t.group("n"))
+        fact = self.out.fact(name)
+        fact.declared_configs = n
+        fact.configs = []
+        self.declaring[pid] = (name, n)
+        self.open_bench.pop(pid, None)
+        self.seen(FMT_DEBUG)
+
+    def _on_bench_all(self, lineno: int, pid: Any, t: re.Match) -> None:
+        self.declaring.pop(pid, None)
+        self.open_bench[pid] = self.add_tuning(Tuning(
+            kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, pid=pid))
+        self.last_kernel[pid] = t.group("name")
+        self.seen(FMT_DEBUG)
+
+    def _on_best(self, lineno: int, pid: Any, t: re.Match) -> None:
+        self.declaring.pop(pid, None)
+        self.open_bench.pop(pid, None)
+        self._best_line(lineno, pid, t.group("name"), t.group("rest"))
+
+    def _on_cd_start(self, lineno: int, pid: Any, t: re.Match) -> None:
+        self.coordesc[pid] = self.add_tuning(Tuning(
+            kernel=t.group("name"), origin=self.where(lineno), fmt=FMT_DEBUG, phase="coordesc",
+            pid=pid))
+        self.seen(FMT_DEBUG)
+
+    def _on_cd_base(self, lineno: int, pid: Any, t: re.Match) -> None:
+        cfg = parse_config_str(t.group("cfg"))
+        tuning = self._coordesc_for(pid, t.group("name"), lineno)
+        if cfg is not None and not any(config_key(x.config) == config_key(cfg)
+                                       for x in tuning.timings):
+            tuning.timings.append(Timing(cfg, _ms(t.group("ms"))))
+        self.seen(FMT_DEBUG)
+
+    def _on_cd_improve(self, lineno: int, pid: Any, t: re.Match) -> None:
+        cfg = parse_config_str(t.group("b"))
+        tuning = self._coordesc_for(pid, t.group("name"), lineno)
+        if cfg is None:
+            self.skip(lineno, "coordinate descent result with an unreadable config")
+            return
+        tuning.winner, tuning.winner_ms = cfg, _ms(t.group("tb"))
+        self.coordesc.pop(pid, None)
+        self.seen(FMT_DEBUG)
+
+    def _on_coordesc(self, lineno: int, pid: Any, t: re.Match) -> None:
+        self._coordesc_probe(lineno, pid, t.group("rest"))
+
+    _TEXT_RULES = (
+        (_TRITON_ONE.search, _on_triton_one),
+        (_TRITON_HEAD.search, _on_triton_head),
+        (_TRITON_TRY.search, _on_triton_try),
+        (_TRITON_FAIL.match, _on_triton_fail),
+        (_GETS.match, _on_gets),
+        (_BENCH_ALL.match, _on_bench_all),
+        (_BEST.match, _on_best),
+        (_CD_START.match, _on_cd_start),
+        (_CD_BASE.match, _on_cd_base),
+        (_CD_IMPROVE.match, _on_cd_improve),
+        (_COORDESC.match, _on_coordesc),
+    )
+
+    def _text_rest(self, lineno: int, m: re.Match | None, pid: Any, msg: str) -> None:
+        """A line no rule takes: a timing of an open benchmark, a config of a declared list, or
+        a line cut short."""
         timed = _TIMING_TAIL.match(msg)
         if timed is not None and pid in self.open_bench:
             cfg = parse_config_str(timed.group("cfg"))
@@ -657,21 +681,8 @@ class _FileParser:
             self.open_bench[pid].timings.append(self._timing(cfg, timed))
             self.seen(FMT_DEBUG)
             return
-        if timed is None and pid in self.declaring:
-            cfg = parse_config_str(msg)
-            name, n = self.declaring[pid]
-            fact = self.out.fact(name)
-            if cfg is not None:
-                fact.configs.append(cfg)
-                if len(fact.configs) >= n:
-                    self.declaring.pop(pid, None)
-                self.seen(FMT_DEBUG)
-                return
-            if "num_warps" in msg and m is not None:
-                self.skip(lineno, f"config line of 'CachingAutotuner gets {n} configs for {name}' "
-                                  "is truncated")
-                return
-            self.declaring.pop(pid, None)
+        if timed is None and pid in self.declaring and self._declared_config(lineno, m, pid, msg):
+            return
         if pid in self.open_bench and timed is None:
             bench = self.open_bench[pid]
             if "num_warps" in msg or "nreg" in msg:
@@ -690,6 +701,25 @@ class _FileParser:
         elif "num_warps" in msg and TEXT_FIELD.match(msg) and parse_config_str(msg) is None \
                 and (m is None or m.group("site").split(":")[0].endswith(_TUNER_SITES)):
             self.skip(lineno, "config line cut short")
+
+    def _declared_config(self, lineno: int, m: re.Match | None, pid: Any, msg: str) -> bool:
+        """A line after 'CachingAutotuner gets N configs': one of them (True), a truncated one
+        (True, skipped), else the list ends (False)."""
+        cfg = parse_config_str(msg)
+        name, n = self.declaring[pid]
+        fact = self.out.fact(name)
+        if cfg is not None:
+            fact.configs.append(cfg)
+            if len(fact.configs) >= n:
+                self.declaring.pop(pid, None)
+            self.seen(FMT_DEBUG)
+            return True
+        if "num_warps" in msg and m is not None:
+            self.skip(lineno, f"config line of 'CachingAutotuner gets {n} configs for {name}' "
+                              "is truncated")
+            return True
+        self.declaring.pop(pid, None)
+        return False
 
     def _timing(self, cfg: dict, m: re.Match) -> Timing:
         return Timing(cfg, _ms(m.group("ms")), _int(m.group("nreg")), _int(m.group("nspill")),
