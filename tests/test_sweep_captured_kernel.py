@@ -185,9 +185,12 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     text = Path(plan.kernel_file).read_text()
     broken = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * 2.5", 1)
     assert broken != text
-    sweep.add_source_variant(plan, "scale_2.5", "an edit that changes the result", broken, tmp_path)
+    base = plan.variants[0]
+    plan.variants.append(sweep.source_variant("scale_2.5", "an edit that changes the result", plan.kernel_file,
+                                              plan.kernel, text, broken, base.flat, base.grid, tmp_path))
     raising = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * not_defined", 1)
-    sweep.add_source_variant(plan, "raises", "an edit that does not compile", raising, tmp_path)
+    plan.variants.append(sweep.source_variant("raises", "an edit that does not compile", plan.kernel_file,
+                                              plan.kernel, text, raising, base.flat, base.grid, tmp_path))
     plan.variants.insert(1, plan.variants.pop())  # second: the variants after it need the replaced worker
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True)
     payload = sweep.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,

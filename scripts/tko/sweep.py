@@ -322,13 +322,21 @@ def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel
             descriptions.append("['tt.pointer_range', 32] added to triton_meta for pointers under 2 GiB "
                                 "(what Inductor emits on HIP from torch 2.13)")
             claims += why
-        path = work / f"{kernel['name']}__{re.sub(r'[^A-Za-z0-9_]', '_', label)}.py"
-        path.write_text(new_text, encoding="utf-8")
-        diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                            fromfile=Path(kernel_file).name, tofile=Path(kernel_file).name + " (edited)"))
-        out.append(Variant(label, "source", "; ".join(descriptions), dict(flat0), grid0, str(path), env=env,
-                           diff=diff, claims=claims))
+        out.append(source_variant(label, "; ".join(descriptions), kernel_file, kernel["name"], text, new_text,
+                                  flat0, grid0, work, env=env, claims=claims))
     return out
+
+
+def source_variant(name: str, description: str, kernel_file: str, kernel_name: str, text: str, new_text: str,
+                   flat: dict, grid: list | None, work: str | Path, env: dict | None = None,
+                   claims: list | None = None) -> Variant:
+    """A variant whose kernel source is ``new_text``, written to ``work``, with its diff from ``text``."""
+    path = Path(work) / f"{kernel_name}__{re.sub(r'[^A-Za-z0-9_]', '_', name)}.py"
+    path.write_text(new_text, encoding="utf-8")
+    diff = "".join(difflib.unified_diff(text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                        fromfile=Path(kernel_file).name, tofile=Path(kernel_file).name + " (edited)"))
+    return Variant(name, "source", description, dict(flat), grid, str(path), env=env or {}, diff=diff,
+                   claims=claims or [])
 
 
 _ITEM_BYTES = {"float64": 8, "int64": 8, "uint64": 8, "complex64": 8, "float32": 4, "int32": 4, "uint32": 4,
@@ -381,20 +389,6 @@ def inductor_pointer_range_edit(text: str, kernel_name: str, spec: dict) -> tupl
     end = sum(len(ln) for ln in lines[:configs_node.end_lineno - 1]) + configs_node.end_col_offset
     ordered = dict(sorted(attrs.items()))
     return text[:start] + repr([ordered]) + text[end:], claims
-
-
-def add_source_variant(plan: Plan, name: str, description: str, new_text: str, work_dir: str | Path) -> Variant:
-    """A variant whose kernel source is ``new_text`` (same config as the winner)."""
-    old = Path(plan.kernel_file).read_text(encoding="utf-8")
-    path = Path(work_dir) / f"{plan.kernel}__{re.sub(r'[^A-Za-z0-9_]', '_', name)}.py"
-    path.write_text(new_text, encoding="utf-8")
-    diff = "".join(difflib.unified_diff(old.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                        fromfile=Path(plan.kernel_file).name,
-                                        tofile=Path(plan.kernel_file).name + " (edited)"))
-    base = plan.variants[0]
-    v = Variant(name, "source", description, dict(base.flat), base.grid, str(path), diff=diff)
-    plan.variants.append(v)
-    return v
 
 
 # --------------------------------------------------------------------------- workers
@@ -524,6 +518,167 @@ def warm_compile(plan: Plan, devices: list, jobs: int, work: Path, timeout: floa
             "failed": [r for r in results if not r.get("ok")]}
 
 
+class _SweepScheduler:
+    """Runs the variants of a plan over (device x worker) slots, one thread per slot.
+
+    State: ``tasks`` (the queue of variants not yet taken), ``records`` (variant name -> its
+    result), ``slots_info`` (one dict per slot), ``workers`` (slot -> the worker left alive when
+    the queue ran dry); the three are written under ``lock``.  ``gate`` opens when the compile
+    step has finished (``warmed``: what it reported), and ``timing_started`` is when it opened.
+    """
+
+    def __init__(self, plan: Plan, devices: list, workers_per_device: int, warmup_ms: float,
+                 rep_ms: float, work: Path, interpret: bool, timeout: float):
+        self.work, self.timeout = work, timeout
+        self.baseline = baseline = plan.variants[0]
+        self.setup = {"mode": "run", "base_file": plan.kernel_file, "device": "cpu" if interpret else "cuda",
+                      "warmup_ms": warmup_ms, "rep_ms": rep_ms, "baseline": baseline.task()}
+        self.slots = [(f"dev{'cpu' if d is None else d}.w{k}", d) for d in devices
+                      for k in range(workers_per_device)]
+        # several workers: each times the winner on its own device first, and the first of those
+        # timings is the winner's record, so the winner is not timed once more as a variant
+        self.per_slot_baseline = len(self.slots) > 1
+        self.tasks: queue.Queue = queue.Queue()
+        for v in plan.variants:
+            if not (self.per_slot_baseline and v.name == baseline.name):
+                self.tasks.put(v.task())
+        self.records: dict[str, dict] = {}
+        self.slots_info: list[dict] = []
+        self.workers: dict[str, WorkerProcess] = {}
+        self.lock = threading.Lock()
+        self.gate = threading.Event()
+        self.warmed: dict = {}
+        self.timing_started: float | None = None
+
+    def _open_gate(self) -> None:
+        self.timing_started = time.time()
+        self.gate.set()
+
+    def _warm_then_open(self, warm: Callable[[], dict]) -> None:
+        try:
+            self.warmed.update(warm())
+        except Exception as exc:  # the timing workers compile on their own then; say why
+            self.warmed.update(failed=[], error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._open_gate()
+
+    def _start(self, slot: str, dev) -> tuple[WorkerProcess | None, dict]:
+        w = WorkerProcess(slot, dev, self.setup, self.work / f"{slot}.log")
+        ready = w.receive(self.timeout)
+        if not ready.get("ready"):
+            w.kill()
+            return None, ready
+        return w, ready
+
+    def run(self, warm: Callable[[], dict] | None) -> float:
+        """Time every variant; returns the seconds from the gate's opening to the last result."""
+        if warm is None:
+            self._open_gate()
+            warm_thread = None
+        else:
+            warm_thread = threading.Thread(target=self._warm_then_open, args=(warm,))
+            warm_thread.start()
+        threads = [threading.Thread(target=self._run_slot, args=s) for s in self.slots]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if warm_thread is not None:
+            warm_thread.join()
+        return round(time.time() - self.timing_started, 3)
+
+    def _run_slot(self, slot: str, dev) -> None:
+        w, ready = self._start(slot, dev)
+        info = {"slot": slot, "device_index": dev, "device_name": ready.get("device_name"),
+                "device_arch": ready.get("device_arch"),
+                "ready": w is not None, "error": ready.get("error"), "outputs": ready.get("outputs"),
+                "poisoned": ready.get("poisoned"), "restored_in_out": ready.get("restored_in_out"),
+                "self_difference": ready.get("self_difference"),
+                "variants": []}
+        with self.lock:
+            self.slots_info.append(info)
+        if w is None:
+            return
+        self.gate.wait()
+        if self.per_slot_baseline and not self._time_own_baseline(w, slot, dev, info):
+            return
+        w = self._take_tasks(w, slot, dev, info)
+        if w is not None:
+            with self.lock:
+                self.workers[slot] = w
+
+    def _time_own_baseline(self, w: WorkerProcess, slot: str, dev, info: dict) -> bool:
+        """Each worker times the winner on its own device first: variants are compared with the
+        winner on the same GPU, so a difference between two GPUs of one model is not a speed-up.
+        False (the worker killed) when the winner fails there."""
+        baseline = self.baseline
+        t0 = time.time()
+        w.send(baseline.task())
+        own = w.receive(self.timeout)
+        own.setdefault("name", baseline.name)
+        with self.lock:
+            held = self.records.get(baseline.name)
+            if held is None or (not held.get("passed") and own.get("passed")):
+                self.records[baseline.name] = dict(own, slot=slot, device_index=dev,
+                                                   device_name=info["device_name"],
+                                                   seconds=round(time.time() - t0, 3))
+                info["variants"].append(baseline.name)
+        timing = own.get("timing") or {}
+        info["baseline"] = {"median_ms": timing.get("median_ms"), "p20_ms": timing.get("p20_ms"),
+                            "p80_ms": timing.get("p80_ms"),
+                            "passed": own.get("passed"), "error": own.get("error")}
+        if own.get("error") or not own.get("passed"):
+            w.kill()                  # its tasks stay queued for the other workers
+            info["error"] = f"the winner failed on this worker: {own.get('error') or 'check failed'}"
+            return False
+        return True
+
+    def _take_tasks(self, w: WorkerProcess, slot: str, dev, info: dict) -> WorkerProcess | None:
+        """Time queued variants until the queue is empty; returns the worker still alive, if any."""
+        while True:
+            try:
+                task = self.tasks.get_nowait()
+            except queue.Empty:
+                return w
+            t0 = time.time()
+            w.send(task)
+            rec = w.receive(self.timeout)
+            rec.setdefault("name", task["name"])
+            if rec.get("error"):
+                # crashed, hung, or raised: a failed launch can leave the device context unusable,
+                # so the worker is replaced (and re-runs the winner for its reference) for the rest
+                rec["passed"] = False
+                w.kill()
+                w, again = self._start(slot, dev)
+                if w is None:
+                    info["error"] = again.get("error")
+            rec.update(slot=slot, device_index=dev, device_name=info["device_name"],
+                       seconds=round(time.time() - t0, 3))
+            with self.lock:
+                self.records[task["name"]] = rec
+                info["variants"].append(task["name"])
+            if w is None:
+                return None
+
+    def finish(self, retime_baseline: bool) -> dict | None:
+        """Re-time the winner on the worker of its record (when asked), then close every worker."""
+        retime = None
+        try:
+            if not any(s["ready"] for s in self.slots_info):
+                first = next((s for s in self.slots_info if s.get("error")), {})
+                raise ToolFailure(f"no worker could run the captured winner: {first.get('error')}")
+            first = self.records.get(self.baseline.name) or {}
+            w = self.workers.get(first.get("slot"))
+            if retime_baseline and w is not None and first.get("passed"):
+                w.send(self.baseline.task())
+                retime = w.receive(self.timeout)
+                retime.update(slot=first["slot"], device_index=first.get("device_index"))
+        finally:
+            for w in self.workers.values():
+                w.close()
+        return retime
+
+
 def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
               work: Path, interpret: bool, timeout: float = 600.0, retime_baseline: bool = True,
               warm: Callable[[], dict] | None = None) -> dict:
@@ -533,137 +688,12 @@ def run_sweep(plan: Plan, devices: list, workers_per_device: int, warmup_ms: flo
     winner's reference outputs); no variant is timed before it has finished, so compiles never
     share the GPU or the CPU with a timed run.
     """
-    device_str = "cpu" if interpret else "cuda"
-    baseline = plan.variants[0]
-    setup = {"mode": "run", "base_file": plan.kernel_file, "device": device_str, "warmup_ms": warmup_ms,
-             "rep_ms": rep_ms, "baseline": baseline.task()}
-    slots = [(f"dev{'cpu' if d is None else d}.w{k}", d) for d in devices for k in range(workers_per_device)]
-    # several workers: each times the winner on its own device first, and the first of those
-    # timings is the winner's record, so the winner is not timed once more as a variant
-    per_slot_baseline = len(slots) > 1
-    tasks: queue.Queue = queue.Queue()
-    for v in plan.variants:
-        if not (per_slot_baseline and v.name == baseline.name):
-            tasks.put(v.task())
-    records: dict[str, dict] = {}
-    slots_info: list[dict] = []
-    workers: dict[str, WorkerProcess] = {}
-    lock = threading.Lock()
-    gate = threading.Event()
-    warmed: dict = {}
-    phase: dict = {}
-
-    def warm_then_open() -> None:
-        try:
-            warmed.update(warm())
-        except Exception as exc:  # the timing workers compile on their own then; say why
-            warmed.update(failed=[], error=f"{type(exc).__name__}: {exc}")
-        finally:
-            phase["timing_started"] = time.time()
-            gate.set()
-
-    if warm is None:
-        phase["timing_started"] = time.time()
-        gate.set()
-        warm_thread = None
-    else:
-        warm_thread = threading.Thread(target=warm_then_open)
-        warm_thread.start()
-
-    def start(slot: str, dev) -> tuple[WorkerProcess | None, dict]:
-        w = WorkerProcess(slot, dev, setup, work / f"{slot}.log")
-        ready = w.receive(timeout)
-        if not ready.get("ready"):
-            w.kill()
-            return None, ready
-        return w, ready
-
-    def run(slot: str, dev) -> None:
-        w, ready = start(slot, dev)
-        info = {"slot": slot, "device_index": dev, "device_name": ready.get("device_name"),
-                "device_arch": ready.get("device_arch"),
-                "ready": w is not None, "error": ready.get("error"), "outputs": ready.get("outputs"),
-                "poisoned": ready.get("poisoned"), "restored_in_out": ready.get("restored_in_out"),
-                "self_difference": ready.get("self_difference"),
-                "variants": []}
-        with lock:
-            slots_info.append(info)
-        if w is None:
-            return
-        gate.wait()
-        if per_slot_baseline:
-            # each worker times the winner on its own device first: variants are compared with the
-            # winner on the same GPU, so a difference between two GPUs of one model is not a speed-up
-            t0 = time.time()
-            w.send(baseline.task())
-            own = w.receive(timeout)
-            own.setdefault("name", baseline.name)
-            with lock:
-                held = records.get(baseline.name)
-                if held is None or (not held.get("passed") and own.get("passed")):
-                    records[baseline.name] = dict(own, slot=slot, device_index=dev, device_name=info["device_name"],
-                                                  seconds=round(time.time() - t0, 3))
-                    info["variants"].append(baseline.name)
-            info["baseline"] = {"median_ms": (own.get("timing") or {}).get("median_ms"),
-                                "p20_ms": (own.get("timing") or {}).get("p20_ms"),
-                                "p80_ms": (own.get("timing") or {}).get("p80_ms"),
-                                "passed": own.get("passed"), "error": own.get("error")}
-            if own.get("error") or not own.get("passed"):
-                w.kill()                  # its tasks stay queued for the other workers
-                info["error"] = f"the winner failed on this worker: {own.get('error') or 'check failed'}"
-                return
-        while True:
-            try:
-                task = tasks.get_nowait()
-            except queue.Empty:
-                break
-            t0 = time.time()
-            w.send(task)
-            rec = w.receive(timeout)
-            rec.setdefault("name", task["name"])
-            if rec.get("error"):
-                # crashed, hung, or raised: a failed launch can leave the device context unusable,
-                # so the worker is replaced (and re-runs the winner for its reference) for the rest
-                rec["passed"] = False
-                w.kill()
-                w, again = start(slot, dev)
-                if w is None:
-                    info["error"] = again.get("error")
-            rec.update(slot=slot, device_index=dev, device_name=info["device_name"],
-                       seconds=round(time.time() - t0, 3))
-            with lock:
-                records[task["name"]] = rec
-                info["variants"].append(task["name"])
-            if w is None:
-                return
-        with lock:
-            workers[slot] = w
-
-    threads = [threading.Thread(target=run, args=s) for s in slots]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if warm_thread is not None:
-        warm_thread.join()
-    timing_s = round(time.time() - phase["timing_started"], 3)
-    retime = None
-    try:
-        if not any(s["ready"] for s in slots_info):
-            first = next((s for s in slots_info if s.get("error")), {})
-            raise ToolFailure(f"no worker could run the captured winner: {first.get('error')}")
-        first = records.get(baseline.name) or {}
-        w = workers.get(first.get("slot"))
-        if retime_baseline and w is not None and first.get("passed"):
-            w.send(baseline.task())
-            retime = w.receive(timeout)
-            retime.update(slot=first["slot"], device_index=first.get("device_index"))
-    finally:
-        for w in workers.values():
-            w.close()
-    slots_info.sort(key=lambda s: s["slot"])
-    return {"records": records, "slots": slots_info, "retime": retime, "timing_s": timing_s,
-            "compile": warmed if warm is not None else None}
+    sched = _SweepScheduler(plan, devices, workers_per_device, warmup_ms, rep_ms, work, interpret, timeout)
+    timing_s = sched.run(warm)
+    retime = sched.finish(retime_baseline)
+    sched.slots_info.sort(key=lambda s: s["slot"])
+    return {"records": sched.records, "slots": sched.slots_info, "retime": retime, "timing_s": timing_s,
+            "compile": sched.warmed if warm is not None else None}
 
 
 # --------------------------------------------------------------------------- results
@@ -674,15 +704,9 @@ def _rel(a: float | None, b: float | None) -> float | None:
     return abs(a - b) / min(a, b)
 
 
-def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
-             interpret: bool, wall_s: float, compile_info: dict | None, probe_file: str | None) -> dict:
-    from .bench import gb_per_s, rank_variants
-    from . import peaks
-
-    records = run["records"]
-    num_bytes = plan.spec.get("num_bytes")
-    base_rec = records.get("baseline") or {}
-    base_timing = base_rec.get("timing") or {}
+def _baseline_block(run: dict) -> dict:
+    """The winner's times: its median, the re-time, the noise they give, per-slot medians."""
+    base_timing = (run["records"].get("baseline") or {}).get("timing") or {}
     base_ms = base_timing.get("median_ms")
     retime_ms = ((run.get("retime") or {}).get("timing") or {}).get("median_ms")
     retime_rel = _rel(base_ms, retime_ms)
@@ -697,11 +721,13 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     slot_base = {s["slot"]: (s.get("baseline") or {}).get("median_ms") for s in run["slots"]}
     slot_medians = [v for v in slot_base.values() if v]
     device_spread = (max(slot_medians) - min(slot_medians)) / min(slot_medians) if len(slot_medians) > 1 else None
-    first_slot = next((s for s in run["slots"] if s.get("device_name")), {})
-    captured = plan.spec.get("device") or {}
-    peak = None
-    if not interpret and first_slot:
-        peak = peaks.lookup(first_slot["device_name"], first_slot.get("device_arch"))
+    return {"median_ms": base_ms, "retime_median_ms": retime_ms, "noise_rel": noise,
+            "retime_rel": retime_rel, "spread_rel": spread_rel,
+            "retime_slot": (run.get("retime") or {}).get("slot"),
+            "per_slot_ms": {k: v for k, v in slot_base.items() if v}, "device_spread_rel": device_spread}
+
+
+def _shared_notes(devices: list, workers_per_device: int) -> list[str]:
     shared = []
     if len(devices) > 1:
         shared.append(f"variants ran on {len(devices)} devices: each is compared with the winner timed on its "
@@ -709,26 +735,39 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     if workers_per_device > 1:
         shared.append(f"{workers_per_device} workers shared each device, so timings may overlap other "
                       "variants' runs; use --workers-per-device 1 for final numbers")
-    rows = []
-    for v in plan.variants:
-        rec = records.get(v.name) or {"passed": False, "error": "not run (no worker took it)"}
-        timing = rec.get("timing")
-        ms = (timing or {}).get("median_ms")
-        status = "ok" if rec.get("passed") and timing else ("error" if rec.get("error") else "failed")
-        ref_ms = slot_base.get(rec.get("slot")) or base_ms
-        row = v.to_json()
-        row.update(status=status, check=rec.get("check"), error=rec.get("error"), timing=timing,
-                   median_ms=ms, p20_ms=(timing or {}).get("p20_ms"), p80_ms=(timing or {}).get("p80_ms"),
-                   baseline_ms_same_device=ref_ms,
-                   x_vs_baseline=(ref_ms / ms) if ms and ref_ms else None,
-                   gb_per_s=gb_per_s(num_bytes, ms) if not interpret else None,
-                   slot=rec.get("slot"), device_index=rec.get("device_index"), device_name=rec.get("device_name"),
-                   seconds=rec.get("seconds"), phase_s=rec.get("phase_s"))
-        row["pct_of_copy_peak"] = peaks.percent_of_peak(row["gb_per_s"], peak)
-        row["within_noise"] = (v.name != "baseline" and ms is not None and noise is not None
-                               and _rel(ms, ref_ms) is not None and _rel(ms, ref_ms) <= noise)
-        row["reason"] = (rec.get("check") or {}).get("reason") if status == "failed" else rec.get("error")
-        rows.append(row)
+    return shared
+
+
+def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, interpret: bool) -> dict:
+    """One variant's row: its status, timing and the ratio to the winner timed on its device."""
+    from .bench import gb_per_s
+    from . import peaks
+
+    base_ms, noise = base["median_ms"], base["noise_rel"]
+    rec = rec or {"passed": False, "error": "not run (no worker took it)"}
+    timing = rec.get("timing")
+    ms = (timing or {}).get("median_ms")
+    status = "ok" if rec.get("passed") and timing else ("error" if rec.get("error") else "failed")
+    ref_ms = base["per_slot_ms"].get(rec.get("slot")) or base_ms
+    row = v.to_json()
+    row.update(status=status, check=rec.get("check"), error=rec.get("error"), timing=timing,
+               median_ms=ms, p20_ms=(timing or {}).get("p20_ms"), p80_ms=(timing or {}).get("p80_ms"),
+               baseline_ms_same_device=ref_ms,
+               x_vs_baseline=(ref_ms / ms) if ms and ref_ms else None,
+               gb_per_s=gb_per_s(num_bytes, ms) if not interpret else None,
+               slot=rec.get("slot"), device_index=rec.get("device_index"), device_name=rec.get("device_name"),
+               seconds=rec.get("seconds"), phase_s=rec.get("phase_s"))
+    row["pct_of_copy_peak"] = peaks.percent_of_peak(row["gb_per_s"], peak)
+    row["within_noise"] = (v.name != "baseline" and ms is not None and noise is not None
+                           and _rel(ms, ref_ms) is not None and _rel(ms, ref_ms) <= noise)
+    row["reason"] = (rec.get("check") or {}).get("reason") if status == "failed" else rec.get("error")
+    return row
+
+
+def _rank(rows: list[dict], base_ms: float | None, noise: float | None) -> dict:
+    """Rank the rows that ran (times on the winner's scale); the errors are listed as excluded."""
+    from .bench import rank_variants
+
     def on_baseline_scale(r: dict, key: str):
         # a time measured on another device, scaled by how the winner ran there
         value, ref = r[key], r["baseline_ms_same_device"]
@@ -742,11 +781,15 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     for r in rows:
         if r["status"] == "error":
             ranking["excluded"].append({"name": r["name"], "reason": "error: " + str(r["error"])})
-    best_name = ranking["best"]
+    return ranking
+
+
+def _best_and_summary(plan: Plan, rows: list[dict], best_name, noise: float | None,
+                      interpret: bool) -> tuple[bool, dict]:
+    """Whether the best is within noise of the winner, and the summary block."""
     best = next((r for r in rows if r["name"] == best_name), None)
     within_noise = bool(best and best_name != "baseline" and noise is not None and best["x_vs_baseline"]
                         and best["x_vs_baseline"] - 1.0 <= noise)
-    timer = INTERPRETER_TIMER if interpret else "triton.testing.do_bench (median, p20, p80)"
     ok = [r for r in rows if r["status"] == "ok"]
     best_text = str(best_name) + (f" ({best['x_vs_baseline']:.3f}x baseline" + (", within noise" if within_noise else "")
                                   + ")" if best and best.get("x_vs_baseline") else "")
@@ -756,17 +799,35 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     summary = {"text": f"{len(plan.variants)} variants, {len(ok)} passed and timed, "
                        f"{len(rows) - len(ok)} failed or errored; best {best_text}",
                "variants": len(plan.variants), "status_counts": counts, "best": best_text, "noise_rel": noise}
+    return within_noise, summary
+
+
+def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, warmup_ms: float, rep_ms: float,
+             interpret: bool, wall_s: float, compile_info: dict | None, probe_file: str | None) -> dict:
+    from . import peaks
+
+    num_bytes = plan.spec.get("num_bytes")
+    base = _baseline_block(run)
+    noise = base["noise_rel"]
+    first_slot = next((s for s in run["slots"] if s.get("device_name")), {})
+    peak = None
+    if not interpret and first_slot:
+        peak = peaks.lookup(first_slot["device_name"], first_slot.get("device_arch"))
+    rows = [_variant_row(v, run["records"].get(v.name), base, num_bytes, peak, interpret) for v in plan.variants]
+    ranking = _rank(rows, base["median_ms"], noise)
+    best_name = ranking["best"]
+    within_noise, summary = _best_and_summary(plan, rows, best_name, noise, interpret)
     return {
         "kernel_file": plan.kernel_file,
         "kernel": plan.kernel,
         "launch": plan.launch,
         "probe_file": probe_file,
-        "captured_device": captured,
+        "captured_device": plan.spec.get("device") or {},
         "devices": [{"index": d} for d in devices] if not interpret else [{"index": None, "name": "cpu"}],
         "workers_per_device": workers_per_device,
         "slots": run["slots"],
         "interpreter": interpret,
-        "timer": timer,
+        "timer": INTERPRETER_TIMER if interpret else "triton.testing.do_bench (median, p20, p80)",
         "warmup_ms": warmup_ms,
         "rep_ms": rep_ms,
         "num_bytes": num_bytes,
@@ -774,13 +835,10 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
         "compile": compile_info,
         "variants": rows,
         "ranking": ranking,
-        "baseline": {"median_ms": base_ms, "retime_median_ms": retime_ms, "noise_rel": noise,
-                     "retime_rel": retime_rel, "spread_rel": spread_rel,
-                     "retime_slot": (run.get("retime") or {}).get("slot"),
-                     "per_slot_ms": {k: v for k, v in slot_base.items() if v}, "device_spread_rel": device_spread},
+        "baseline": base,
         "best": {"name": best_name, "within_noise": within_noise, "file": None, "apply": None},
-        "notes": plan.notes + shared + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"]
-                                        if interpret else []),
+        "notes": plan.notes + _shared_notes(devices, workers_per_device)
+        + ([f"timing: {INTERPRETER_TIMER}; the ranking is only a test of the path"] if interpret else []),
         "wall_s": round(wall_s, 3),
         "timing_s": run.get("timing_s"),
         "summary": summary,
