@@ -282,33 +282,38 @@ def _segment(source: str, node: ast.AST) -> str:
     return " ".join((text or ast.unparse(node)).split())
 
 
-def analyse_function(func: ast.FunctionDef, source: str, params: list[dict]) -> dict:
-    """Memory ops, hints, atomics, reductions and index variables of one jit function."""
-    param_names = [p["name"] for p in params]
-    ptr_dtypes = {p["name"]: p.get("dtype") or "*" for p in params if p["kind"] == "pointer"}
-    scalar_params = {p["name"] for p in params if p["kind"] == "scalar"}
-    wide = {p["name"] for p in params if p["kind"] == "scalar" and p.get("dtype") in ("i64", "u64")}
-    state = _FlowState(param_names, ptr_dtypes, wide)
-    memory_ops: list[dict] = []
-    atomics: list[dict] = []
-    reductions: list[dict] = []
-    hint_calls: list[dict] = []
-    index_vars: list[dict] = []
+class _FunctionAnalysis:
+    """The walk of one jit function: the flow state, and what it found so far."""
 
-    def pointer_info(ptr: ast.AST | None) -> dict:
+    def __init__(self, source: str, params: list[dict]):
+        self.source = source
+        self.ptr_dtypes = {p["name"]: p.get("dtype") or "*" for p in params if p["kind"] == "pointer"}
+        self.scalar_params = {p["name"] for p in params if p["kind"] == "scalar"}
+        wide = {p["name"] for p in params if p["kind"] == "scalar" and p.get("dtype") in ("i64", "u64")}
+        self.state = _FlowState([p["name"] for p in params], self.ptr_dtypes, wide)
+        self.memory_ops: list[dict] = []
+        self.atomics: list[dict] = []
+        self.reductions: list[dict] = []
+        self.hint_calls: list[dict] = []
+        self.index_vars: list[dict] = []
+
+    def _segment(self, node: ast.AST) -> str:
+        return _segment(self.source, node)
+
+    def pointer_info(self, ptr: ast.AST | None) -> dict:
         if ptr is None:
             return {"pointer": None, "bases": [], "offset_scalars": [], "indirect": False,
                     "offset_i64": False}
-        deps = state.expr_deps(ptr)
-        bases = sorted(d for d in deps if d in ptr_dtypes)
+        deps = self.state.expr_deps(ptr)
+        bases = sorted(d for d in deps if d in self.ptr_dtypes)
         # Offsets are everything but the base; a loaded value in them means gather/scatter.
         off_deps = deps - set(bases)
-        return {"pointer": _segment(source, ptr), "bases": bases,
-                "offset_scalars": sorted(d for d in off_deps if d in scalar_params),
+        return {"pointer": self._segment(ptr), "bases": bases,
+                "offset_scalars": sorted(d for d in off_deps if d in self.scalar_params),
                 "indirect": LOADED in off_deps,
                 "offset_i64": I64 in off_deps}
 
-    def visit_calls(node: ast.AST) -> None:
+    def visit_calls(self, node: ast.AST) -> None:
         for sub in ast.walk(node):
             if not isinstance(sub, ast.Call):
                 continue
@@ -316,82 +321,90 @@ def analyse_function(func: ast.FunctionDef, source: str, params: list[dict]) -> 
             fn = _tl_func(name)
             kw = {k.arg: k.value for k in sub.keywords if k.arg}
             if fn in ("load", "store"):
-                ptr = sub.args[0] if sub.args else kw.get("pointer")
-                info = pointer_info(ptr)
-                if fn == "load":
-                    mask = sub.args[1] if len(sub.args) > 1 else kw.get("mask")
-                else:
-                    mask = sub.args[2] if len(sub.args) > 2 else kw.get("mask")
-                evict = kw.get("eviction_policy")
-                memory_ops.append({
-                    "op": fn, "line": sub.lineno, **info,
-                    "masked": mask is not None and not (isinstance(mask, ast.Constant)
-                                                        and mask.value is None),
-                    "mask": _segment(source, mask) if mask is not None else None,
-                    "eviction_policy": literal(evict) if evict is not None else None,
-                    "cache_modifier": literal(kw["cache_modifier"]) if "cache_modifier" in kw else None,
-                    "kind": ("gather" if fn == "load" else "scatter") if info["indirect"] else "direct",
-                })
+                self._memory_op(sub, fn, kw)
             elif fn in ATOMIC_FUNCS:
-                ptr = sub.args[0] if sub.args else kw.get("pointer")
-                info = pointer_info(ptr)
-                atomics.append({"op": fn, "line": sub.lineno, **info,
-                                "kind": "scatter" if info["indirect"] else "direct",
-                                "sem": literal(kw["sem"]) if "sem" in kw else None,
-                                "scope": literal(kw["scope"]) if "scope" in kw else None,
-                                "text": _segment(source, sub)})
+                info = self.pointer_info(sub.args[0] if sub.args else kw.get("pointer"))
+                self.atomics.append({"op": fn, "line": sub.lineno, **info,
+                                     "kind": "scatter" if info["indirect"] else "direct",
+                                     "sem": literal(kw["sem"]) if "sem" in kw else None,
+                                     "scope": literal(kw["scope"]) if "scope" in kw else None,
+                                     "text": self._segment(sub)})
             elif fn in TL_REDUCTIONS or (name.startswith("triton_helpers.")
                                           and name.split(".", 1)[1] in HELPER_REDUCTIONS):
                 axis = kw.get("axis") or (sub.args[1] if len(sub.args) > 1 else None)
-                reductions.append({"op": name, "line": sub.lineno,
-                                   "axis": literal(axis) if axis is not None else None,
-                                   "text": _segment(source, sub)})
+                self.reductions.append({"op": name, "line": sub.lineno,
+                                        "axis": literal(axis) if axis is not None else None,
+                                        "text": self._segment(sub)})
             elif fn in HINT_FUNCS:
-                hint_calls.append({"op": f"tl.{fn}", "line": sub.lineno,
-                                   "args": [_segment(source, a) for a in sub.args],
-                                   "text": _segment(source, sub)})
+                self.hint_calls.append({"op": f"tl.{fn}", "line": sub.lineno,
+                                        "args": [self._segment(a) for a in sub.args],
+                                        "text": self._segment(sub)})
 
-    def walk_body(stmts: list[ast.stmt]) -> None:
+    def _memory_op(self, sub: ast.Call, fn: str, kw: dict) -> None:
+        info = self.pointer_info(sub.args[0] if sub.args else kw.get("pointer"))
+        if fn == "load":
+            mask = sub.args[1] if len(sub.args) > 1 else kw.get("mask")
+        else:
+            mask = sub.args[2] if len(sub.args) > 2 else kw.get("mask")
+        evict = kw.get("eviction_policy")
+        self.memory_ops.append({
+            "op": fn, "line": sub.lineno, **info,
+            "masked": mask is not None and not (isinstance(mask, ast.Constant)
+                                                and mask.value is None),
+            "mask": self._segment(mask) if mask is not None else None,
+            "eviction_policy": literal(evict) if evict is not None else None,
+            "cache_modifier": literal(kw["cache_modifier"]) if "cache_modifier" in kw else None,
+            "kind": ("gather" if fn == "load" else "scatter") if info["indirect"] else "direct",
+        })
+
+    def _assignment(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign) -> None:
+        value = stmt.value
+        if value is None:
+            return
+        self.visit_calls(value)
+        deps = self.state.expr_deps(value)
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        text = self._segment(stmt)
+        for target in targets:
+            self.state.assign(target, deps)
+            if (isinstance(target, ast.Name) and (PID in deps or RANGE in deps)
+                    and LOADED not in deps and not (set(deps) & set(self.ptr_dtypes))
+                    and not isinstance(value, (ast.Compare, ast.BoolOp))):
+                self.index_vars.append({
+                    "name": target.id, "line": stmt.lineno, "expr": text,
+                    "i64": I64 in deps,
+                    "scalars": sorted(d for d in deps if d in self.scalar_params),
+                })
+
+    def walk_body(self, stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                value = stmt.value
-                if value is None:
-                    continue
-                visit_calls(value)
-                deps = state.expr_deps(value)
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-                text = _segment(source, stmt)
-                for target in targets:
-                    state.assign(target, deps)
-                    if (isinstance(target, ast.Name) and (PID in deps or RANGE in deps)
-                            and LOADED not in deps and not (set(deps) & set(ptr_dtypes))
-                            and not isinstance(value, (ast.Compare, ast.BoolOp))):
-                        index_vars.append({
-                            "name": target.id, "line": stmt.lineno, "expr": text,
-                            "i64": I64 in deps,
-                            "scalars": sorted(d for d in deps if d in scalar_params),
-                        })
+                self._assignment(stmt)
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-                visit_calls(stmt.iter)
-                state.assign(stmt.target, _loop_deps(stmt.iter, state))
-                walk_body(stmt.body)
-                walk_body(stmt.orelse)
+                self.visit_calls(stmt.iter)
+                self.state.assign(stmt.target, _loop_deps(stmt.iter, self.state))
+                self.walk_body(stmt.body)
+                self.walk_body(stmt.orelse)
             elif isinstance(stmt, (ast.If, ast.While)):
-                visit_calls(stmt.test)
-                walk_body(stmt.body)
-                walk_body(stmt.orelse)
+                self.visit_calls(stmt.test)
+                self.walk_body(stmt.body)
+                self.walk_body(stmt.orelse)
             elif isinstance(stmt, ast.With):
-                walk_body(stmt.body)
+                self.walk_body(stmt.body)
             elif isinstance(stmt, ast.Expr):
-                visit_calls(stmt.value)
+                self.visit_calls(stmt.value)
             elif isinstance(stmt, ast.Return) and stmt.value is not None:
-                visit_calls(stmt.value)
+                self.visit_calls(stmt.value)
 
-    walk_body(func.body)
+
+def analyse_function(func: ast.FunctionDef, source: str, params: list[dict]) -> dict:
+    """Memory ops, hints, atomics, reductions and index variables of one jit function."""
+    walk = _FunctionAnalysis(source, params)
+    walk.walk_body(func.body)
     calls = sorted({sub.func.id for sub in ast.walk(func) if isinstance(sub, ast.Call)
                     and isinstance(sub.func, ast.Name)})
-    return {"calls": calls, "memory_ops": memory_ops, "atomics": atomics, "reductions": reductions,
-            "hint_calls": hint_calls, "index_vars": index_vars}
+    return {"calls": calls, "memory_ops": walk.memory_ops, "atomics": walk.atomics,
+            "reductions": walk.reductions, "hint_calls": walk.hint_calls, "index_vars": walk.index_vars}
 
 
 # --------------------------------------------------------------------------- decorators
