@@ -253,7 +253,7 @@ def test_real_h200_standalone_against_the_program_by_its_own_instrument(run):
     # the program, and the program time lies between the L2-warm and L2-flushed standalone times
     import sys
 
-    sys.path.insert(0, str(CAP.parents[1] / "gpu"))
+    sys.path.insert(0, str(CAP.parents[1] / "gpu" / "drivers"))
     from run_gpu_suite import verdict
 
     rows = json.loads((CAP / run).read_text())["standalone"]

@@ -1,6 +1,6 @@
 """GPU check of the capture path (skipped without a GPU): one compiled example under capture,
 then its standalone kernel file through run_captured_kernel.py.  The full measurement with the
-table (all examples, overhead ratio, standalone vs profiler) is tests/gpu/run_gpu_suite.py."""
+table (all examples, overhead ratio, standalone vs profiler) is tests/gpu/drivers/run_gpu_suite.py."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Bundled row kernels vs Inductor on one GPU (H200: about 5 minutes with the defaults):
-#   bash tests/gpu/run_rowkernel_sweep.sh /tmp/rowsweep
+#   bash tests/gpu/drivers/run_rowkernel_sweep.sh /tmp/rowsweep
 #   OPS=softmax,log_softmax,layer_norm,rms_norm COLS=1024,2048,4096,8192,16384,32768,65536 \
-#     bash tests/gpu/run_rowkernel_sweep.sh /tmp/rowsweep      # the full sweep: several device calls
+#     bash tests/gpu/drivers/run_rowkernel_sweep.sh /tmp/rowsweep      # the full sweep: several device calls
 # Measures the copy peak into a store in the folder first, then sweeps; writes rowkernel_sweep.{json,md,svg}
 # and the logs there. max-autotune of a reduction compiles slowly, hence the small defaults and
 # the budget: cases that would start after BUDGET_S seconds are recorded as skipped, not lost.

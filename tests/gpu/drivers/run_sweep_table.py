@@ -1,6 +1,6 @@
 """The tuning table on a real GPU: Inductor's winner vs the sweep's best, per kernel kind, twice.
 
-    python tests/gpu/run_sweep_table.py --work /tmp/sweeptable --out "$OUT" [--budget-s 420]
+    python tests/gpu/drivers/run_sweep_table.py --work /tmp/sweeptable --out "$OUT" [--budget-s 420]
 
 1. measure the copy peak once (measure_peak_bandwidth.py, stored where the sweep's % of peak reads it);
 2. per case (memory-bound pointwise chain, row reductions (softmax + LayerNorm, 8192 columns), softmax
@@ -25,7 +25,7 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 CASES = [  # case, example, example args

@@ -1,6 +1,6 @@
 """Run one example repro (optionally under kernel capture) and measure it.
 
-    python tests/gpu/profiled_example.py --out res.json [--capture] [--prof-steps N] -- EXAMPLE.py ARGS...
+    python tests/gpu/drivers/profiled_example.py --out res.json [--capture] [--prof-steps N] -- EXAMPLE.py ARGS...
 
 The example's own ``run_steps`` (warm-up, then timed steady-state steps) runs first and gives
 ms/step; then ``--prof-steps`` more steps run under torch.profiler, and the GPU kernels of those
@@ -17,7 +17,7 @@ import runpy
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def main() -> int:

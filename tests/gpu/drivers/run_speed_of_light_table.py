@@ -1,6 +1,6 @@
 """The speed-of-light table on a real GPU: kernel vs memory twin vs copy floor, per example, twice.
 
-    python tests/gpu/run_speed_of_light_table.py --work /tmp/soltable --out "$OUT" [--budget-s 450]
+    python tests/gpu/drivers/run_speed_of_light_table.py --work /tmp/soltable --out "$OUT" [--budget-s 450]
 
 1. measure the copy peak once (measure_peak_bandwidth.py into a store under --work; --no-measure
    uses references/device_peaks.yaml);
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPTS = ROOT / "scripts"
 EXAMPLES = ("gelu_erf", "softmax_long_rows", "rms_norm", "transposed_add", "embedding_fwd_bwd",
             "layernorm_fwd_bwd", "gemm_epilogue", "pointwise_chain", "scatter_index_add")

@@ -1,6 +1,6 @@
 """The GPU driver: run every example repro under kernel capture on a real GPU and check the capture.
 
-    python tests/gpu/run_gpu_suite.py --work /tmp/gpusuite --out "$OUT" [--budget-s 480]
+    python tests/gpu/drivers/run_gpu_suite.py --work /tmp/gpusuite --out "$OUT" [--budget-s 480]
 
 Per example (pointwise chain, row reduction, scatter/index_add, tiny launches, MLP train step,
 dynamic shapes, hand-written @triton.autotune kernel):
@@ -26,7 +26,7 @@ import tarfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 EXAMPLES = {  # name -> extra args
@@ -125,12 +125,12 @@ def main() -> int:
                    TRITON_CAPTURE_FORCE_RETUNE="1", TORCHINDUCTOR_CACHE_DIR=str(exdir / "inductor_cache"))
         script = str(ROOT / "examples" / f"{name}.py")
         common = ["--steps", str(STEPS), "--warmup", "10", "--device", opts.device, *EXAMPLES[name]]
-        rc1, _ = run([sys.executable, str(ROOT / "tests/gpu/profiled_example.py"), "--out",
+        rc1, _ = run([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
                       str(exdir / "with_capture.json"), "--capture", script, "--", *common], env, log, 300)
         env_plain = {k: v for k, v in env.items() if not k.startswith("TRITON_CAPTURE")}
         rc2 = None
         if opts.plain:
-            rc2, _ = run([sys.executable, str(ROOT / "tests/gpu/profiled_example.py"), "--out",
+            rc2, _ = run([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
                           str(exdir / "plain.json"), script, "--", *common], env_plain, log, 300)
         with_cap = json.loads((exdir / "with_capture.json").read_text()) if rc1 == 0 else {}
         plain = json.loads((exdir / "plain.json").read_text()) if rc2 == 0 else {}

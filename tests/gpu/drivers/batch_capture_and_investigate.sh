@@ -15,7 +15,7 @@ AB=${AB:-dynamic_shapes}   # examples whose compiled f is A/B-ed against eager (
         -- python examples/$ex.py --steps 50 >> /tmp/ab/ab_log.txt 2>&1
   done ) &
 inv=$!
-CUDA_VISIBLE_DEVICES=0 timeout "$LIMIT" python tests/gpu/run_gpu_suite.py --work /tmp/gs --out "$OUT/suite" \
+CUDA_VISIBLE_DEVICES=0 timeout "$LIMIT" python tests/gpu/drivers/run_gpu_suite.py --work /tmp/gs --out "$OUT/suite" \
     --examples "${SUITE_EXAMPLES:-tiny_launches,mlp_train_step,dynamic_shapes,pointwise_chain,row_reduction,scatter_index_add,user_autotune_kernel}" \
     --timer all --budget-s $((LIMIT - 120)) > "$OUT/suite/stdout.txt" 2>&1
 wait $inv

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Remedy trials on the H200 for the recorded examples in examples/recorded_h200/trials/:
-#   bash tests/gpu/run_trials_table.sh /tmp/trials [SET ...]
+#   bash tests/gpu/drivers/run_trials_table.sh /tmp/trials [SET ...]
 # SET: first (layernorm_fwd_bwd, tiny_launches, row_reduction, softmax_long_rows), rows (the
 # replace arm on long-row softmax and RMS norm), more (exact-erf GELU, dynamic-shape reduction,
 # embedding forward+backward), gemm (GEMM with a fused epilogue), pinned (capture long-row softmax,
