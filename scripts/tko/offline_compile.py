@@ -316,12 +316,8 @@ class CompilePlan:
     notes: list
 
 
-def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int | bool | None = None,
-                 extra_attrs: dict | None = None, signature: dict | str | None = None,
-                 launch: dict | None = None) -> CompilePlan:
-    """Decide signature, constexprs, attrs and options for one kernel (no Triton needed)."""
-    notes: list[str] = []
-    meta = kernel.get("triton_meta")
+def _types_from_meta(meta: dict | None) -> tuple[dict[str, str], dict[str, Any], dict[str, list]]:
+    """Signature, constexprs and attrs from a kernel's ``triton_meta``."""
     sig: dict[str, str] = {}
     constexprs: dict[str, Any] = {}
     attrs: dict[str, list] = {}
@@ -336,41 +332,52 @@ def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int
                     constexprs[name] = value
                 else:
                     attrs.setdefault(name, []).append([key, value])
-    if launch:
-        l_sig, l_const, l_attrs, l_notes = hints_from_launch(kernel, launch)
-        notes += l_notes
-        for name, dtype in l_sig.items():
-            if name not in sig or not meta:
-                sig[name] = dtype
-        for name, value in l_const.items():
-            constexprs.setdefault(name, value)
-        if not meta:
-            attrs.update(l_attrs)
-    if isinstance(signature, str):
-        signature = parse_signature_flag(signature)
-    if signature:
-        for name in signature:
-            if name not in {p["name"] for p in kernel["params"]}:
-                raise InputError(f"signature names {name!r}, which is not a parameter of "
-                                 f"{kernel['name']} ({', '.join(p['name'] for p in kernel['params'])})")
-        sig.update(signature)
-        if not meta and not launch:
-            # A JIT launch marks 16-byte-aligned pointers; offline we assume torch's aligned allocations.
-            for name, dtype in signature.items():
-                if dtype.startswith("*"):
-                    attrs.setdefault(name, []).append(["tt.divisibility", 16])
+    return sig, constexprs, attrs
 
-    # Config: given > launch winner > first declared > default rule.
+
+def _merge_launch(kernel: dict, launch: dict, meta: dict | None, sig: dict, constexprs: dict, attrs: dict,
+                  notes: list[str]) -> None:
+    """What a captured launch event says of types, constexprs and attrs (triton_meta wins)."""
+    l_sig, l_const, l_attrs, l_notes = hints_from_launch(kernel, launch)
+    notes += l_notes
+    for name, dtype in l_sig.items():
+        if name not in sig or not meta:
+            sig[name] = dtype
+    for name, value in l_const.items():
+        constexprs.setdefault(name, value)
+    if not meta:
+        attrs.update(l_attrs)
+
+
+def _merge_signature(kernel: dict, signature: dict, offline_only: bool, sig: dict, attrs: dict) -> None:
+    """A given signature overrides the types; offline only, its pointers are taken as 16-byte aligned."""
+    for name in signature:
+        if name not in {p["name"] for p in kernel["params"]}:
+            raise InputError(f"signature names {name!r}, which is not a parameter of "
+                             f"{kernel['name']} ({', '.join(p['name'] for p in kernel['params'])})")
+    sig.update(signature)
+    if offline_only:
+        # A JIT launch marks 16-byte-aligned pointers; offline we assume torch's aligned allocations.
+        for name, dtype in signature.items():
+            if dtype.startswith("*"):
+                attrs.setdefault(name, []).append(["tt.divisibility", 16])
+
+
+def _pick_config(kernel: dict, config: dict | None, launch: dict | None) -> tuple[dict, str]:
+    """Config: given > launch winner > first declared > default rule; (config, where from)."""
     if config:
-        cfg, source = normalize_config_dict(config), "given"
-    elif launch and isinstance(launch.get("winner"), dict):
-        cfg, source = normalize_config_dict(launch["winner"]), "captured winner"
-    elif kernel.get("configs"):
-        cfg, source = normalize_config_dict(kernel["configs"][0]), "first declared config"
-    else:
-        default = default_config(kernel)
-        cfg, source = default if default else (normalize_config_dict(None), "none")
+        return normalize_config_dict(config), "given"
+    if launch and isinstance(launch.get("winner"), dict):
+        return normalize_config_dict(launch["winner"]), "captured winner"
+    if kernel.get("configs"):
+        return normalize_config_dict(kernel["configs"][0]), "first declared config"
+    default = default_config(kernel)
+    return default if default else (normalize_config_dict(None), "none")
 
+
+def _fill_constexprs(kernel: dict, cfg: dict, sig: dict, constexprs: dict, notes: list[str]) -> None:
+    """Every constexpr a value (known, the config's, the default); an error for what has none, or
+    a parameter without a type."""
     missing_types, missing_constexpr = [], []
     for param in kernel["params"]:
         name = param["name"]
@@ -397,6 +404,11 @@ def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int
     if unknown_cfg:
         notes.append(f"config keys {', '.join(unknown_cfg)} are not parameters of {kernel['name']}; ignored")
 
+
+def _final_attrs(kernel: dict, sig: dict, attrs: dict, pointer_range: int | bool | None,
+                 extra_attrs: dict | None) -> dict:
+    """The attrs with tt.pointer_range set (a width), dropped (False) or kept (None), the extra
+    attrs added; none on a constexpr."""
     pointers = [p["name"] for p in kernel["params"] if sig.get(p["name"], "").startswith("*")]
     if pointer_range is True:
         pointer_range = 32
@@ -411,8 +423,25 @@ def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int
         if name not in sig:
             raise InputError(f"extra attrs name {name!r}, not a parameter of {kernel['name']}")
         attrs.setdefault(name, []).extend([list(p) for p in pairs])
-    attrs = {n: p for n, p in attrs.items() if p and sig.get(n) != "constexpr"}
+    return {n: p for n, p in attrs.items() if p and sig.get(n) != "constexpr"}
 
+
+def plan_compile(kernel: dict, *, config: dict | None = None, pointer_range: int | bool | None = None,
+                 extra_attrs: dict | None = None, signature: dict | str | None = None,
+                 launch: dict | None = None) -> CompilePlan:
+    """Decide signature, constexprs, attrs and options for one kernel (no Triton needed)."""
+    notes: list[str] = []
+    meta = kernel.get("triton_meta")
+    sig, constexprs, attrs = _types_from_meta(meta)
+    if launch:
+        _merge_launch(kernel, launch, meta, sig, constexprs, attrs, notes)
+    if isinstance(signature, str):
+        signature = parse_signature_flag(signature)
+    if signature:
+        _merge_signature(kernel, signature, not meta and not launch, sig, attrs)
+    cfg, source = _pick_config(kernel, config, launch)
+    _fill_constexprs(kernel, cfg, sig, constexprs, notes)
+    attrs = _final_attrs(kernel, sig, attrs, pointer_range, extra_attrs)
     options = TritonConfig.from_record(cfg).compile_options()
     ordered_sig = {p["name"]: sig[p["name"]] for p in kernel["params"]}
     return CompilePlan(kernel["name"], ordered_sig, constexprs, attrs, options, cfg, source, notes)
