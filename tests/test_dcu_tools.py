@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tko import archs, dcu_tools, env_probe
@@ -51,15 +53,16 @@ def test_rocminfo_gfx936_dtk(fixtures_dir):
 def test_rocminfo_agrees_with_hip_device_props_of_same_model(fixtures_dir):
     """Two independent real captures of a gfx936 BW: rocminfo and hipGetDeviceProperties."""
     gpu = dcu_tools.parse_rocminfo(body(fixtures_dir, "rocminfo_gfx936_bw_1.txt"))["gpus"][0]
-    props = dcu_tools.parse_hip_device_props(body(fixtures_dir, "hip_device_props_bw1000_gfx936_1.jsonl"))
-    assert len(props) == 1
-    p = props[0]
+    text = body(fixtures_dir, "hip_device_props_bw1000_gfx936_1.jsonl")
+    (p,) = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert p["name"] == "BW200, UBB BW1000"
-    for key in ("arch", "arch_full", "vendor", "compute_units", "wave_size", "memory_bytes",
-                "l2_bytes", "lds_per_block_bytes", "max_clock_mhz"):
-        assert p[key] == gpu[key], key
-    assert p["max_threads_per_cu"] == 2560
-    assert p["lds_per_cu_bytes"] == 65536
+    assert gpu["arch_full"] == p["gcnArchName"] and gpu["arch"] == archs.normalize(p["gcnArchName"]) == "gfx936"
+    assert gpu["vendor"] == archs.info(gpu["arch"]).vendor
+    expected = {"compute_units": p["cu_count"], "wave_size": p["warp_size"], "memory_bytes": p["global_mem_bytes"],
+                "l2_bytes": p["l2_bytes"], "lds_per_block_bytes": p["lds_per_block"],
+                "max_clock_mhz": p["clock_khz"] // 1000}
+    for key, value in expected.items():
+        assert gpu[key] == value, key
 
 
 def test_rocminfo_tolerates_ansi_and_carriage_returns(fixtures_dir):
@@ -222,13 +225,7 @@ def test_first_version_on_real_version_strings(fixtures_dir):
     assert dcu_tools.first_version("no digits here") is None
 
 
-# --------------------------------------------------------------------------- device props
-
-def test_hip_device_props_skips_non_json_lines(fixtures_dir):
-    text = "HIP_PROF: something\n" + body(fixtures_dir, "hip_device_props_bw1000_gfx936_1.jsonl") + "{bad\n"
-    (rec,) = dcu_tools.parse_hip_device_props(text)
-    assert rec["arch"] == "gfx936" and rec["compute_units"] == 80 and rec["wave_size"] == 64
-
+# --------------------------------------------------------------------------- text cleaning
 
 @pytest.mark.parametrize("text, expected", [
     ("\x1b[31mred\x1b[0m\r\nnext\rline", "red\nnext\nline"),

@@ -1,6 +1,6 @@
 """Parsers of DCU / ROCm tool output: rocminfo, hy-smi (table and ``--json``),
-DTK ``rocm-smi --json``, ``hipcc --version``, hipGetDeviceProperties dumps and
-the DTK ``.info/version`` file.
+DTK ``rocm-smi --json``, ``hipcc --version`` and the DTK ``.info/version``
+file.
 
 Each format is parsed here and nowhere else.  The parsers take the text a tool
 printed, tolerate ANSI colour escapes and ``\\r`` (real captures contain both),
@@ -61,6 +61,107 @@ def _new_agent(index: int | None) -> dict:
     return {"agent": index, "fields": {}, "cache_kb": {}, "pools": [], "isas": []}
 
 
+_SECTIONS = {"Cache Info": "cache", "Pool Info": "pools", "ISA Info": "isa"}
+
+
+class _RocminfoParser:
+    """The state of a ``rocminfo`` read: the banner, the system attributes, the agents, and
+    where in them the current line is (``agent``; ``section``: "cache", "pools", "isa" for the
+    nested blocks inside an agent; the open ``pool`` / ``isa``; ``in_system``)."""
+
+    def __init__(self) -> None:
+        self.banner: str | None = None
+        self.system: dict[str, str] = {}
+        self.agents: list[dict] = []
+        self.agent: dict | None = None
+        self.section: str | None = None
+        self.pool: dict | None = None
+        self.isa: dict | None = None
+        self.in_system = False
+
+    def line(self, raw: str) -> bool:
+        """Take one line; False at the end marker."""
+        line = raw.rstrip()
+        stripped = line.strip()
+        if not stripped or set(stripped) <= {"=", "*"}:
+            return True
+        if stripped == "*** Done ***":
+            return False
+        if self._heading(stripped):
+            return True
+        kv = _KV.match(line)
+        if kv:
+            self._field(len(kv.group(1)), kv.group(2).strip(), kv.group(3))
+        return True
+
+    def _heading(self, stripped: str) -> bool:
+        """The banner, the system / agents headings, 'Agent N', 'Pool N', 'ISA N': True if one."""
+        # "ROCk module is loaded" (ROCm), "ROCk module version 6.x is loaded",
+        # "C-3000 hycu module is loaded" / "hygon module is loaded" (DTK)
+        if self.banner is None and _BANNER.search(stripped):
+            self.banner = stripped
+            return True
+        if stripped in ("HSA System Attributes", "HSA Agents"):
+            self.in_system = stripped == "HSA System Attributes"
+            return True
+        m = _AGENT.match(stripped)
+        if m:
+            self.in_system = False
+            self.agent = _new_agent(int(m.group(1)))
+            self.agents.append(self.agent)
+            self.section = self.pool = self.isa = None
+            return True
+        # 'Pool 1' / 'ISA 1' open a nested block; they carry no colon
+        pm = _POOL.match(stripped)
+        im = _ISA.match(stripped)
+        if self.agent is None or not (pm or im):
+            return False
+        if pm and self.section == "pools":
+            self.pool = {"pool": int(pm.group(1))}
+            self.agent["pools"].append(self.pool)
+        elif im and self.section == "isa":
+            self.isa = {"isa": int(im.group(1))}
+            self.agent["isas"].append(self.isa)
+        return True
+
+    def _field(self, indent: int, key: str, value: str) -> None:
+        """A 'key: value' line of the system, of an agent, or of a block nested in it."""
+        if self.in_system:
+            self.system[key] = value
+            return
+        if self.agent is None:
+            if indent == 0:
+                return     # shell prompt or other text before the agents
+            self.agent = _new_agent(None)
+            self.agents.append(self.agent)
+        if indent <= 2:
+            self.section = _SECTIONS.get(key)
+            self.pool = self.isa = None
+            if self.section is None:
+                self.agent["fields"][key] = value
+            return
+        self._nested(key, value)
+
+    def _nested(self, key: str, value: str) -> None:
+        """A line of a nested block (indent > 2)."""
+        agent = self.agent
+        if self.section == "cache":
+            size = _int_value(value)
+            if size is not None:
+                agent["cache_kb"][key] = size
+        elif self.section == "pools":
+            if self.pool is None:   # fragment that starts inside a pool
+                self.pool = {"pool": None}
+                agent["pools"].append(self.pool)
+            self.pool[key] = value
+        elif self.section == "isa":
+            if self.isa is None:
+                self.isa = {"isa": None}
+                agent["isas"].append(self.isa)
+            if key not in self.isa:
+                self.isa[key] = value
+
+
 def parse_rocminfo(text: str | bytes) -> dict:
     """Parse ``rocminfo`` output.
 
@@ -70,96 +171,21 @@ def parse_rocminfo(text: str | bytes) -> dict:
     :func:`rocminfo_device`.  Text that starts in the middle of an agent (a
     pasted fragment) becomes an agent with ``agent: None``.
     """
-    lines = clean_text(text).split("\n")
-    banner = None
-    system: dict[str, str] = {}
-    agents: list[dict] = []
-    agent = None
-    section = None          # "cache", "pools", "isa" (nested blocks inside an agent)
-    pool = None
-    isa = None
-    in_system = False
-    for raw in lines:
-        line = raw.rstrip()
-        stripped = line.strip()
-        if not stripped or set(stripped) <= {"=", "*"}:
-            continue
-        # "ROCk module is loaded" (ROCm), "ROCk module version 6.x is loaded",
-        # "C-3000 hycu module is loaded" / "hygon module is loaded" (DTK)
-        if banner is None and _BANNER.search(stripped):
-            banner = stripped
-            continue
-        if stripped == "HSA System Attributes":
-            in_system = True
-            continue
-        if stripped == "HSA Agents":
-            in_system = False
-            continue
-        if stripped == "*** Done ***":
+    parser = _RocminfoParser()
+    for raw in clean_text(text).split("\n"):
+        if not parser.line(raw):
             break
-        m = _AGENT.match(stripped)
-        if m:
-            in_system = False
-            agent = _new_agent(int(m.group(1)))
-            agents.append(agent)
-            section = pool = isa = None
-            continue
-        # 'Pool 1' / 'ISA 1' open a nested block; they carry no colon
-        pm = _POOL.match(stripped)
-        im = _ISA.match(stripped)
-        if agent is not None and (pm or im):
-            if pm and section == "pools":
-                pool = {"pool": int(pm.group(1))}
-                agent["pools"].append(pool)
-            elif im and section == "isa":
-                isa = {"isa": int(im.group(1))}
-                agent["isas"].append(isa)
-            continue
-        kv = _KV.match(line)
-        if not kv:
-            continue
-        indent, key, value = len(kv.group(1)), kv.group(2).strip(), kv.group(3)
-        if in_system:
-            system[key] = value
-            continue
-        if agent is None:
-            if indent == 0:
-                continue     # shell prompt or other text before the agents
-            agent = _new_agent(None)
-            agents.append(agent)
-        if indent <= 2:
-            section = {"Cache Info": "cache", "Pool Info": "pools", "ISA Info": "isa"}.get(key)
-            pool = isa = None
-            if section is None:
-                agent["fields"][key] = value
-            continue
-        # nested block lines (indent > 2)
-        if section == "cache":
-            size = _int_value(value)
-            if size is not None:
-                agent["cache_kb"][key] = size
-        elif section == "pools":
-            if pool is None:   # fragment that starts inside a pool
-                pool = {"pool": None}
-                agent["pools"].append(pool)
-            pool[key] = value
-        elif section == "isa":
-            if isa is None:
-                isa = {"isa": None}
-                agent["isas"].append(isa)
-            if key not in isa:
-                isa[key] = value
     gpus = []
-    for a in agents:
+    for a in parser.agents:
         kind = a["fields"].get("Device Type", "").strip().upper()
         a["device_type"] = kind or None
         if kind in GPU_DEVICE_TYPES:
             gpus.append(rocminfo_device(a))
     return {
-        "banner": banner,
-        "runtime_version": system.get("Runtime Version"),
-        "system": system,
-        "agents": agents,
+        "banner": parser.banner,
+        "runtime_version": parser.system.get("Runtime Version"),
+        "system": parser.system,
+        "agents": parser.agents,
         "gpus": gpus,
     }
 
@@ -401,57 +427,6 @@ def parse_hipcc_version(text: str | bytes) -> dict:
         out["flavor"] = "rocm"
     out["version"] = out["dcc_version"] or out["hip_version"] or out["clang_version"]
     return out
-
-
-# --------------------------------------------------------------------------- device-property dumps
-
-def parse_hip_device_props(text: str | bytes) -> list[dict]:
-    """Device records from JSON Lines of hipGetDeviceProperties fields.
-
-    Accepts the field names of HIP's ``hipDeviceProp_t`` (``gcnArchName``,
-    ``multiProcessorCount``, ``totalGlobalMem``, ``l2CacheSize``,
-    ``sharedMemPerBlock``, ``warpSize``) and the snake_case names some
-    microbenchmarks write (``cu_count``, ``global_mem_bytes``, ``l2_bytes``,
-    ``lds_per_block``).  Lines that are not JSON objects are skipped.
-    """
-    records = []
-    for line in clean_text(text).split("\n"):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(obj, dict):
-            continue
-
-        def pick(*keys):
-            for k in keys:
-                if obj.get(k) is not None:
-                    return obj[k]
-            return None
-
-        arch_full = pick("gcnArchName", "gcn_arch", "arch")
-        arch = archs.normalize(arch_full) if arch_full else None
-        known = archs.info(arch) if arch else None
-        clock_khz = pick("clockRate", "clock_khz")
-        records.append({
-            "source": "hipGetDeviceProperties",
-            "name": pick("name"),
-            "arch": arch,
-            "arch_full": arch_full,
-            "vendor": known.vendor if known else None,
-            "compute_units": pick("multiProcessorCount", "cu_count"),
-            "wave_size": pick("warpSize", "warp_size"),
-            "memory_bytes": pick("totalGlobalMem", "global_mem_bytes"),
-            "l2_bytes": pick("l2CacheSize", "l2_bytes"),
-            "lds_per_block_bytes": pick("sharedMemPerBlock", "lds_per_block"),
-            "lds_per_cu_bytes": pick("maxSharedMemoryPerMultiProcessor", "lds_per_cu"),
-            "max_threads_per_cu": pick("maxThreadsPerMultiProcessor", "max_threads_per_cu"),
-            "max_clock_mhz": clock_khz // 1000 if isinstance(clock_khz, int) else None,
-        })
-    return records
 
 
 # --------------------------------------------------------------------------- DTK .info/version
