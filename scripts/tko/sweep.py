@@ -167,25 +167,11 @@ def probe_hint_names(probe_doc: dict) -> tuple[list[str], list[str]]:
     return changed, notes
 
 
-def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | None = None,
-               max_variants: int = 24, hip: bool | None = None) -> Plan:
-    kernel_file = str(Path(kernel_file).resolve())
-    text, parsed, spec = read_standalone(kernel_file)
-    kernel = kernel_source.select_kernel(parsed, spec.get("function"))
-    launch = spec.get("launch", "jit")
-    winner = spec["configs"][0]
-    flat0 = dict(winner["flat"])
-    grid0 = list(winner["grid"]) if winner.get("grid") else None
-    hip = _hip_build() if hip is None else hip
-    notes: list[str] = []
-    work = Path(work_dir)
-    work.mkdir(parents=True, exist_ok=True)
-    variants = [Variant("baseline", "baseline", "the captured winner", flat0, grid0, kernel_file)]
-
-    def config_variant(name: str, description: str, **changes: Any) -> None:
-        flat = dict(flat0, **changes)
-        variants.append(Variant(name, "config", description, flat, grid0, kernel_file))
-
+def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, kernel_file: str,
+                    notes: list) -> list[Variant]:
+    """Each block size x2 and /2 (the grid rescaled where the block drives it), alone and with
+    num_warps scaled alike."""
+    out: list[Variant] = []
     driving = grid_driving_keys(kernel)
     for key, value in flat0.items():
         if not is_block_key(key, value):
@@ -212,15 +198,51 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
             desc = f"{key} {label} ({value} -> {new})"
             if grid != grid0:
                 desc += f"; grid {grid0} -> {grid}"
-            variants.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
+            out.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
             # the same block move with num_warps scaled alike keeps the work per thread: the move
             # that a block change alone cannot make when the winner is register- or lane-bound
             warps0 = int(flat0.get("num_warps") or 4)
             warps_new = int(warps0 * factor)
             if 1 <= warps_new <= 16 and warps_new != warps0:
-                variants.append(Variant(f"{key}={new},num_warps={warps_new}", "config",
-                                        f"{desc}; num_warps {warps0} -> {warps_new}",
-                                        dict(flat, num_warps=warps_new), grid, kernel_file))
+                out.append(Variant(f"{key}={new},num_warps={warps_new}", "config",
+                                   f"{desc}; num_warps {warps0} -> {warps_new}",
+                                   dict(flat, num_warps=warps_new), grid, kernel_file))
+    return out
+
+
+def _distinct(variants: list[Variant], notes: list) -> list[Variant]:
+    """The variants without those that launch the same as an earlier one."""
+    unique, seen = [], set()
+    for v in variants:
+        k = v.key()
+        if k in seen:
+            notes.append(f"{v.name}: same launch as an earlier variant; dropped")
+            continue
+        seen.add(k)
+        unique.append(v)
+    return unique
+
+
+def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | None = None,
+               max_variants: int = 24, hip: bool | None = None) -> Plan:
+    kernel_file = str(Path(kernel_file).resolve())
+    text, parsed, spec = read_standalone(kernel_file)
+    kernel = kernel_source.select_kernel(parsed, spec.get("function"))
+    launch = spec.get("launch", "jit")
+    winner = spec["configs"][0]
+    flat0 = dict(winner["flat"])
+    grid0 = list(winner["grid"]) if winner.get("grid") else None
+    hip = _hip_build() if hip is None else hip
+    notes: list[str] = []
+    work = Path(work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    variants = [Variant("baseline", "baseline", "the captured winner", flat0, grid0, kernel_file)]
+
+    def config_variant(name: str, description: str, **changes: Any) -> None:
+        flat = dict(flat0, **changes)
+        variants.append(Variant(name, "config", description, flat, grid0, kernel_file))
+
+    variants += _block_variants(kernel, launch, flat0, grid0, kernel_file, notes)
     warps = int(flat0.get("num_warps") or 4)
     for new, label in ((warps * 2, "x2"), (warps // 2, "/2")):
         if 1 <= new <= 16 and new != warps:
@@ -244,14 +266,7 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
         notes.append("waves_per_eu not swept: an AMD (HIP) option and this is not a HIP build")
     if probe_doc is not None:
         variants += _probe_variants(probe_doc, text, kernel, spec, kernel_file, flat0, grid0, work, hip, notes)
-    unique, seen = [], set()
-    for v in variants:
-        k = v.key()
-        if k in seen:
-            notes.append(f"{v.name}: same launch as an earlier variant; dropped")
-            continue
-        seen.add(k)
-        unique.append(v)
+    unique = _distinct(variants, notes)
     dropped = [v.name for v in unique[max(1, max_variants):]]
     if dropped:
         notes.append(f"--max-variants {max_variants}: not run: {', '.join(dropped)}")
