@@ -1,8 +1,10 @@
 """GPU architecture facts and the proxy rule for DCU targets upstream Triton lacks.
 
-Sources: ../shared/research/amd_hygon.md sections 2.3, 3.1, 3.3, 3.5 (LLVM AMDGPU
-occupancy rules, Hygon FlagTree TargetUtils.cpp, Paddle hip.cmake) and the public
-DCU samples (rocminfo / hipGetDeviceProperties of a BW1000, gfx936).
+Sources: LLVM's AMDGPU occupancy rules ("User Guide for AMDGPU Backend",
+https://llvm.org/docs/AMDGPUUsage.html), flagos-ai/FlagTree
+``third_party/hcu/lib/TritonHCUGPUToLLVM/TargetUtils.cpp``, PaddlePaddle ``cmake/hip.cmake``
+and the public DCU samples (rocminfo / hipGetDeviceProperties of a BW1000, gfx936); each
+DCU fact is cited where it is stated in references/dcu_notes.md (sections 1, 4 and 6).
 """
 
 from __future__ import annotations

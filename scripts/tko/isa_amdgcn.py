@@ -7,7 +7,9 @@ register and scratch resources from the ``; Kernel info:`` comments, the
 the counts into a verdict (``buffer`` / ``global`` / ``flat`` / ``mixed`` /
 ``none``) and plain-words findings.
 
-Traps handled (../shared/research/amd_hygon.md sections 2.1-2.2):
+Traps handled (LLVM's "User Guide for AMDGPU Backend", https://llvm.org/docs/AMDGPUUsage.html,
+and references/dcu_notes.md section 4 for the Hygon mnemonics; each seen in the compiler output
+under tests/fixtures/isa):
 
 * gfx9 / gfx90a spill through MUBUF: ``buffer_store_dword vN, off, s[..], 0
   offset:K ; 4-byte Folded Spill``.  These go to the private segment, so they
@@ -673,7 +675,7 @@ def memory_verdict(families: dict) -> tuple[str, dict]:
 
 
 def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[str]:
-    """The seed's reading of the counts, in plain words."""
+    """What the counts mean for the kernel, in plain words (references/optimization_patterns.md)."""
     fam, widths, res = scan["families"], scan["widths"], scan["resources"]
     out: list[str] = []
     total = counts["buffer"] + counts["global"] + counts["flat"]

@@ -1,7 +1,9 @@
 """Waves per SIMD of an AMD kernel from its registers, LDS and warp count.
 
-The rules follow LLVM's AMDGPU occupancy logic and AMD's ``occ.sh`` (see
-../shared/research/amd_hygon.md section 2.3):
+The rules follow LLVM's AMDGPU occupancy logic ("User Guide for AMDGPU Backend",
+https://llvm.org/docs/AMDGPUUsage.html) and AMD's ``occ.sh`` (the occupancy steps of the ROCm
+guide "Optimizing Triton kernels", ROCm 6.1,
+https://rocm.docs.amd.com/en/docs-6.1.0/how-to/llm-fine-tuning-optimization/optimizing-triton-kernel.html):
 
 * VGPRs: ``min(max_waves, file // roundup(vgpr_count, granule))``.  On gfx90a /
   gfx942 / gfx950 the file is the unified 512-entry one (arch + acc VGPRs, so
