@@ -32,7 +32,7 @@ REFS = ROOT / "references"
 SCRIPTS = ROOT / "scripts"
 DOCS = ("investigation_workflow.md", "optimization_patterns.md", "dcu_notes.md")
 
-# Scripts named by the skill specification / design, with the flags specified for them. A script
+# Scripts the documents name, with the flags the documents give them. A script
 # that exists is checked against its real --help instead; one that does not exist yet may only be
 # given these flags.
 SPEC_FLAGS: dict[str, set[str]] = {
