@@ -1008,82 +1008,91 @@ def _summarize(parsed: ParsedLogs, spread_threshold: float) -> dict:
     by_kernel: dict[str, list[Tuning]] = {}
     for t in tunings:
         by_kernel.setdefault(t.kernel, []).append(t)
-    kernels = []
-    for name in names:
-        fact = parsed.facts.get(name) or KernelFacts()
-        mine = by_kernel.get(name, [])
-        auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
-        coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"]
-        # the headline is the autotune that timed the most configs (the latest on a tie)
-        head = max(reversed(auto), key=lambda v: (v["timed"], len(v["configs"])), default=None)
-        flags = []
-        n_configs = max([fact.declared_configs or 0]
-                        + [len(v["configs"]) for v in auto]) or None
-        if n_configs == 1 or (n_configs is None and fact.configs and len(fact.configs) == 1):
-            flags.append("single_config")
-        if fact.from_cache:
-            flags.append("from_cache")
-        if head and head["spread"] is not None and head["spread"] < spread_threshold:
-            flags.append("flat_spread")
-        rows = [r for v in auto + coord for r in v["configs"]]
-        if any((r["n_spills"] or 0) > 0 for r in rows):
-            flags.append("spills")
-        winner = head["winner"] if head else None
-        final = coord[-1]["winner"] if coord and coord[-1]["winner"] else None
-        chosen = final or winner
-        chosen_from = "coordesc" if final else ("autotune" if winner else None)
-        if chosen is None and len(fact.configs) == 1:
-            # nothing was timed; the kernel runs its only (or cache-supplied) config
-            chosen = _timing_row(Timing(fact.configs[0], None), None, fact.num_bytes)
-            chosen_from = "from_cache" if fact.from_cache else "only_config"
-        if chosen and (chosen.get("n_spills") or 0) > 0:
-            flags.append("winner_spills")
-        if any(v["failed"] for v in auto + coord):
-            flags.append("failed_configs")
-        if head and head["timed"] == 0 and head["configs"]:
-            flags.append("no_timings")
-        if head and winner and head["fastest_ms"] is not None and winner["ms"] is not None \
-                and winner["ms"] > head["fastest_ms"] * (1 + 1e-9):
-            flags.append("winner_not_fastest")
-        if len(auto) > 1:
-            flags.append("retuned")
-            if len({config_label(v["winner"]["config"]) for v in auto if v["winner"]}) > 1:
-                flags.append("winners_disagree")
-        if final and winner and final["ms"] is not None and winner["ms"] is not None \
-                and final["ms"] < winner["ms"] and config_label(final["config"]) != winner["label"]:
-            flags.append("coordesc_improved")
-        # module names are content hashes: one name in two cache folders is one module
-        if len(fact.source_files) > 1 and len({Path(f).name for f in fact.source_files}) > 1:
-            flags.append("several_source_files")
-        statistic = head["statistic"] if head else (coord[0]["statistic"] if coord else "unknown")
-        kernels.append({
-            "kernel": name,
-            "kind": fact.kind,
-            "source_files": fact.source_files,
-            "standalone_file": fact.standalone_file,
-            "declared_configs": fact.declared_configs,
-            "from_cache": fact.from_cache,
-            "statistic": statistic,
-            "statistic_basis": head["statistic_basis"] if head else None,
-            "winner": chosen,
-            "winner_from": chosen_from,
-            "fastest_ms": head["fastest_ms"] if head else None,
-            "slowest_ms": head["slowest_ms"] if head else None,
-            "spread": head["spread"] if head else None,
-            "configs": head["configs"] if head else [],
-            "num_bytes": fact.num_bytes,
-            "bytes_source": fact.bytes_source,
-            "launch": fact.launches[0] if fact.launches else None,
-            "launches": fact.launches,
-            "tunings": auto,
-            "coordesc": coord,
-            "flags": flags,
-            "notes": fact.notes,
-        })
+    kernels = [_kernel_summary(name, parsed.facts.get(name) or KernelFacts(), by_kernel.get(name, []),
+                               spread_threshold) for name in names]
     kernels.sort(key=lambda k: -((k["winner"] or {}).get("ms") or 0.0))
     return {"inputs": parsed.inputs, "spread_threshold": spread_threshold,
             "flag_meanings": {f: FLAG_TEXT[f] for f in FLAG_TEXT},
             "kernels": kernels, "skipped": parsed.skipped}
+
+
+def _kernel_summary(name: str, fact: KernelFacts, mine: list[Tuning], spread_threshold: float) -> dict:
+    """One kernel of the summary: its tunings, the config it runs, and the flags."""
+    auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
+    coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"]
+    # the headline is the autotune that timed the most configs (the latest on a tie)
+    head = max(reversed(auto), key=lambda v: (v["timed"], len(v["configs"])), default=None)
+    winner = head["winner"] if head else None
+    final = coord[-1]["winner"] if coord and coord[-1]["winner"] else None
+    chosen = final or winner
+    chosen_from = "coordesc" if final else ("autotune" if winner else None)
+    if chosen is None and len(fact.configs) == 1:
+        # nothing was timed; the kernel runs its only (or cache-supplied) config
+        chosen = _timing_row(Timing(fact.configs[0], None), None, fact.num_bytes)
+        chosen_from = "from_cache" if fact.from_cache else "only_config"
+    statistic = head["statistic"] if head else (coord[0]["statistic"] if coord else "unknown")
+    return {
+        "kernel": name,
+        "kind": fact.kind,
+        "source_files": fact.source_files,
+        "standalone_file": fact.standalone_file,
+        "declared_configs": fact.declared_configs,
+        "from_cache": fact.from_cache,
+        "statistic": statistic,
+        "statistic_basis": head["statistic_basis"] if head else None,
+        "winner": chosen,
+        "winner_from": chosen_from,
+        "fastest_ms": head["fastest_ms"] if head else None,
+        "slowest_ms": head["slowest_ms"] if head else None,
+        "spread": head["spread"] if head else None,
+        "configs": head["configs"] if head else [],
+        "num_bytes": fact.num_bytes,
+        "bytes_source": fact.bytes_source,
+        "launch": fact.launches[0] if fact.launches else None,
+        "launches": fact.launches,
+        "tunings": auto,
+        "coordesc": coord,
+        "flags": _kernel_flags(fact, auto, coord, head, final, chosen, spread_threshold),
+        "notes": fact.notes,
+    }
+
+
+def _kernel_flags(fact: KernelFacts, auto: list[dict], coord: list[dict], head: dict | None,
+                  final: dict | None, chosen: dict | None, spread_threshold: float) -> list[str]:
+    """The flags of one kernel (FLAG_TEXT), in a fixed order."""
+    winner = head["winner"] if head else None
+    flags = []
+    n_configs = max([fact.declared_configs or 0]
+                    + [len(v["configs"]) for v in auto]) or None
+    if n_configs == 1 or (n_configs is None and fact.configs and len(fact.configs) == 1):
+        flags.append("single_config")
+    if fact.from_cache:
+        flags.append("from_cache")
+    if head and head["spread"] is not None and head["spread"] < spread_threshold:
+        flags.append("flat_spread")
+    rows = [r for v in auto + coord for r in v["configs"]]
+    if any((r["n_spills"] or 0) > 0 for r in rows):
+        flags.append("spills")
+    if chosen and (chosen.get("n_spills") or 0) > 0:
+        flags.append("winner_spills")
+    if any(v["failed"] for v in auto + coord):
+        flags.append("failed_configs")
+    if head and head["timed"] == 0 and head["configs"]:
+        flags.append("no_timings")
+    if head and winner and head["fastest_ms"] is not None and winner["ms"] is not None \
+            and winner["ms"] > head["fastest_ms"] * (1 + 1e-9):
+        flags.append("winner_not_fastest")
+    if len(auto) > 1:
+        flags.append("retuned")
+        if len({config_label(v["winner"]["config"]) for v in auto if v["winner"]}) > 1:
+            flags.append("winners_disagree")
+    if final and winner and final["ms"] is not None and winner["ms"] is not None \
+            and final["ms"] < winner["ms"] and config_label(final["config"]) != winner["label"]:
+        flags.append("coordesc_improved")
+    # module names are content hashes: one name in two cache folders is one module
+    if len(fact.source_files) > 1 and len({Path(f).name for f in fact.source_files}) > 1:
+        flags.append("several_source_files")
+    return flags
 
 
 def _cell(value: Any, fmt: str = "{}") -> str:
