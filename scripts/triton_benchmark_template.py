@@ -655,12 +655,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tko-path", metavar="DIR",
                    help="folder holding the tko package (the bundle's scripts/)")
     p.add_argument("--no-tko", action="store_true", help="use the inline fallback core")
+    p.add_argument("--row-kernels", action="store_true",
+                   help="as the first flag: sweep the bundled one-pass row kernels against Inductor "
+                        "instead (the flags after it go to rowkernel_sweep.py; needs tko)")
     return p
 
 
+def run_row_kernels(argv: list) -> int:
+    """``--row-kernels [FLAGS]``: the bundled one-pass row kernels against Inductor over row lengths
+    (scripts/rowkernel_sweep.py, which needs the tko package), instead of this file's kernel."""
+    import runpy
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for cand in (os.environ.get("TKO_SCRIPTS"), here):
+        if cand and os.path.isdir(os.path.join(cand, "tko")) and cand not in sys.path:
+            sys.path.insert(0, cand)
+    try:
+        from tko import resources
+    except ImportError:
+        print("triton_benchmark_template.py: error: --row-kernels needs the tko package (run it from the "
+              "skill's scripts/, or set TKO_SCRIPTS=<skill>/scripts)", file=sys.stderr)
+        return 2
+    front = resources.scripts_dir() / "rowkernel_sweep.py"
+    sys.argv = [str(front), *argv]
+    try:
+        runpy.run_path(str(front), run_name="__main__")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return 0
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--row-kernels"]:
+        return run_row_kernels(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.row_kernels:
+        parser.error("--row-kernels must come first (the flags after it are rowkernel_sweep.py's)")
     if args.warmup_ms <= 0 or args.rep_ms <= 0 or args.rotate_factor <= 0:
         parser.error("--warmup-ms, --rep-ms and --rotate-factor must be positive")
     if args.tko_path and not os.path.isdir(os.path.join(args.tko_path, "tko")):

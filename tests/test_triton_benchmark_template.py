@@ -254,3 +254,21 @@ def test_template_times_and_ranks_on_gpu(run_script, tmp_path):
                 # nothing streams faster than a copy of the same bytes, give or take noise
                 assert r["pct_of_peak"] < 125
     assert "| 1 |" in (tmp_path / "b.md").read_text()
+
+
+def test_row_kernels_mode_runs_the_bundled_kernel_sweep_and_needs_tko(tmp_path):
+    out = tmp_path / "rows.json"
+    res = _run_copy(SCRIPTS / TEMPLATE, "--row-kernels", "--ops", "softmax", "--dtypes", "fp16", "--cols", "100,20000",
+                    "--rows", "3", "--modes", "bundled,eager", "--json-out", out, env=_interp_env(), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "rowkernel_sweep/1"
+    rows = {(r["n_cols"], r["mode"]): r for r in doc["rows"]}
+    assert rows[(100, "bundled")]["status"] == "ok" and rows[(100, "bundled")]["correct"] is True
+    assert rows[(20000, "bundled")]["status"] == "refused" and "exceeds" in rows[(20000, "bundled")]["reason"]
+    # copied alone, without tko: one line, exit 2
+    alone = tmp_path / "alone" / TEMPLATE
+    alone.parent.mkdir()
+    shutil.copy(SCRIPTS / TEMPLATE, alone)
+    res = _run_copy(alone, "--row-kernels", "--ops", "softmax", cwd=alone.parent)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "needs the tko package" in res.stderr
