@@ -266,9 +266,11 @@ def test_row_kernels_mode_runs_the_bundled_kernel_sweep_and_needs_tko(tmp_path):
     rows = {(r["n_cols"], r["mode"]): r for r in doc["rows"]}
     assert rows[(100, "bundled")]["status"] == "ok" and rows[(100, "bundled")]["correct"] is True
     assert rows[(20000, "bundled")]["status"] == "refused" and "exceeds" in rows[(20000, "bundled")]["reason"]
-    # copied alone, without tko: one line, exit 2
+    # where tko cannot be imported: one line, exit 2 (a tko beside the copy that fails to import
+    # stands for a missing one; an installed skill would otherwise be found and run)
     alone = tmp_path / "alone" / TEMPLATE
-    alone.parent.mkdir()
+    (alone.parent / "tko").mkdir(parents=True)
+    (alone.parent / "tko" / "__init__.py").write_text("raise ImportError('no tko here')\n")
     shutil.copy(SCRIPTS / TEMPLATE, alone)
-    res = _run_copy(alone, "--row-kernels", "--ops", "softmax", cwd=alone.parent)
+    res = _run_copy(alone, "--row-kernels", "--ops", "softmax", cwd=alone.parent, env={"TRITON_INTERPRET": "1"})
     assert res.returncode == 2 and res.stderr.strip().count("\n") == 0 and "needs the tko package" in res.stderr
