@@ -86,7 +86,9 @@ def _kernel_call_ok(x, *, dim=-1, dtype=None) -> bool:
 
 def _softmax_like(op: str, original):
     def replaced(x, dim=None, *args, dtype=None, **kwargs):
-        if dim is None or args or kwargs or not _kernel_call_ok(x, dim=dim, dtype=dtype):
+        # F.softmax's _stacklevel only steers a warning about an implicit dim
+        routable = not args and set(kwargs) <= {"_stacklevel"}
+        if dim is None or not routable or not _kernel_call_ok(x, dim=dim, dtype=dtype):
             _note(f"{op}: passed over")
             return original(x, dim, *args, dtype=dtype, **kwargs) if dtype is not None \
                 else original(x, dim, *args, **kwargs)
