@@ -366,6 +366,7 @@ def select_variants(args, parser) -> list:
 
 
 def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, peak) -> dict:
+    """One size x dtype: every variant checked, timed and ranked (see the _case_* steps)."""
     dname = str(dtype).replace("torch.", "")
 
     def generator(stream=seeds):
@@ -380,9 +381,6 @@ def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, pea
     case = {"size": size, "dtype": dname, "bytes": num_bytes, "set_bytes": set_bytes,
             "rotate_sets": None, "results": [], "noise_rel": None, "baseline": variants[0].name}
 
-    def tol_dtype(name, tensor):
-        return TOLERANCE_DTYPE.get(name, tensor.dtype)
-
     def check_once(variant):
         inputs = make_inputs(size, dtype, generator())
         outputs = make_outputs(inputs)
@@ -393,86 +391,126 @@ def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, pea
         refs = reference(inputs)
         names = list(outputs)
         return core_check(core, [outputs[n] for n in names], [refs[n] for n in names],
-                          [tol_dtype(n, outputs[n]) for n in names])
+                          [_tol_dtype(n, outputs[n]) for n in names])
 
     rotate = None
     if timing_ok:
-        l2 = device.get("l2_bytes")
-        free = None
-        if device["backend"] != "interpreter":
-            try:
-                free = torch.cuda.mem_get_info()[0]
-            except Exception:
-                pass
-        n_sets = args.rotate_sets or core.rotation_count(
-            set_bytes, l2, factor=args.rotate_factor, max_sets=args.max_rotate_sets,
-            budget_bytes=int(free * 0.5) if free else None)
-        rotate = []
-        for _ in range(n_sets):
+        def timing_set():
             inputs = make_inputs(size, dtype, generator(timing_seeds))
-            rotate.append((inputs, make_outputs(inputs)))
-        case["rotate_sets"] = n_sets
-        case["l2_bytes"] = l2
+            return inputs, make_outputs(inputs)
+
+        rotate = _case_rotation(core, device, set_bytes, args, timing_set, case)
 
     for variant in variants:
-        res = {"name": variant.name, "config": variant.config(), "status": None, "reason": None,
-               "checks": [], "post_timing_check": None, "timing": None, "median_ms": None,
-               "p20_ms": None, "p80_ms": None, "gb_per_s": None, "pct_of_peak": None,
-               "rank": None, "x_best": None, "speedup_vs_baseline": None, "ties_best": None}
+        res = _case_result(variant)
         case["results"].append(res)
-        if variant.backends and device["backend"] not in variant.backends:
-            res["status"] = "skipped"
-            res["reason"] = (f"runs only on {'/'.join(variant.backends)}; this run: "
-                             f"{device['backend']}")
+        reason = _case_skip_reason(variant, device, probe_inputs, size)
+        if reason is not None:
+            res["status"], res["reason"] = "skipped", reason
             continue
-        if variant.requires is not None and not variant.requires(probe_inputs):
-            res["status"] = "skipped"
-            res["reason"] = f"needs {variant.requires_text or 'a condition'}; not met at size {size}"
-            continue
-        try:
-            for _ in range(args.checks):
-                chk = check_once(variant)
-                res["checks"].append(chk)
-                if not chk["passed"]:
-                    break
-        except Exception as exc:  # a compile or launch failure is this variant's result
-            res["status"], res["reason"] = "error", _short(exc)
-            continue
-        failed = next((c for c in res["checks"] if not c["passed"]), None)
-        if failed:
-            res["status"], res["reason"] = "failed", failed["reason"]
-            continue
-        res["status"] = "passed"
-        if not timing_ok:
-            continue
-        try:
-            res["timing"], post = time_variant(core, variant, rotate, args, tol_dtype)
-        except Exception as exc:
-            res["status"], res["reason"] = "error", "timing: " + _short(exc)
-            continue
-        res["post_timing_check"] = post
-        if not post["passed"]:
-            res["status"], res["reason"] = "failed", "after timing: " + post["reason"]
-            continue
-        res["median_ms"] = res["timing"]["median_ms"]
-        res["p20_ms"] = res["timing"]["p20_ms"]
-        res["p80_ms"] = res["timing"]["p80_ms"]
-        res["gb_per_s"] = num_bytes / (res["median_ms"] * 1e-3) / 1e9
-        if peak:
-            res["pct_of_peak"] = 100.0 * res["gb_per_s"] / peak["peak_gbps"]
+        if _case_checks(res, check_once, variant, args.checks) and timing_ok:
+            _case_timing(core, res, variant, rotate, args, num_bytes, peak)
+    _case_noise(core, case, variants, rotate, args)
+    _case_ranking(core, case, variants)
+    return case
 
-    # Run-to-run noise: the first timed variant timed again, after all the others.
-    first = next((r for r in case["results"] if r["median_ms"] is not None), None)
-    if first is not None:
-        variant = next(v for v in variants if v.name == first["name"])
+
+def _tol_dtype(name, tensor):
+    return TOLERANCE_DTYPE.get(name, tensor.dtype)
+
+
+def _case_rotation(core, device, set_bytes, args, timing_set, case) -> list:
+    """The input/output sets timing rotates through (enough to defeat L2), noted in ``case``."""
+    l2 = device.get("l2_bytes")
+    free = None
+    if device["backend"] != "interpreter":
         try:
-            again, _ = time_variant(core, variant, rotate, args, tol_dtype)
-            case["retime_ms"] = {"variant": first["name"], "first": first["median_ms"],
-                                 "again": again["median_ms"]}
-            case["noise_rel"] = abs(again["median_ms"] - first["median_ms"]) / min(
-                again["median_ms"], first["median_ms"])
-        except Exception as exc:
-            case["retime_ms"] = {"variant": first["name"], "error": _short(exc)}
+            free = torch.cuda.mem_get_info()[0]
+        except Exception:
+            pass
+    n_sets = args.rotate_sets or core.rotation_count(
+        set_bytes, l2, factor=args.rotate_factor, max_sets=args.max_rotate_sets,
+        budget_bytes=int(free * 0.5) if free else None)
+    rotate = [timing_set() for _ in range(n_sets)]
+    case["rotate_sets"] = n_sets
+    case["l2_bytes"] = l2
+    return rotate
+
+
+def _case_result(variant) -> dict:
+    """A variant's result record before it is run."""
+    return {"name": variant.name, "config": variant.config(), "status": None, "reason": None,
+            "checks": [], "post_timing_check": None, "timing": None, "median_ms": None,
+            "p20_ms": None, "p80_ms": None, "gb_per_s": None, "pct_of_peak": None,
+            "rank": None, "x_best": None, "speedup_vs_baseline": None, "ties_best": None}
+
+
+def _case_skip_reason(variant, device, probe_inputs, size) -> str | None:
+    """Why the variant does not run on this backend or at this size (None when it runs)."""
+    if variant.backends and device["backend"] not in variant.backends:
+        return f"runs only on {'/'.join(variant.backends)}; this run: {device['backend']}"
+    if variant.requires is not None and not variant.requires(probe_inputs):
+        return f"needs {variant.requires_text or 'a condition'}; not met at size {size}"
+    return None
+
+
+def _case_checks(res, check_once, variant, checks) -> bool:
+    """Up to ``checks`` correctness checks (stopping at the first failure); sets the status.
+    True when the variant passed them all."""
+    try:
+        for _ in range(checks):
+            chk = check_once(variant)
+            res["checks"].append(chk)
+            if not chk["passed"]:
+                break
+    except Exception as exc:  # a compile or launch failure is this variant's result
+        res["status"], res["reason"] = "error", _short(exc)
+        return False
+    failed = next((c for c in res["checks"] if not c["passed"]), None)
+    if failed:
+        res["status"], res["reason"] = "failed", failed["reason"]
+        return False
+    res["status"] = "passed"
+    return True
+
+
+def _case_timing(core, res, variant, rotate, args, num_bytes, peak) -> None:
+    """Time a checked variant, check it again after timing, and fill its times and bandwidth."""
+    try:
+        res["timing"], post = time_variant(core, variant, rotate, args, _tol_dtype)
+    except Exception as exc:
+        res["status"], res["reason"] = "error", "timing: " + _short(exc)
+        return
+    res["post_timing_check"] = post
+    if not post["passed"]:
+        res["status"], res["reason"] = "failed", "after timing: " + post["reason"]
+        return
+    res["median_ms"] = res["timing"]["median_ms"]
+    res["p20_ms"] = res["timing"]["p20_ms"]
+    res["p80_ms"] = res["timing"]["p80_ms"]
+    res["gb_per_s"] = num_bytes / (res["median_ms"] * 1e-3) / 1e9
+    if peak:
+        res["pct_of_peak"] = 100.0 * res["gb_per_s"] / peak["peak_gbps"]
+
+
+def _case_noise(core, case, variants, rotate, args) -> None:
+    """Run-to-run noise: the first timed variant timed again, after all the others."""
+    first = next((r for r in case["results"] if r["median_ms"] is not None), None)
+    if first is None:
+        return
+    variant = next(v for v in variants if v.name == first["name"])
+    try:
+        again, _ = time_variant(core, variant, rotate, args, _tol_dtype)
+        case["retime_ms"] = {"variant": first["name"], "first": first["median_ms"],
+                             "again": again["median_ms"]}
+        case["noise_rel"] = abs(again["median_ms"] - first["median_ms"]) / min(
+            again["median_ms"], first["median_ms"])
+    except Exception as exc:
+        case["retime_ms"] = {"variant": first["name"], "error": _short(exc)}
+
+
+def _case_ranking(core, case, variants) -> None:
+    """Rank the variants that ran (ties within the noise) and fill rank / x_best / speedup."""
     ranking = core.rank_variants(
         [{"name": r["name"], "passed": r["status"] == "passed", "reason": r["reason"],
           "median_ms": r["median_ms"], "p20_ms": r["p20_ms"], "p80_ms": r["p80_ms"]}
@@ -485,7 +523,6 @@ def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, pea
         r["rank"], r["x_best"], r["ties_best"] = entry["rank"], entry["x_best"], entry["ties_best"]
         if base and base["median_ms"]:
             r["speedup_vs_baseline"] = base["median_ms"] / r["median_ms"]
-    return case
 
 
 def core_check(core, outs, refs, dtypes) -> dict:
