@@ -197,158 +197,210 @@ def _parse_instruction(entry: str) -> tuple[str, str, str]:
 def split_kernels(text: str, default_name: str = "kernel") -> list[_Kernel]:
     """One :class:`_Kernel` per function body found, with its resource blocks attached."""
     require_listing(text)
-    text = clean_text(text)
-    functions = _function_names(text)
-    kernels: dict[str, _Kernel] = {}
-    order: list[str] = []
+    reader = _ListingReader(clean_text(text), default_name)
+    reader.read()
+    _attach_yaml(reader.yaml_lines, reader.kernel)
+    kernels = reader.kernels
+    return [kernels[name] for name in reader.order if kernels[name].insts or kernels[name].meta
+            or kernels[name].kd]
 
-    def kernel(name: str) -> _Kernel:
-        if name not in kernels:
-            kernels[name] = _Kernel(name)
-            order.append(name)
-        return kernels[name]
 
-    current: _Kernel | None = None
-    last: _Kernel | None = None
-    kd_target: _Kernel | None = None
-    in_info = False
-    in_yaml = False
-    yaml_lines: list[str] = []
-    special, next_special = _SPECIAL.match, _SPECIAL.search
-    run_instructions = _RUN_INSTRUCTION.findall
-    size = len(text)
-    start = 0            # where the next line starts
-    known_special = True  # the first line, and a line a run stopped at, go line by line
-    while start <= size:
-        if not known_special and not in_yaml and not in_info and kd_target is None \
-                and special(text, start - 1) is None:
-            m = next_special(text, start - 1)
-            end = m.start() if m is not None else size
-            found = run_instructions(text, start - 1, end)
-            if found:
-                if current is None and not (functions or order):
-                    current = kernel(default_name)
-                    last = current
-                if current is not None:
-                    current.insts += found
-            if m is None:
-                break
-            start = end + 1
-            known_special = True
-            continue
-        known_special = False
+class _ListingReader:
+    """What :func:`split_kernels` knows while it reads one listing: the kernels found so far,
+    the kernel whose body is being read (``current``), the one the next ``; Kernel info:`` lines
+    belong to (``last``), the block being read and where the next line starts (``start``)."""
+
+    def __init__(self, text: str, default_name: str):
+        self.text = text
+        self.size = len(text)
+        self.default_name = default_name
+        self.functions = _function_names(text)
+        self.kernels: dict[str, _Kernel] = {}
+        self.order: list[str] = []
+        self.current: _Kernel | None = None
+        self.last: _Kernel | None = None
+        self.kd_target: _Kernel | None = None
+        self.in_info = False
+        self.in_yaml = False
+        self.yaml_lines: list[str] = []
+        self.start = 0  # where the next line starts; past ``size`` once the reading is over
+
+    def kernel(self, name: str) -> _Kernel:
+        if name not in self.kernels:
+            self.kernels[name] = _Kernel(name)
+            self.order.append(name)
+        return self.kernels[name]
+
+    def _enter(self, name: str) -> None:
+        self.current = self.last = self.kernel(name)
+
+    def _skip_line_at(self, pos: int) -> None:
+        """Go on from the line after the one holding ``pos``."""
+        nl = self.text.find("\n", pos)
+        self.start = nl + 1 if nl >= 0 else self.size + 1
+
+    def read(self) -> None:
+        """Runs of plain lines in bulk, the lines between them one by one."""
+        text, size = self.text, self.size
+        special = _SPECIAL.match
+        read_run, read_line = self._read_run, self._read_line
+        known_special = True  # the first line, and a line a run stopped at, go line by line
+        while self.start <= size:
+            if not known_special and not self.in_yaml and not self.in_info \
+                    and self.kd_target is None and special(text, self.start - 1) is None:
+                read_run()
+                known_special = True
+                continue
+            known_special = False
+            read_line()
+
+    def _read_run(self) -> None:
+        """The lines from ``start`` up to the next line that can change the state, with one
+        findall: instructions go to the current kernel."""
+        text, start = self.text, self.start
+        m = _SPECIAL.search(text, start - 1)
+        end = m.start() if m is not None else self.size
+        found = _RUN_INSTRUCTION.findall(text, start - 1, end)
+        if found:
+            if self.current is None and not (self.functions or self.order):
+                self._enter(self.default_name)
+            if self.current is not None:
+                self.current.insts += found
+        self.start = end + 1 if m is not None else self.size + 1
+
+    def _read_line(self) -> None:
+        """One line, by the block it is in or the kind of line it is."""
+        text, start = self.text, self.start
         nl = text.find("\n", start)
         if nl < 0:
-            nl = size
+            nl = self.size
         raw = text[start:nl]
-        start = nl + 1
+        self.start = nl + 1
         stripped = raw.strip()
-        if in_yaml:
+        if self.in_yaml:
             if stripped.startswith(".end_amdgpu_metadata"):
-                in_yaml = False
+                self.in_yaml = False
             else:
-                yaml_lines.append(raw)
-            continue
+                self.yaml_lines.append(raw)
+            return
         if stripped.startswith(".amdgpu_metadata"):
-            in_yaml = True
-            if start <= size:  # the block whole, up to its end line
-                m = _YAML_END.search(text, start - 1)
-                stop = m.start() if m is not None else size
-                if stop >= start:
-                    yaml_lines += text[start:stop].split("\n")
-                if m is None:
-                    break
-                in_yaml = False
-                nl = text.find("\n", m.end())
-                start = nl + 1 if nl >= 0 else size + 1
-            continue
-        if kd_target is not None:
+            self._read_yaml_block()
+            return
+        if self.kd_target is not None:
             if stripped.startswith(".end_amdhsa_kernel"):
-                kd_target = None
+                self.kd_target = None
             else:
                 parts = stripped.split()
                 if len(parts) >= 2 and parts[0].startswith(".amdhsa_"):
-                    kd_target.kd[parts[0][len(".amdhsa_"):]] = to_int(parts[1])
-            continue
+                    self.kd_target.kd[parts[0][len(".amdhsa_"):]] = to_int(parts[1])
+            return
         m = _KD_START.match(stripped) if stripped.startswith(".amdhsa_kernel") else None
         if m:
-            kd_target = kernel(m.group(1))
-            if start <= size:  # the block whole, unless a metadata block starts inside it
-                m = _KD_END.search(text, start - 1)
-                stop = m.start() if m is not None else size
-                block = text[start:stop]
-                if ".amdgpu_metadata" not in block:
-                    for key, value in _KD_LINE.findall(block):
-                        kd_target.kd[key] = to_int(value)
-                    if m is None:
-                        break
-                    kd_target = None
-                    nl = text.find("\n", m.end())
-                    start = nl + 1 if nl >= 0 else size + 1
-            continue
+            self._read_kd_block(m.group(1))
+            return
         m = _SET.match(raw) if ".set" in raw else None
         if m:
-            kernel(m.group(1)).sets[m.group(2)] = int(m.group(3))
-            continue
+            self.kernel(m.group(1)).sets[m.group(2)] = int(m.group(3))
+            return
         if stripped.startswith("; Kernel info:"):
-            in_info = True
-            if start <= size:  # the comment lines that follow, whole
-                stop = _COMMENT_RUN.match(text, start - 1).end()
-                if last is not None and stop >= start:
-                    for line in text[start:stop].split("\n"):
-                        kv = _COMMENT_KV.match(line.strip())
-                        if kv:
-                            key = kv.group(1).replace(" ", "")
-                            if key in _COMMENT_KEYS:
-                                last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
-                in_info = False
-                start = stop + 1
-            continue
-        if in_info:
+            self._read_info_block()
+            return
+        if self.in_info:
             if stripped.startswith(";"):
-                kv = _COMMENT_KV.match(stripped)
-                if kv and last is not None:
-                    key = kv.group(1).replace(" ", "")
-                    if key in _COMMENT_KEYS:
-                        last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
-                continue
-            in_info = False
+                self._info_comment(stripped)
+                return
+            self.in_info = False
+        self._read_code_line(raw, stripped)
+
+    def _read_yaml_block(self) -> None:
+        """After ``.amdgpu_metadata``: the block whole, up to its end line."""
+        self.in_yaml = True
+        text, start, size = self.text, self.start, self.size
+        if start > size:
+            return
+        m = _YAML_END.search(text, start - 1)
+        stop = m.start() if m is not None else size
+        if stop >= start:
+            self.yaml_lines += text[start:stop].split("\n")
+        if m is None:
+            self.start = size + 1
+            return
+        self.in_yaml = False
+        self._skip_line_at(m.end())
+
+    def _read_kd_block(self, name: str) -> None:
+        """After ``.amdhsa_kernel <name>``: the descriptor whole, unless a metadata block starts
+        inside it (then line by line)."""
+        self.kd_target = target = self.kernel(name)
+        text, start, size = self.text, self.start, self.size
+        if start > size:
+            return
+        m = _KD_END.search(text, start - 1)
+        stop = m.start() if m is not None else size
+        block = text[start:stop]
+        if ".amdgpu_metadata" in block:
+            return
+        for key, value in _KD_LINE.findall(block):
+            target.kd[key] = to_int(value)
+        if m is None:
+            self.start = size + 1
+            return
+        self.kd_target = None
+        self._skip_line_at(m.end())
+
+    def _read_info_block(self) -> None:
+        """After ``; Kernel info:``: the comment lines that follow, whole."""
+        self.in_info = True
+        text, start = self.text, self.start
+        if start > self.size:
+            return
+        stop = _COMMENT_RUN.match(text, start - 1).end()
+        if self.last is not None and stop >= start:
+            for line in text[start:stop].split("\n"):
+                self._info_comment(line.strip())
+        self.in_info = False
+        self.start = stop + 1
+
+    def _info_comment(self, stripped: str) -> None:
+        """A ``; Key: value`` line of a Kernel info block, for the last kernel."""
+        kv = _COMMENT_KV.match(stripped)
+        if kv and self.last is not None:
+            key = kv.group(1).replace(" ", "")
+            if key in _COMMENT_KEYS:
+                self.last.comment[_COMMENT_KEYS[key]] = int(kv.group(2))
+
+    def _read_code_line(self, raw: str, stripped: str) -> None:
+        """A line outside the blocks: a kernel's start or end, a directive or an instruction."""
         m = _OBJDUMP_SYMBOL.match(stripped) if stripped.endswith(":") else None
         if m:
-            current = kernel(m.group(1))
-            last = current
-            continue
+            self._enter(m.group(1))
+            return
         code, comment = _split_comment(raw)
         code = code.strip()
         if not code:
-            continue
+            return
         if code.startswith(".Lfunc_end"):
-            current = None
-            continue
+            self.current = None
+            return
         m = _LABEL.match(code) if ":" in code else None
         if m:
-            if m.group(1) in functions:
-                current = kernel(m.group(1))
-                last = current
-            continue
+            if m.group(1) in self.functions:
+                self._enter(m.group(1))
+            return
         if code.startswith("."):
             if code.startswith(".size") or code.startswith(".end_amdgpu"):
-                current = None
-            continue
+                self.current = None
+            return
         mnemonic, *rest = code.split(None, 1)
         operands = rest[0] if rest else ""
         mnemonic = mnemonic.lower()
         if not _MNEMONIC.match(mnemonic):
-            continue
-        if current is None:
-            if functions or order:
-                continue  # data between functions (e.g. padding) is not code
-            current = kernel(default_name)
-            last = current
-        current.insts.append(_instruction(mnemonic, operands.strip(), comment))
-    _attach_yaml(yaml_lines, kernel)
-    return [kernels[name] for name in order if kernels[name].insts or kernels[name].meta
-            or kernels[name].kd]
+            return
+        if self.current is None:
+            if self.functions or self.order:
+                return  # data between functions (e.g. padding) is not code
+            self._enter(self.default_name)
+        self.current.insts.append(_instruction(mnemonic, operands.strip(), comment))
 
 
 def _attach_yaml(yaml_lines: list[str], kernel) -> None:
