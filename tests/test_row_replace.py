@@ -134,3 +134,22 @@ def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
     plain = {k: v for k, v in facts.items() if not k.startswith("sol_")}
     d = decide.decide(plain, decide.load_rules())
     assert d.rule == "row_kernel_replacement_unmeasured" and "not timed" in d.fired[0].says
+
+
+def test_no_offer_once_the_replace_arm_was_measured_no_faster():
+    # the rms_norm trials recorded on the H200: replace ran at 0.995x, not beyond noise
+    import json
+
+    from tko import decide, evidence
+
+    root = os.path.join(ROOT, "examples", "recorded_h200", "trials")
+    slow = json.loads(open(os.path.join(root, "rms_norm", "trials.json")).read())
+    facts = {"share": decide.Fact(0.9, "hand"), "multi_pass": decide.Fact(True, "meta.json"),
+             "pct_copy_peak": decide.Fact(0.48, "run.json"),
+             "row_pattern": decide.Fact("softmax", "kernel name")}
+    assert decide.decide(facts, decide.load_rules()).rule == "row_kernel_replacement_unmeasured"
+    measured = {**facts, **evidence.trial_facts(slow, "trials.json")}
+    assert measured["replace_measured_no_faster"].value is True
+    assert not decide.decide(measured, decide.load_rules()).rule.startswith("row_kernel_replacement")
+    fast = json.loads(open(os.path.join(root, "softmax_long_rows_replace", "trials.json")).read())
+    assert evidence.trial_facts(fast, "trials.json")["replace_measured_no_faster"].value is False

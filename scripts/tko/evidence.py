@@ -476,6 +476,10 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
         put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(a["name"] for a in o["tuning"])
             + (" (none beyond noise)" if not gained else ""))
         put("tuning_arms", ", ".join(_arm_x(a) for a in o["tuning"]), "arms[].x_baseline")
+    replaced = [a for a in o["ran"] if a.get("name") == "replace"]
+    if replaced:  # the bundled row kernels measured in the program: the offer stands only if they helped
+        put("replace_measured_no_faster", replaced[0] not in o["faster"],
+            f"arms[] replace {replaced[0]['x_baseline']:.2f}x")
     return facts
 
 
