@@ -253,15 +253,19 @@ def sweep_variants() -> list:
 # =========================================================================== machinery
 # Nothing below needs editing for a new kernel.
 
+def _put_tko_on_path(tko_path: Optional[str]) -> None:
+    """--tko-path, $TKO_SCRIPTS or this file's folder, where one holds the tko package."""
+    for cand in (tko_path, os.environ.get("TKO_SCRIPTS"), os.path.dirname(os.path.abspath(__file__))):
+        if cand and os.path.isdir(os.path.join(cand, "tko")) and cand not in sys.path:
+            sys.path.insert(0, cand)
+
+
 def load_core(tko_path: Optional[str], no_tko: bool) -> tuple:
     """The tko core when importable, else the inline fallback; plus a record of which."""
     if no_tko:
         return InlineCore(), {"source": "inline", "path": None,
                               "note": "--no-tko: the inline fallback core is used"}
-    candidates = [tko_path, os.environ.get("TKO_SCRIPTS"), os.path.dirname(os.path.abspath(__file__))]
-    for cand in candidates:
-        if cand and os.path.isdir(os.path.join(cand, "tko")) and cand not in sys.path:
-            sys.path.insert(0, cand)
+    _put_tko_on_path(tko_path)
     try:
         from tko import artifact, bench, peaks
     except ImportError as exc:
@@ -703,10 +707,7 @@ def run_row_kernels(argv: list) -> int:
     (scripts/rowkernel_sweep.py, which needs the tko package), instead of this file's kernel."""
     import runpy
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    for cand in (os.environ.get("TKO_SCRIPTS"), here):
-        if cand and os.path.isdir(os.path.join(cand, "tko")) and cand not in sys.path:
-            sys.path.insert(0, cand)
+    _put_tko_on_path(None)
     try:
         from tko import resources
     except ImportError:

@@ -49,12 +49,11 @@ def parse(argv):
 
 def write_pins(a) -> str:
     from tko import pins
-    from tko.artifact import read_artifact, write_artifact
+    from tko.artifact import read_artifact
 
     sweep = read_artifact(a.pins_from_sweep, "variant_sweep")
     payload = pins.pins_from_sweep(sweep, a.kernel_file, origin=os.path.abspath(a.pins_from_sweep))
-    path = Path(a.out) / "pins.json"
-    write_artifact(path, pins.SCHEMA, TOOL, payload)
+    path = pins.write_pins(Path(a.out) / "pins.json", TOOL, payload["pins"])
     print(f"{TOOL}: wrote {path} ({payload['pins'][0]['kernel']}: {payload['pins'][0]['config']})",
           file=sys.stderr)
     return str(path)

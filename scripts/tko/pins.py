@@ -97,6 +97,14 @@ def pins_from_sweep(sweep: dict, kernel_file: str | os.PathLike | None = None,
     }]}
 
 
+def write_pins(path: str | os.PathLike, tool: str, entries: list[dict]) -> Path:
+    """Write a ``config_pins/1`` file of ``entries`` (the ``pins`` of :func:`pins_from_sweep`)."""
+    from .artifact import write_artifact
+
+    write_artifact(path, SCHEMA, tool, {"pins": entries})
+    return Path(path)
+
+
 def load_pins(path: str | os.PathLike) -> dict[str, dict]:
     """``{kernel: pin}`` from a pins file."""
     from .artifact import read_artifact

@@ -454,7 +454,7 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
 def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:
     """``pins.json`` of every sweep whose best variant is a config (the pinned trial arm), or None."""
     from . import pins
-    from .artifact import read_artifact, write_artifact
+    from .artifact import read_artifact
 
     found = []
     for kernel in kernels:
@@ -468,9 +468,7 @@ def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path |
             print(f"[investigate] no pin for {kernel}: {exc}", flush=True)
     if not found:
         return None
-    path = ctx.out / "pins.json"
-    write_artifact(path, pins.SCHEMA, "investigate.py", {"pins": found})
-    return path
+    return pins.write_pins(ctx.out / "pins.json", "investigate.py", found)
 
 
 def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,

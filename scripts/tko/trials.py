@@ -138,7 +138,9 @@ def _check_replaced(record: dict, arm: Arm, stderr: str) -> None:
     """A replace arm whose row kernels never launched measured the baseline again: not applied."""
     if "--replace-rows" not in arm.spec.bootstrap:
         return
-    lines = [ln for ln in stderr.splitlines() if ln.startswith("TKO_REPLACE:")]
+    from .row_replace import PREFIX
+
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(PREFIX + ":")]
     record["replaced"] = lines[-1].split(":", 1)[1].strip() if lines else None
     if not re.search(r": kernel \d+", record["replaced"] or ""):
         record["status"] = "not applied"
