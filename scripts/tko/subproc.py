@@ -6,6 +6,61 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class Completed:
+    """How a child run ended. ``returncode`` is minus the signal number for a killed child;
+    ``seconds`` runs from the start until the child (killed or not) was reaped."""
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool
+    seconds: float
+
+
+def run(cmd: Sequence[str], *, timeout: float | None, env: dict | None = None, cwd: str | None = None,
+        input: str | None = None, capture: bool = True, grace_s: float = 5.0) -> Completed:
+    """Run ``cmd`` to completion in a new session; past ``timeout`` (or on Ctrl-C, which no longer
+    reaches a child in its own session) the whole process group is killed (:func:`kill_group`).
+
+    Output goes to temporary files, not pipes: a chatty child never blocks on a full pipe, and a
+    group member that keeps stdout open after the child exits cannot hold the wait. With
+    ``capture=False`` stdout and stderr stay the caller's (``Completed.stdout`` is empty).
+    ``input``: None leaves stdin the caller's; a string is the child's whole stdin ("": none).
+    A missing executable raises Popen's FileNotFoundError, which names it.
+    """
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.TemporaryFile() as stdin:
+        if input is not None:
+            stdin.write(input.encode("utf-8"))
+            stdin.seek(0)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, start_new_session=True,
+                                stdin=None if input is None else stdin,
+                                stdout=out if capture else None, stderr=err if capture else None)
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc, grace_s)
+        except BaseException:
+            kill_group(proc, grace_s)
+            raise
+        proc.wait()  # kill_group returns early when the group is already gone
+        seconds = time.perf_counter() - t0
+        stdout, stderr = (_read(f) for f in (out, err))
+    return Completed(proc.returncode, stdout, stderr, timed_out, seconds)
+
+
+def _read(fh) -> str:
+    fh.seek(0)
+    return fh.read().decode("utf-8", errors="replace")
 
 
 def kill_group(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
