@@ -464,3 +464,19 @@ def test_nondeterministic_reference_widens_the_bound_by_its_own_spread():
     assert self_difference([ref.clone()], ref)["slack"] == 0.0
     ints = torch.arange(10)
     assert self_difference([ints + 1], ints)["integer_changed"] is True
+
+
+def test_the_host_clock_timer_keeps_do_benchs_contract():
+    calls = []
+    fn = lambda: calls.append(1)  # noqa: E731
+    med = bench.cpu_wall_bench(fn, warmup=0, rep=0, min_calls=4, max_calls=10)
+    assert isinstance(med, float) and med >= 0 and len(calls) == 4      # no warm-up call at warmup=0
+    calls.clear()
+    q = bench.cpu_wall_bench(fn, warmup=1, rep=5, quantiles=[0.5, 0.2, 0.8], min_calls=3, max_calls=7)
+    assert len(q) == 3 and q[1] <= q[0] <= q[2] and 1 + 3 <= len(calls)
+    calls.clear()
+    bench.cpu_wall_bench(fn, warmup=0, rep=10_000, max_calls=7)
+    assert len(calls) == 7                                               # the cap ends a long rep
+    slow = bench.time_fn(lambda: None, 0, 0, bench=lambda f, warmup, rep, quantiles:
+                         bench.cpu_wall_bench(f, warmup, rep, quantiles, min_calls=5, max_calls=5))
+    assert slow.calls == 5 and slow.timer == "custom"

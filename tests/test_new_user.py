@@ -111,9 +111,9 @@ def test_a_kernel_run_that_dies_says_why(tmp_path):
 
 def test_a_dropped_timer_is_said(tmp_path):
     old = next(CAPTURE.glob("autotune_kernels/*.py"))
-    from tko.kernel_run import timer_for_runner
+    from tko.standalone import runner_version, timer_for_runner
 
-    timer, dropped = timer_for_runner(old.read_text(), "do_bench,profiler_flushed")
+    timer, dropped = timer_for_runner(runner_version(old.read_text()), "do_bench,profiler_flushed")
     if not dropped:
         pytest.skip("this recorded runner has every timer")  # then nothing is dropped to say
     proc = run("run_captured_kernel.py", old, "--timer", "do_bench,profiler_flushed", "--timeout", "120",

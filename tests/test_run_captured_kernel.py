@@ -185,10 +185,10 @@ def test_runner_profiler_timer_reads_kernel_durations_from_a_real_trace(tmp_path
     # here a real H200 torch.profiler trace (tests/fixtures/profiles)
     import gzip
 
-    from tko.standalone import TIMER_CHOICES, _runner
+    from tko.standalone import TIMER_CHOICES, runner_text
 
     namespace = {"__name__": "runner_under_test"}
-    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
     assert namespace["_TKO_TIMER_CHOICES"] == TIMER_CHOICES
     trace = tmp_path / "trace.json"
     raw = gzip.open(CAP.parent / "profiles" / "h200_eager_stack.trace.json.gz").read()
@@ -228,13 +228,13 @@ triton_red_fake_0 = FakeAutotuner(always_two=ALWAYS_TWO)
 def test_runner_launches_exactly_the_config_it_names(tmp_path, monkeypatch, always_two):
     # Inductor's dynamic R0_BLOCK halving would add a config and autotune between the two at the
     # first launch; the runner turns it off, and refuses when a second launcher appears anyway
-    from tko.standalone import _runner
+    from tko.standalone import runner_text
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     spec = {"kernel": "triton_red_fake_0", "function": "triton_red_fake_0", "launch": "inductor", "args": [],
             "configs": []}
     path = tmp_path / "triton_red_fake_0.py"
-    path.write_text(FAKE_AUTOTUNER.replace("ALWAYS_TWO", repr(always_two)) + _runner(spec))
+    path.write_text(FAKE_AUTOTUNER.replace("ALWAYS_TWO", repr(always_two)) + runner_text(spec))
     namespace = {"__name__": "runner_under_test", "__file__": str(path)}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     cfg = {"flat": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16}, "grid": None}
@@ -274,10 +274,10 @@ def test_real_h200_standalone_against_the_program_by_its_own_instrument(run):
 def test_timer_lists(tmp_path, run_script):
     import argparse
 
-    from tko.standalone import _runner
+    from tko.standalone import runner_text
 
     namespace = {"__name__": "runner_under_test"}
-    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
     timers = namespace["_tko_timers"]
     assert timers("do_bench, profiler_flushed") == {"do_bench", "profiler_flushed"}
     assert timers("both") == {"do_bench", "cudagraph"}
@@ -292,10 +292,10 @@ def test_timer_lists(tmp_path, run_script):
 def test_an_unavailable_profiler_timer_loses_only_itself(capsys):
     # a torch build whose profiler records no device activity: that timer is reported on stderr and
     # left out, the others stand (the kernel run does not fail)
-    from tko.standalone import _runner
+    from tko.standalone import runner_text
 
     namespace = {"__name__": "runner_under_test"}
-    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
 
     class FakeJit:
         __name__ = "k"
@@ -326,7 +326,7 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
 
     import triton.testing
 
-    from tko.standalone import _runner
+    from tko.standalone import runner_text
 
     seen = []
 
@@ -343,7 +343,7 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
     monkeypatch.setattr(triton.testing, "do_bench", do_bench)
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", do_bench_cudagraph)
     namespace = {"__name__": "runner_under_test"}
-    exec(compile(_runner({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
+    exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
     got = namespace["_tko_gpu_timings"](lambda: None, {"kernel": "k", "function": "k"},
                                         namespace["_tko_timers"]("both"), 10.0, 50.0)
     assert got == [("triton.testing.do_bench", 0.5), ("triton.testing.do_bench_cudagraph", 0.25)]
@@ -367,11 +367,11 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
 def test_timer_request_fits_the_files_runner(path, timer, expected):
     # standalone files written by earlier versions are still run, with the timers they have
     from conftest import ROOT
-    from tko.standalone import _runner, timer_for_runner
+    from tko.standalone import runner_text, runner_version, timer_for_runner
 
-    text = _runner({"kernel": "k"}) if path is None else (ROOT / path).read_text()
-    assert timer_for_runner(text, timer) == expected
-    assert timer_for_runner("def k(): pass  # no runner options at all", "do_bench,profiler") == (None, ["profiler"])
+    text = runner_text({"kernel": "k"}) if path is None else (ROOT / path).read_text()
+    assert timer_for_runner(runner_version(text), timer) == expected
+    assert timer_for_runner(runner_version("def k(): pass  # no runner options at all"), "do_bench,profiler") == (None, ["profiler"])
 
 
 def test_an_old_runner_runs_without_the_timers_it_lacks(tmp_path, run_script):
@@ -385,3 +385,44 @@ def test_an_old_runner_runs_without_the_timers_it_lacks(tmp_path, run_script):
     doc = load(out)
     assert doc["status"] == "ok" and doc["timers_dropped"] == ["profiler_flushed"]
     assert "--timer" not in doc["command"]
+
+
+def test_a_fresh_runner_is_the_runner_module_with_its_version_marker():
+    from tko import standalone_runner
+    from tko.standalone import RUNNER_VERSION, replace_spec, runner_text, runner_version
+
+    text = runner_text({"kernel": "k", "configs": []})
+    assert runner_version(text) == RUNNER_VERSION == standalone_runner.RUNNER_VERSION
+    assert runner_version(replace_spec(text, {"kernel": "k", "configs": [{"flat": {}}]})) == RUNNER_VERSION
+    module_text = Path(standalone_runner.__file__).read_text()
+    body = module_text.split(standalone_runner.STAMP_BEGIN + "\n", 1)[1].split(standalone_runner.STAMP_END)[0]
+    assert body.strip() in text                       # stamped verbatim, not a second copy to keep
+
+
+def test_the_stamped_runner_needs_nothing_from_this_package():
+    # a standalone file runs where tko is not installed: every global its runner functions read is
+    # defined in the stamped text itself (or is a builtin / the file's own __file__ and kernel)
+    import builtins
+    import dis
+
+    from tko.standalone import runner_text
+
+    namespace: dict = {"__name__": "standalone_under_test"}
+    exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"),
+         namespace)
+    funcs = [v for k, v in namespace.items() if k.startswith("_tko_") and callable(v)]
+    assert len(funcs) >= 10 and "_tko_cpu_wall_bench" in namespace
+
+    def global_loads(code):
+        for ins in dis.get_instructions(code):
+            if ins.opname == "LOAD_GLOBAL":
+                yield ins.argval
+        for const in code.co_consts:
+            if hasattr(const, "co_code"):
+                yield from global_loads(const)
+
+    missing = {name for f in funcs for name in global_loads(f.__code__)
+               if name not in namespace and not hasattr(builtins, name) and name != "__file__"}
+    assert not missing, missing
+    assert "tko" not in {ins.argval for f in funcs for ins in dis.get_instructions(f)
+                         if ins.opname == "IMPORT_NAME"}

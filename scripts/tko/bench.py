@@ -420,6 +420,34 @@ def time_fn(fn: Callable, warmup_ms: float = 25, rep_ms: float = 100,
                   float(warmup_ms), float(rep_ms))
 
 
+# Copied into every standalone kernel file (tko/embed.py): no annotations, which a kernel module
+# without ``from __future__ import annotations`` would evaluate, and only the standard library.
+def cpu_wall_bench(fn, warmup=0, rep=0, quantiles=None, min_calls=3, max_calls=100):
+    """``triton.testing.do_bench``'s contract on the host clock, for interpreter runs (no device).
+
+    Untimed calls for ``warmup`` ms (at least one when it is positive), then at least
+    ``min_calls`` timed calls, more until
+    ``rep`` ms of wall time or ``max_calls``. Returns the median in ms, or the ``quantiles``.
+    The host clock times the interpreter, not a kernel: callers label it as such.
+    """
+    import time
+
+    deadline = time.perf_counter() + warmup * 1e-3
+    if warmup > 0:
+        fn()
+    while time.perf_counter() < deadline:
+        fn()
+    times = []
+    deadline = time.perf_counter() + rep * 1e-3
+    while len(times) < min_calls or (time.perf_counter() < deadline and len(times) < max_calls):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    times.sort()
+    picks = [times[min(len(times) - 1, int(round(q * (len(times) - 1))))] for q in (quantiles or [0.5])]
+    return picks if quantiles else picks[0]
+
+
 def device_l2_bytes(device: Any = None) -> int | None:
     """L2 size of a torch device from ``get_device_properties`` (None where torch lacks it)."""
     try:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .subproc import failure_line
-from .standalone import RESULT_PREFIX, timer_for_runner
+from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
 STDERR_TAIL_LINES = 30
 
@@ -87,7 +87,7 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         cmd += ["--rep", str(rep)]
     timers_dropped: list[str] = []
     if timer:
-        timer, timers_dropped = timer_for_runner(kernel_py.read_text(errors="replace"), timer)
+        timer, timers_dropped = timer_for_runner(runner_version(kernel_py.read_text(errors="replace")), timer)
         if timer:
             cmd += ["--timer", timer]
     cmd += list(extra_args or [])

@@ -294,18 +294,10 @@ def _same(a, b) -> bool:
 
 
 def _cpu_bench(fn, warmup=0, rep=0, quantiles=None):
-    """Wall-clock quantiles of at least 3 calls within about ``rep`` ms (interpreter runs)."""
-    times, spent = [], 0.0
-    while len(times) < 3 or (spent < rep and len(times) < 50):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-        spent += times[-1]
-    times.sort()
+    """The host-clock timer of interpreter runs: no warm-up (each call is slow), at most 50 calls."""
+    from .bench import cpu_wall_bench
 
-    def q(p):
-        return times[min(len(times) - 1, int(p * len(times)))]
-    return [q(p) for p in quantiles] if quantiles else q(0.5)
+    return cpu_wall_bench(fn, 0, rep, quantiles, min_calls=3, max_calls=50)
 
 
 def main() -> int:
