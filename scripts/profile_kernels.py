@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from tko import subproc  # noqa: E402
 from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
 
 SCHEMA = "kernel_profile/1"
@@ -101,15 +101,15 @@ def record_trace(cmd: list[str], trace_out: Path, with_stack: bool, record_shape
     if trace_out.exists():
         trace_out.unlink()  # never rank a stale trace from an earlier run
     try:
-        proc = subprocess.run(full, timeout=timeout)
+        done = subproc.run(full, timeout=timeout, capture=False)  # the repro's output stays on the console
     except FileNotFoundError:
         raise InputError(f"{cmd[0]}: interpreter not found") from None
-    except subprocess.TimeoutExpired:
-        raise ToolFailure(f"command ran past --timeout {timeout:g} s") from None
+    if done.timed_out:
+        raise ToolFailure(f"command ran past --timeout {timeout:g} s")
     if not trace_out.exists():
-        raise ToolFailure(f"the command exited with status {proc.returncode} and wrote no trace "
+        raise ToolFailure(f"the command exited with status {done.returncode} and wrote no trace "
                           f"({trace_out})")
-    return {"command": cmd, "returncode": proc.returncode, "trace_file": str(trace_out)}
+    return {"command": cmd, "returncode": done.returncode, "trace_file": str(trace_out)}
 
 
 # --------------------------------------------------------------------------- building the report

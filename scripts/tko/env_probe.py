@@ -23,8 +23,6 @@ import os
 import platform
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import archs, dcu_tools
+from . import archs, dcu_tools, subproc
 from .isa_amdgcn import memory_op_counts
 from .versions import package_version, parse_version
 
@@ -67,35 +65,21 @@ def run_command(argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S,
 
     Returns ``{"argv", "rc", "stdout", "stderr", "timed_out", "error", "seconds"}``.
     The command gets its own process group so that a hung tool and anything it
-    spawned are killed together on timeout.
+    spawned are killed together on timeout (at once: a hung tool gets no grace).
     """
     result: dict[str, Any] = {"argv": list(argv), "rc": None, "stdout": "", "stderr": "",
                               "timed_out": False, "error": None, "seconds": None}
-    start = time.monotonic()
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, cwd=cwd,
-                                start_new_session=True)
+        # input="": a tool that prompts reads end of file instead of waiting on a terminal
+        done = subproc.run(argv, timeout=timeout, env=env, cwd=cwd, input="", grace_s=0.0)
     except OSError as exc:
         result["error"] = f"{type(exc).__name__}: {exc}"
         return result
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    if done.timed_out:
         result["timed_out"] = True
         result["error"] = f"timed out after {timeout:g} s"
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        try:
-            out, err = proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            out, err = b"", b""
-    result["rc"] = proc.returncode
-    result["stdout"] = out.decode("utf-8", errors="replace")
-    result["stderr"] = err.decode("utf-8", errors="replace")
-    result["seconds"] = round(time.monotonic() - start, 3)
+    result.update(rc=done.returncode, stdout=done.stdout, stderr=done.stderr,
+                  seconds=round(done.seconds, 3))
     return result
 
 

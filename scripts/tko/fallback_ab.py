@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import subproc
 from .errors import InputError, ToolFailure
 
 BOOTSTRAP = Path(__file__).resolve().with_name("fallback_bootstrap.py")
@@ -66,19 +65,17 @@ def run_arm_once(arm: Arm, script: str, args: list[str], metric: re.Pattern, tim
     for target in arm.disable:
         cmd += ["--disable", target]
     cmd += [script, *args]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise ToolFailure(f"arm {arm.name}: repro did not finish within {timeout:.0f} s") from None
-    wall = time.perf_counter() - t0
-    if proc.returncode == 3 and "TKO_FALLBACK error" in proc.stderr:
-        raise InputError(proc.stderr.strip().splitlines()[-1].split("error: ", 1)[-1])
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise ToolFailure(f"arm {arm.name}: repro exited {proc.returncode}: {tail}")
+    done = subproc.run(cmd, timeout=timeout, env=env)
+    if done.timed_out:
+        raise ToolFailure(f"arm {arm.name}: repro did not finish within {timeout:.0f} s")
+    wall = done.seconds
+    if done.returncode == 3 and "TKO_FALLBACK error" in done.stderr:
+        raise InputError(done.stderr.strip().splitlines()[-1].split("error: ", 1)[-1])
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise ToolFailure(f"arm {arm.name}: repro exited {done.returncode}: {tail}")
     arm.wall_s.append(round(wall, 3))
-    matches = metric.findall(proc.stdout)
+    matches = metric.findall(done.stdout)
     if matches:
         arm.ms.append(float(matches[-1]))
     else:

@@ -26,15 +26,13 @@ import ast
 import json
 import os
 import re
-import subprocess
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kernel_source, offline_compile
+from . import kernel_source, offline_compile, subproc
 from .errors import InputError
 
 DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
@@ -321,24 +319,22 @@ def _run_job(job: Job, kernel_name: str, base_spec: dict, timeout: float) -> dic
     env_overrides = dict(job.variant.env)
     env_overrides["TRITON_CACHE_DIR"] = str(job.out_dir / "triton_cache")
     env = offline_compile.worker_env(env_overrides)
-    started = time.time()
-    try:
-        proc = subprocess.run(offline_compile.worker_command(spec_path), env=env, capture_output=True,
-                              text=True, timeout=timeout, cwd=str(job.out_dir))
-    except subprocess.TimeoutExpired:
+    done = subproc.run(offline_compile.worker_command(spec_path), timeout=timeout, env=env,
+                       cwd=str(job.out_dir))
+    seconds = round(done.seconds, 2)
+    if done.timed_out:
         return {"ok": False, "error_kind": "Timeout",
-                "error": f"compile did not finish within {timeout:g} s", "seconds": round(time.time() - started, 2)}
-    seconds = round(time.time() - started, 2)
+                "error": f"compile did not finish within {timeout:g} s", "seconds": seconds}
     result_file = job.out_dir / "result.json"
     if not result_file.exists():
-        tail = [ln for ln in (proc.stderr or "").splitlines() if ln.strip()][-4:]
+        tail = [ln for ln in done.stderr.splitlines() if ln.strip()][-4:]
         return {"ok": False, "error_kind": "WorkerCrash",
-                "error": f"compile process exited {proc.returncode} without a result"
+                "error": f"compile process exited {done.returncode} without a result"
                          + (": " + " | ".join(tail) if tail else ""), "seconds": seconds}
     result = json.loads(result_file.read_text(encoding="utf-8"))
     result["seconds"] = seconds
     if not result.get("ok"):
-        diagnostics = offline_compile.stderr_diagnostics(proc.stderr or "")
+        diagnostics = offline_compile.stderr_diagnostics(done.stderr)
         if diagnostics:
             result["diagnostics"] = diagnostics
             first, _, rest = str(result.get("error", "")).partition("\n")

@@ -18,18 +18,17 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic
+from . import atomic, subproc
 from .artifact import write_artifact
 from .errors import InputError, ToolFailure
 from .fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
-from .subproc import failure_line, kill_group
+from .subproc import failure_line
 from .trial_plan import ArmSpec
 
 SCHEMA = "remedy_trials/1"
@@ -106,19 +105,9 @@ def _command(arm: Arm, ctx: Context) -> list[str]:
 
 def _spawn(cmd: list[str], env: dict, log: Path, timeout: float) -> tuple[int | None, str, str, float]:
     """Run in its own session; on timeout kill the whole process group. (rc or None, out, err, s)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(proc, grace_s=1.0)
-            rc = None
-        wall = time.perf_counter() - t0
-        out.seek(0), err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    atomic.write_text(log, f"$ {' '.join(cmd)}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}")
-    return rc, stdout, stderr, wall
+    done = subproc.run(cmd, timeout=timeout, env=env, grace_s=1.0)
+    atomic.write_text(log, f"$ {' '.join(cmd)}\n--- stdout ---\n{done.stdout}\n--- stderr ---\n{done.stderr}")
+    return (None if done.timed_out else done.returncode), done.stdout, done.stderr, done.seconds
 
 
 def _measure(record: dict, stdout: str, meas: dict, ctx: Context) -> None:
