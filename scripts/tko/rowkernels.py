@@ -29,8 +29,8 @@ only way a CPU tensor gets them; otherwise a CPU tensor is refused.
 # the custom ops' type hints must be real objects.
 
 import math
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -204,7 +204,6 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
     return RowPlan(op, n_rows, n_cols, block, pick_num_warps(block, lim), lim)
 
-
 # --- references -----------------------------------------------------------------------------
 
 def _out_dtype(x: torch.Tensor) -> torch.dtype:
@@ -213,6 +212,10 @@ def _out_dtype(x: torch.Tensor) -> torch.dtype:
 
 def _acc(x: torch.Tensor) -> torch.Tensor:
     return x.double() if x.dtype == torch.float64 else x.float()
+
+
+def _stats_dtype(x: torch.Tensor) -> torch.dtype:
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
 
 
 def softmax_ref(x: torch.Tensor) -> torch.Tensor:
@@ -238,6 +241,44 @@ def rms_norm_ref(x: torch.Tensor, weight=None, eps: float = 1e-6) -> torch.Tenso
     return y.to(_out_dtype(x))
 
 
+def norm_stats_ref(x: torch.Tensor, eps: float, center: bool):
+    """Per-row (mean, rstd) as the backward reads them: fp32 (fp64 for fp64), mean None for RMS."""
+    xa = _acc(x)
+    if center:
+        var, mean = torch.var_mean(xa, dim=-1, correction=0)
+        return mean, torch.rsqrt(var + eps)
+    return None, torch.rsqrt(xa.pow(2).mean(dim=-1) + eps)
+
+
+# Backward references: the chain rule written out in fp32 (fp64 for fp64) from what the forward
+# saved, the same formulas as the kernels; torch's own autograd of the ``*_ref`` functions above is
+# what the tests hold both against. Plain torch ops, so they are differentiable again.
+
+def softmax_bwd_ref(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    ya, ga = _acc(y), _acc(dy)
+    return (ya * (ga - (ga * ya).sum(dim=-1, keepdim=True))).to(y.dtype)
+
+
+def log_softmax_bwd_ref(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    ya, ga = _acc(y), _acc(dy)
+    return (ga - torch.exp(ya) * ga.sum(dim=-1, keepdim=True)).to(y.dtype)
+
+
+def norm_bwd_ref(dy, x, weight, mean, rstd, need_dw: bool, need_db: bool):
+    """(dx, dweight or None, dbias or None) of LayerNorm (``mean`` given) or RMSNorm (None)."""
+    xa, ga = _acc(x), _acc(dy)
+    r = rstd.to(xa.dtype).unsqueeze(-1)
+    xhat = (xa - mean.to(xa.dtype).unsqueeze(-1)) * r if mean is not None else xa * r
+    g = ga * weight.to(xa.dtype) if weight is not None else ga
+    dx = g - xhat * (g * xhat).mean(dim=-1, keepdim=True)
+    if mean is not None:
+        dx = dx - g.mean(dim=-1, keepdim=True)
+    n = x.shape[-1]
+    dw = (ga * xhat).reshape(-1, n).sum(0).to(weight.dtype) if need_dw else None
+    db = ga.reshape(-1, n).sum(0) if need_db else None
+    return (dx * r).to(x.dtype), dw, db
+
+
 # --- kernels (plain functions; jit-ed lazily by _kernels) --------------------------------------
 
 if tl is not None:
@@ -255,8 +296,23 @@ if tl is not None:
             y = e / s
         tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
 
-    def _layer_norm_kernel(X, Y, W, B, stride_x, stride_y, n_cols, eps, BLOCK: tl.constexpr,
-                           HAS_W: tl.constexpr, HAS_B: tl.constexpr):
+    def _softmax_bwd_kernel(DY, Y, DX, stride_dy, stride_y, stride_dx, n_cols, BLOCK: tl.constexpr,
+                            LOG: tl.constexpr):
+        # the tail loads 0 for both: it adds nothing to either sum and is never stored
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+        y = tl.load(Y + row * stride_y + cols, mask=mask, other=0.0).to(tl.float32)
+        if LOG:
+            dx = dy - tl.exp(y) * tl.sum(dy, axis=0)
+        else:
+            dx = y * (dy - tl.sum(dy * y, axis=0))
+        tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
+
+    def _layer_norm_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
+                           BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                           STATS: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
@@ -264,109 +320,319 @@ if tl is not None:
         mean = tl.sum(x, axis=0) / n_cols
         xc = tl.where(mask, x - mean, 0.0)
         var = tl.sum(xc * xc, axis=0) / n_cols
-        y = xc * (1.0 / tl.sqrt(var + eps))
+        rstd = 1.0 / tl.sqrt(var + eps)
+        y = xc * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_B:
             y = y + tl.load(B + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        if STATS:
+            tl.store(Mean + row, mean)
+            tl.store(Rstd + row, rstd)
 
-    def _rms_norm_kernel(X, Y, W, stride_x, stride_y, n_cols, eps, BLOCK: tl.constexpr,
-                         HAS_W: tl.constexpr):
+    def _rms_norm_kernel(X, Y, W, Rstd, stride_x, stride_y, n_cols, eps, BLOCK: tl.constexpr,
+                         HAS_W: tl.constexpr, STATS: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
         x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
         ms = tl.sum(x * x, axis=0) / n_cols
-        y = x * (1.0 / tl.sqrt(ms + eps))
+        rstd = 1.0 / tl.sqrt(ms + eps)
+        y = x * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+        if STATS:
+            tl.store(Rstd + row, rstd)
+
+    def _norm_bwd_kernel(DY, X, W, Mean, Rstd, DX, DW, DB, stride_dy, stride_x, stride_dx, n_rows,
+                         n_cols, rows_per_program, BLOCK: tl.constexpr, CENTER: tl.constexpr,
+                         HAS_W: tl.constexpr, HAS_DW: tl.constexpr, HAS_DB: tl.constexpr):
+        # One row at a time held on chip; a program walks rows_per_program consecutive rows and
+        # writes its fp32 partial sums of dweight / dbias as row ``pid`` of DW / DB (no atomics).
+        pid = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        if HAS_W:
+            w = tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
+        dw_acc = tl.zeros([BLOCK], dtype=tl.float32)
+        db_acc = tl.zeros([BLOCK], dtype=tl.float32)
+        first = pid * rows_per_program
+        for row in range(first, tl.minimum(first + rows_per_program, n_rows)):
+            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
+            rstd = tl.load(Rstd + row)
+            if CENTER:
+                xhat = tl.where(mask, (x - tl.load(Mean + row)) * rstd, 0.0)
+            else:
+                xhat = x * rstd
+            g = dy * w if HAS_W else dy
+            dx = g - xhat * (tl.sum(g * xhat, axis=0) / n_cols)
+            if CENTER:
+                dx = dx - tl.sum(g, axis=0) / n_cols
+            tl.store(DX + row * stride_dx + cols, (dx * rstd).to(DX.dtype.element_ty), mask=mask)
+            if HAS_DW:
+                dw_acc += dy * xhat
+            if HAS_DB:
+                db_acc += dy
+        if HAS_DW:
+            tl.store(DW + pid * n_cols + cols, dw_acc, mask=mask)
+        if HAS_DB:
+            tl.store(DB + pid * n_cols + cols, db_acc, mask=mask)
 
 _JITTED: dict = {}
 
 
 def _kernels() -> dict:
-    """The three kernels jit-ed for the current mode (compiled or interpreted)."""
+    """The kernels jit-ed for the current mode (compiled or interpreted)."""
     mode = interpreting()
     if mode not in _JITTED:
         _JITTED[mode] = {"softmax": triton.jit(_softmax_kernel),
+                         "softmax_bwd": triton.jit(_softmax_bwd_kernel),
                          "layer_norm": triton.jit(_layer_norm_kernel),
-                         "rms_norm": triton.jit(_rms_norm_kernel)}
+                         "rms_norm": triton.jit(_rms_norm_kernel),
+                         "norm_bwd": triton.jit(_norm_bwd_kernel)}
     return _JITTED[mode]
 
 
-def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float = 0.0):
+def _stats_like(x: torch.Tensor, want: bool) -> Optional[torch.Tensor]:
+    return torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device) if want else None
+
+
+def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float = 0.0,
+            stats: bool = False):
+    """The forward kernel: ``(y, mean, rstd)``; the stats are None unless ``stats`` (a norm)."""
     x2 = x.view(-1, plan.n_cols)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    mean = _stats_like(x, stats and plan.op == "layer_norm")
+    rstd = _stats_like(x, stats and plan.op in ("layer_norm", "rms_norm"))
     if plan.n_rows == 0:
-        return y
+        return y, mean, rstd
     y2 = y.view(-1, plan.n_cols)
     k = _kernels()
     grid = (plan.n_rows,)
     common = dict(BLOCK=plan.block, num_warps=plan.num_warps)
+    # an absent pointer (weight, bias, stats) is passed as x2: the kernel never touches it
     if plan.op in ("softmax", "log_softmax"):
         k["softmax"][grid](x2, y2, x2.stride(0), y2.stride(0), plan.n_cols,
                            LOG=plan.op == "log_softmax", **common)
     elif plan.op == "layer_norm":
         k["layer_norm"][grid](x2, y2, weight if weight is not None else x2,
-                              bias if bias is not None else x2, x2.stride(0), y2.stride(0),
-                              plan.n_cols, float(eps), HAS_W=weight is not None,
-                              HAS_B=bias is not None, **common)
+                              bias if bias is not None else x2,
+                              mean if stats else x2, rstd if stats else x2,
+                              x2.stride(0), y2.stride(0), plan.n_cols, float(eps),
+                              HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,
+                              **common)
     else:
-        k["rms_norm"][grid](x2, y2, weight if weight is not None else x2, x2.stride(0),
-                            y2.stride(0), plan.n_cols, float(eps), HAS_W=weight is not None,
-                            **common)
-    return y
+        k["rms_norm"][grid](x2, y2, weight if weight is not None else x2,
+                            rstd if stats else x2, x2.stride(0), y2.stride(0), plan.n_cols,
+                            float(eps), HAS_W=weight is not None, STATS=stats, **common)
+    return y, mean, rstd
 
+
+def _rows(t: torch.Tensor, n_cols: int) -> torch.Tensor:
+    """``t`` as (rows, n_cols) with unit column stride; a copy only when its layout has none.
+
+    Gradients arrive in any layout (``sum().backward()`` sends a stride-0 expanded one)."""
+    if n_cols <= 1 or t.stride(-1) == 1:
+        try:
+            return t.view(-1, n_cols)
+        except RuntimeError:
+            pass
+    return t.contiguous().view(-1, n_cols)
+
+
+def _launch_softmax_bwd(plan: RowPlan, dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+    if plan.n_rows == 0:
+        return dx
+    dy2, y2, dx2 = _rows(dy, plan.n_cols), y.view(-1, plan.n_cols), dx.view(-1, plan.n_cols)
+    _kernels()["softmax_bwd"][(plan.n_rows,)](
+        dy2, y2, dx2, dy2.stride(0), y2.stride(0), dx2.stride(0), plan.n_cols, BLOCK=plan.block,
+        LOG=plan.op == "log_softmax", num_warps=plan.num_warps)
+    return dx
+
+
+# Programs per SM of the norm backward while it reduces dweight / dbias: enough to fill the
+# device, few enough that the fp32 partial-sum buffer stays a small fraction of dx.
+PARTIALS_PER_SM = 4
+# The interpreter has no SMs; a few programs so that each walks several rows.
+INTERPRETER_PARTIALS = 4
+
+
+def _rows_per_program(n_rows: int, device: torch.device, reduce_params: bool) -> int:
+    """Rows each backward program walks: one when no parameter gradient is reduced."""
+    if not reduce_params:
+        return 1
+    if device.type == "cuda":
+        programs = PARTIALS_PER_SM * torch.cuda.get_device_properties(device).multi_processor_count
+    else:
+        programs = INTERPRETER_PARTIALS
+    return max(1, -(-n_rows // programs))
+
+
+def _launch_norm_bwd(plan: RowPlan, dy, x, weight, mean, rstd, need_dw: bool, need_db: bool):
+    """dx, and dweight / dbias (each None when not wanted) summed from the programs' partials."""
+    n, dev = plan.n_cols, x.device
+    dx = torch.empty(x.shape, dtype=x.dtype, device=dev)
+    if plan.n_rows == 0:
+        zeros = torch.zeros(n, dtype=torch.float32, device=dev)
+        return dx, zeros.to(weight.dtype) if need_dw else None, zeros if need_db else None
+    per = _rows_per_program(plan.n_rows, dev, need_dw or need_db)
+    grid = -(-plan.n_rows // per)
+    dw = torch.empty(grid, n, dtype=torch.float32, device=dev) if need_dw else None
+    db = torch.empty(grid, n, dtype=torch.float32, device=dev) if need_db else None
+    dy2, x2, dx2 = _rows(dy, n), x.view(-1, n), dx.view(-1, n)
+    _kernels()["norm_bwd"][(grid,)](
+        dy2, x2, weight if weight is not None else x2, mean if mean is not None else rstd, rstd,
+        dx2, dw if need_dw else dx2, db if need_db else dx2, dy2.stride(0), x2.stride(0),
+        dx2.stride(0), plan.n_rows, n, per, BLOCK=plan.block, CENTER=mean is not None,
+        HAS_W=weight is not None, HAS_DW=need_dw, HAS_DB=need_db, num_warps=plan.num_warps)
+    # the fixed split into programs makes the order of this sum, and so the result, fixed
+    return dx, dw.sum(0).to(weight.dtype) if need_dw else None, db.sum(0) if need_db else None
+
+
+# --- forward and backward with their counts ---------------------------------------------------
 
 _CALLS: dict = {}
 
 
 def call_counts() -> dict:
-    """Calls per ``"op: kernel"`` / ``"op: reference (reason)"`` since import."""
+    """Calls per ``"op: kernel"`` / ``"op: reference (reason)"`` since import.
+
+    Backward calls count under ``"<op>_bwd: ..."`` (``softmax_bwd: kernel``), apart from the
+    forward ones."""
     return dict(_CALLS)
 
 
-def _finish(out, plan, return_plan):
-    key = f"{plan.op}: kernel" if plan.use_kernel else f"{plan.op}: reference ({plan.reason})"
+def _count(plan: RowPlan, suffix: str = "") -> None:
+    op = plan.op + suffix
+    key = f"{op}: kernel" if plan.use_kernel else f"{op}: reference ({plan.reason})"
     _CALLS[key] = _CALLS.get(key, 0) + 1
-    return (out, plan) if return_plan else out
+
+
+def _softmax_forward(op: str, x: torch.Tensor, limit=None):
+    plan = plan_row(op, x, limit=limit)
+    out = _launch(plan, x)[0] if plan.use_kernel else REFERENCES[op](x)
+    _count(plan)
+    return out, plan
+
+
+def _norm_forward(op: str, x, weight, bias, eps: float, stats: bool, limit=None):
+    """``(out, mean, rstd, plan)``; mean / rstd only with ``stats`` (mean only for LayerNorm)."""
+    plan = plan_row(op, x, weight, bias, limit=limit)
+    center = op == "layer_norm"
+    if plan.use_kernel:
+        out, mean, rstd = _launch(plan, x, weight, bias, eps, stats=stats)
+    else:
+        out = layer_norm_ref(x, weight, bias, eps) if center else rms_norm_ref(x, weight, eps)
+        mean, rstd = norm_stats_ref(x, eps, center) if stats else (None, None)
+    _count(plan)
+    return out, mean, rstd, plan
+
+
+def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    # planned on the saved output: same dtype, row length and layout as the input it came from,
+    # so the backward refuses where the forward did
+    plan = plan_row(op, y)
+    if plan.use_kernel and (dy.shape != y.shape or dy.dtype not in KERNEL_DTYPES):
+        plan = replace(plan, num_warps=1,
+                       reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the output")
+    ref = softmax_bwd_ref if op == "softmax" else log_softmax_bwd_ref
+    dx = _launch_softmax_bwd(plan, dy, y) if plan.use_kernel else ref(dy, y)
+    _count(plan, "_bwd")
+    return dx
+
+
+def _norm_backward(op: str, dy, x, weight, bias, mean, rstd, need_dw: bool, need_db: bool):
+    """(dx, dweight, dbias) from the saved stats; the same plan as the forward's (same inputs)."""
+    plan = plan_row(op, x, weight, bias)
+    if plan.use_kernel and (dy.shape != x.shape or dy.dtype not in KERNEL_DTYPES):
+        plan = replace(plan, num_warps=1,
+                       reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the input")
+    need_dw, need_db = need_dw and weight is not None, need_db and bias is not None
+    if plan.use_kernel:
+        dx, dw, db = _launch_norm_bwd(plan, dy, x, weight, mean, rstd, need_dw, need_db)
+    else:
+        dx, dw, db = norm_bwd_ref(dy, x, weight, mean, rstd, need_dw, need_db)
+    _count(plan, "_bwd")
+    return dx, dw, None if db is None else db.to(bias.dtype)
+
+
+# --- public functions -------------------------------------------------------------------------
+
+def _wants_grad(*tensors) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                           for t in tensors)
+
+
+def _differentiable(op: str, limit, run_op, run_ref, plan_args):
+    """``(out, plan)`` of a call that needs gradients: the custom op, whose registered backward
+    runs the backward kernel. The op plans against the device's own limit, so ``limit`` must be
+    None here."""
+    if limit is not None:
+        raise ValueError(f"{op}: limit= applies only to calls without autograd (the custom op "
+                         "plans against the device's own limit)")
+    plan = plan_row(op, *plan_args)
+    if OPS_REGISTERED:
+        return run_op(), plan
+    plan = replace(plan, num_warps=1, reason="no torch.library.custom_op to carry the backward")
+    _count(plan)
+    return run_ref(), plan  # torch's autograd of the reference
 
 
 def softmax(x: torch.Tensor, *, return_plan: bool = False, limit: Optional[RowLimit] = None):
-    """Softmax over the last dim; the reference when refused (``return_plan`` says why)."""
-    plan = plan_row("softmax", x, limit=limit)
-    out = _launch(plan, x) if plan.use_kernel else softmax_ref(x)
-    return _finish(out, plan, return_plan)
+    """Softmax over the last dim; the reference when refused (``return_plan`` says why).
+
+    With autograd on the call runs ``torch.ops.tko.row_softmax`` and its backward kernel (then
+    ``limit`` must be None); the same holds for the other three."""
+    if _wants_grad(x):
+        out, plan = _differentiable("softmax", limit, lambda: torch.ops.tko.row_softmax(x),
+                                    lambda: softmax_ref(x), (x,))
+    else:
+        out, plan = _softmax_forward("softmax", x, limit)
+    return (out, plan) if return_plan else out
 
 
 def log_softmax(x: torch.Tensor, *, return_plan: bool = False, limit: Optional[RowLimit] = None):
     """Log-softmax over the last dim; the reference when refused."""
-    plan = plan_row("log_softmax", x, limit=limit)
-    out = _launch(plan, x) if plan.use_kernel else log_softmax_ref(x)
-    return _finish(out, plan, return_plan)
+    if _wants_grad(x):
+        out, plan = _differentiable("log_softmax", limit, lambda: torch.ops.tko.row_log_softmax(x),
+                                    lambda: log_softmax_ref(x), (x,))
+    else:
+        out, plan = _softmax_forward("log_softmax", x, limit)
+    return (out, plan) if return_plan else out
 
 
 def layer_norm(x: torch.Tensor, weight=None, bias=None, eps: float = 1e-5, *,
                return_plan: bool = False, limit: Optional[RowLimit] = None):
     """LayerNorm over the last dim (``F.layer_norm(x, (n,), weight, bias, eps)``)."""
-    plan = plan_row("layer_norm", x, weight, bias, limit=limit)
-    out = (_launch(plan, x, weight, bias, eps) if plan.use_kernel
-           else layer_norm_ref(x, weight, bias, eps))
-    return _finish(out, plan, return_plan)
+    if _wants_grad(x, weight, bias):
+        out, plan = _differentiable(
+            "layer_norm", limit, lambda: torch.ops.tko.layer_norm(x, weight, bias, float(eps)),
+            lambda: layer_norm_ref(x, weight, bias, eps), (x, weight, bias))
+    else:
+        out, _, _, plan = _norm_forward("layer_norm", x, weight, bias, eps, False, limit)
+    return (out, plan) if return_plan else out
 
 
 def rms_norm(x: torch.Tensor, weight=None, eps: float = 1e-6, *, return_plan: bool = False,
              limit: Optional[RowLimit] = None):
     """RMSNorm over the last dim: ``x * rsqrt(mean(x**2) + eps) * weight`` in fp32."""
-    plan = plan_row("rms_norm", x, weight, limit=limit)
-    out = _launch(plan, x, weight, eps=eps) if plan.use_kernel else rms_norm_ref(x, weight, eps)
-    return _finish(out, plan, return_plan)
+    if _wants_grad(x, weight):
+        out, plan = _differentiable(
+            "rms_norm", limit, lambda: torch.ops.tko.rms_norm(x, weight, float(eps)),
+            lambda: rms_norm_ref(x, weight, eps), (x, weight))
+    else:
+        out, _, _, plan = _norm_forward("rms_norm", x, weight, None, eps, False, limit)
+    return (out, plan) if return_plan else out
 
 
 REFERENCES = {"softmax": softmax_ref, "log_softmax": log_softmax_ref,
               "layer_norm": layer_norm_ref, "rms_norm": rms_norm_ref}
+BACKWARD_REFERENCES = {"softmax": softmax_bwd_ref, "log_softmax": log_softmax_bwd_ref,
+                       "layer_norm": norm_bwd_ref, "rms_norm": norm_bwd_ref}
 
 
 # --- torch.library custom ops ----------------------------------------------------------------
@@ -378,6 +644,13 @@ REFERENCES = {"softmax": softmax_ref, "log_softmax": log_softmax_ref,
 HAS_TRITON_OP = hasattr(torch.library, "triton_op")
 OP_NAMES = {"softmax": "tko::row_softmax", "log_softmax": "tko::row_log_softmax",
             "layer_norm": "tko::layer_norm", "rms_norm": "tko::rms_norm"}
+# Internal ops: the norms' forward that also returns the per-row stats the backward reads (the
+# public norm ops above decompose into it), and each op's backward.
+INTERNAL_OP_NAMES = {"layer_norm": ("tko::layer_norm_fwd", "tko::layer_norm_bwd"),
+                     "rms_norm": ("tko::rms_norm_fwd", "tko::rms_norm_bwd"),
+                     "softmax": (None, "tko::row_softmax_bwd"),
+                     "log_softmax": (None, "tko::row_log_softmax_bwd")}
+_LIB = None  # the Library holding the public norm ops; registrations live as long as it does
 
 
 def _already_registered(qualname: str) -> bool:
@@ -389,34 +662,170 @@ def _already_registered(qualname: str) -> bool:
         return False
 
 
-def _register_ops() -> bool:
-    if not hasattr(torch.library, "custom_op"):
-        return False
-    if all(_already_registered(q) for q in OP_NAMES.values()):  # module reloaded
-        return True
+def _all_op_names() -> list:
+    return [*OP_NAMES.values(), *(q for pair in INTERNAL_OP_NAMES.values() for q in pair if q)]
 
-    def fake(x, *args):
+
+def _count_double_backward(op: str) -> None:
+    key = f"{op}_bwd: reference (create_graph: differentiable torch ops)"
+    _CALLS[key] = _CALLS.get(key, 0) + 1
+
+
+def _register_softmax_ops() -> None:
+    def fake(x):
         return torch.empty(x.shape, dtype=_out_dtype(x), device=x.device)
+
+    def fake_bwd(dy, y):
+        return torch.empty(y.shape, dtype=y.dtype, device=y.device)
 
     @torch.library.custom_op(OP_NAMES["softmax"], mutates_args=())
     def row_softmax(x: torch.Tensor) -> torch.Tensor:
-        return softmax(x)
+        return _softmax_forward("softmax", x)[0]
 
     @torch.library.custom_op(OP_NAMES["log_softmax"], mutates_args=())
     def row_log_softmax(x: torch.Tensor) -> torch.Tensor:
-        return log_softmax(x)
+        return _softmax_forward("log_softmax", x)[0]
 
-    @torch.library.custom_op(OP_NAMES["layer_norm"], mutates_args=())
-    def row_layer_norm(x: torch.Tensor, weight: Optional[torch.Tensor],
-                       bias: Optional[torch.Tensor], eps: float) -> torch.Tensor:
-        return layer_norm(x, weight, bias, eps)
+    @torch.library.custom_op(INTERNAL_OP_NAMES["softmax"][1], mutates_args=())
+    def row_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return _softmax_backward("softmax", dy, y)
 
-    @torch.library.custom_op(OP_NAMES["rms_norm"], mutates_args=())
-    def row_rms_norm(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float) -> torch.Tensor:
-        return rms_norm(x, weight, eps)
+    @torch.library.custom_op(INTERNAL_OP_NAMES["log_softmax"][1], mutates_args=())
+    def row_log_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return _softmax_backward("log_softmax", dy, y)
 
-    for op in (row_softmax, row_log_softmax, row_layer_norm, row_rms_norm):
-        op.register_fake(fake)
+    for op, fwd, bwd in (("softmax", row_softmax, row_softmax_bwd),
+                         ("log_softmax", row_log_softmax, row_log_softmax_bwd)):
+        fwd.register_fake(fake)
+        bwd.register_fake(fake_bwd)
+        torch.library.register_autograd(OP_NAMES[op], _softmax_grad(op, bwd),
+                                        setup_context=_save_output)
+
+
+def _save_output(ctx, inputs, output):
+    ctx.save_for_backward(output)
+
+
+def _softmax_grad(op: str, bwd_op):
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        if torch.is_grad_enabled():  # create_graph=True: torch ops, so it differentiates again
+            _count_double_backward(op)
+            return BACKWARD_REFERENCES[op](dy, y)
+        return bwd_op(dy, y)
+    return backward
+
+
+def _register_norm_ops() -> None:
+    def fake_fwd(x, weight, bias, eps):
+        stats = torch.empty(x.shape[:-1], dtype=_stats_dtype(x), device=x.device)
+        return torch.empty(x.shape, dtype=_out_dtype(x), device=x.device), stats, stats.clone()
+
+    def fake_bwd(dy, x, weight, bias, mean, rstd, need_dw, need_db):
+        def like(p, want):
+            return torch.empty_like(p) if want and p is not None else x.new_empty(0)
+        return torch.empty_like(x), like(weight, need_dw), like(bias, need_db)
+
+    @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][0], mutates_args=())
+    def layer_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                       eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, mean, rstd, _ = _norm_forward("layer_norm", x, weight, bias, eps, True)
+        return out, mean, rstd
+
+    @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][0], mutates_args=())
+    def rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor],
+                     eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
+        out, _, rstd, _ = _norm_forward("rms_norm", x, weight, None, eps, True)
+        return out, rstd
+
+    # unwanted gradients come back as empty tensors: a custom op returns no None
+    @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][1], mutates_args=())
+    def layer_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
+                       bias: Optional[torch.Tensor], mean: torch.Tensor, rstd: torch.Tensor,
+                       need_dw: bool, need_db: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        dx, dw, db = _norm_backward("layer_norm", dy, x, weight, bias, mean, rstd, need_dw, need_db)
+        return dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db
+
+    @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][1], mutates_args=())
+    def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
+                     rstd: torch.Tensor, need_dw: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        dx, dw, _ = _norm_backward("rms_norm", dy, x, weight, None, None, rstd, need_dw, False)
+        return dx, x.new_empty(0) if dw is None else dw
+
+    layer_norm_fwd.register_fake(fake_fwd)
+    rms_norm_fwd.register_fake(lambda x, weight, eps: fake_fwd(x, weight, None, eps)[::2])
+    layer_norm_bwd.register_fake(fake_bwd)
+    rms_norm_bwd.register_fake(
+        lambda dy, x, weight, rstd, need_dw: fake_bwd(dy, x, weight, None, rstd, rstd, need_dw, False)[:2])
+    torch.library.register_autograd(INTERNAL_OP_NAMES["layer_norm"][0], _layer_norm_grad,
+                                    setup_context=_save_norm("layer_norm"))
+    torch.library.register_autograd(INTERNAL_OP_NAMES["rms_norm"][0], _rms_norm_grad,
+                                    setup_context=_save_norm("rms_norm"))
+
+
+def _save_norm(op: str):
+    def setup_context(ctx, inputs, output):
+        if op == "layer_norm":
+            (x, weight, bias, eps), (_, mean, rstd) = inputs, output
+        else:
+            (x, weight, eps), (_, rstd), bias, mean = inputs, output, None, None
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        ctx.mark_non_differentiable(*(t for t in (mean, rstd) if t is not None))
+        ctx.eps = eps
+    return setup_context
+
+
+def _norm_grads(op: str, ctx, dy):
+    """(dx, dweight, dbias), each None where no gradient is wanted."""
+    x, weight, bias, mean, rstd = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    need_dw = weight is not None and need[1]
+    need_db = op == "layer_norm" and bias is not None and need[2]
+    if torch.is_grad_enabled():
+        # create_graph=True: torch ops on stats recomputed from x, so the result
+        # differentiates again (the saved stats carry no graph)
+        _count_double_backward(op)
+        mean, rstd = norm_stats_ref(x, ctx.eps, op == "layer_norm")
+        dx, dw, db = norm_bwd_ref(dy, x, weight, mean, rstd, need_dw, need_db)
+        db = None if db is None else db.to(bias.dtype)
+    elif op == "layer_norm":
+        dx, dw, db = torch.ops.tko.layer_norm_bwd(dy, x, weight, bias, mean, rstd, need_dw, need_db)
+    else:
+        (dx, dw), db = torch.ops.tko.rms_norm_bwd(dy, x, weight, rstd, need_dw), None
+    return (dx if need[0] else None, dw if need_dw else None, db if need_db else None)
+
+
+def _layer_norm_grad(ctx, dy, _dmean, _drstd):
+    dx, dw, db = _norm_grads("layer_norm", ctx, dy)
+    return dx, dw, db, None
+
+
+def _rms_norm_grad(ctx, dy, _drstd):
+    dx, dw, _ = _norm_grads("rms_norm", ctx, dy)
+    return dx, dw, None
+
+
+def _register_public_norm_ops() -> None:
+    """``tko::layer_norm`` / ``tko::rms_norm`` return only the output: CompositeImplicitAutograd
+    kernels over the ``*_fwd`` ops, so autograd and torch.compile see the op that saves stats."""
+    global _LIB
+    _LIB = torch.library.Library("tko", "FRAGMENT")
+    _LIB.define("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor")
+    _LIB.define("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor")
+    _LIB.impl("layer_norm", lambda x, weight, bias, eps:
+              torch.ops.tko.layer_norm_fwd(x, weight, bias, eps)[0], "CompositeImplicitAutograd")
+    _LIB.impl("rms_norm", lambda x, weight, eps: torch.ops.tko.rms_norm_fwd(x, weight, eps)[0],
+              "CompositeImplicitAutograd")
+
+
+def _register_ops() -> bool:
+    if not hasattr(torch.library, "custom_op") or not hasattr(torch.library, "register_autograd"):
+        return False
+    if all(_already_registered(q) for q in _all_op_names()):  # module reloaded
+        return True
+    _register_softmax_ops()
+    _register_norm_ops()
+    _register_public_norm_ops()
     return True
 
 
