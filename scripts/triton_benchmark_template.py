@@ -711,70 +711,49 @@ def run_row_kernels(argv: list) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["--row-kernels"]:
-        return run_row_kernels(argv[1:])
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.row_kernels:
-        parser.error("--row-kernels must come first (the flags after it are rowkernel_sweep.py's)")
-    if args.warmup_ms <= 0 or args.rep_ms <= 0 or args.rotate_factor <= 0:
-        parser.error("--warmup-ms, --rep-ms and --rotate-factor must be positive")
-    if args.tko_path and not os.path.isdir(os.path.join(args.tko_path, "tko")):
-        parser.error(f"--tko-path {args.tko_path}: no tko package in that folder")
-    variants = select_variants(args, parser)
-    if args.list:
-        for v in variants:
-            print(f"{v.name}: {json.dumps(v.config())}"
-                  + (f" backends={list(v.backends)}" if v.backends else "")
-                  + (f" requires {v.requires_text}" if v.requires_text else ""))
-        return 0
-    core, core_info = load_core(args.tko_path, args.no_tko)
-    if core_info["note"]:
-        print(f"[bench] {core_info['note']}", file=sys.stderr)
-    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-    device = device_info(interpret)
-    timing_reason = None
-    if interpret and not args.cpu_timer:
-        timing_reason = ("kernels run in the Triton interpreter (TRITON_INTERPRET=1"
-                         + (", set because no GPU is visible" if ENV_STATE["auto_interpret"] else "")
-                         + "): correctness only, no device to time on")
-    peak, peak_text = None, "no device: no peak"
+def _timing_reason(interpret: bool, cpu_timer: bool) -> Optional[str]:
+    if not interpret or cpu_timer:
+        return None
+    return ("kernels run in the Triton interpreter (TRITON_INTERPRET=1"
+            + (", set because no GPU is visible" if ENV_STATE["auto_interpret"] else "")
+            + "): correctness only, no device to time on")
+
+
+def _peak(core, args, device, interpret: bool) -> tuple:
+    """(peak record or None, one line saying where the peak came from)."""
     if args.peak_gbps:
-        peak = {"peak_gbps": args.peak_gbps, "basis": "given", "source": "--peak-gbps",
-                "kind": "given"}
-        peak_text = f"peak {args.peak_gbps:.1f} GB/s given by --peak-gbps"
-    elif not interpret:
-        if core.peaks is not None:
-            peak, peak_text = core.lookup_peak(device["name"], device["arch"], args.peak_store)
-        else:
-            peak_text = "no peak lookup without tko: pass --peak-gbps"
-    sizes = args.size or list(DEFAULT_SIZES_INTERPRETER if interpret else DEFAULT_SIZES_GPU)
-    dtypes = args.dtype or [getattr(torch, d) for d in DEFAULT_DTYPES]
+        return ({"peak_gbps": args.peak_gbps, "basis": "given", "source": "--peak-gbps", "kind": "given"},
+                f"peak {args.peak_gbps:.1f} GB/s given by --peak-gbps")
+    if interpret:
+        return None, "no device: no peak"
+    if core.peaks is None:
+        return None, "no peak lookup without tko: pass --peak-gbps"
+    return core.lookup_peak(device["name"], device["arch"], args.peak_store)
+
+
+def _run_cases(core, variants, device, args, peak, sizes, dtypes) -> list:
     # Check inputs and timing inputs draw from separate seed streams, so the checks see the same
     # data whether or not the run times anything.
     base = args.seed * 1_000_003
     counter = iter(range(base, base + 10**9))
     timing_counter = iter(range(base + 10**9, base + 2 * 10**9))
-    cases = []
-    for dtype in dtypes:
-        for size in sizes:
-            cases.append(run_case(core, variants, size, dtype, device, args, counter,
-                                  timing_counter, peak))
+    return [run_case(core, variants, size, dtype, device, args, counter, timing_counter, peak)
+            for dtype in dtypes for size in sizes]
+
+
+def _document(core_info, device, args, timing_reason, peak, peak_text, sizes, dtypes, variants,
+              cases) -> dict:
     counts: dict = {}
     for case in cases:
         for r in case["results"]:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
     unranked = [f"{c['size']}/{c['dtype']}" for c in cases
                 if not any(r["status"] == "passed" for r in c["results"])]
-    warnings = []
-    if unranked:
-        warnings.append("no variant passed its check for: " + ", ".join(unranked))
+    warnings = ["no variant passed its check for: " + ", ".join(unranked)] if unranked else []
     bops = buffer_ops_state(device["backend"])
     if bops.get("note") and bops["applies"]:
         warnings.append(bops["note"])
-    doc = {
+    return {
         "kernel": KERNEL_NAME,
         "template": os.path.abspath(__file__),
         "core": core_info,
@@ -795,7 +774,45 @@ def main(argv=None) -> int:
         "summary": {"cases": len(cases), "status_counts": counts,
                     "best": {f"{c['size']}/{c['dtype']}": c["ranking"]["best"] for c in cases}},
         "warnings": warnings,
+        "unranked": unranked,
     }
+
+
+def _parse(argv: list):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.row_kernels:
+        parser.error("--row-kernels must come first (the flags after it are rowkernel_sweep.py's)")
+    if args.warmup_ms <= 0 or args.rep_ms <= 0 or args.rotate_factor <= 0:
+        parser.error("--warmup-ms, --rep-ms and --rotate-factor must be positive")
+    if args.tko_path and not os.path.isdir(os.path.join(args.tko_path, "tko")):
+        parser.error(f"--tko-path {args.tko_path}: no tko package in that folder")
+    return args, select_variants(args, parser)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--row-kernels"]:
+        return run_row_kernels(argv[1:])
+    args, variants = _parse(argv)
+    if args.list:
+        for v in variants:
+            print(f"{v.name}: {json.dumps(v.config())}"
+                  + (f" backends={list(v.backends)}" if v.backends else "")
+                  + (f" requires {v.requires_text}" if v.requires_text else ""))
+        return 0
+    core, core_info = load_core(args.tko_path, args.no_tko)
+    if core_info["note"]:
+        print(f"[bench] {core_info['note']}", file=sys.stderr)
+    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    device = device_info(interpret)
+    timing_reason = _timing_reason(interpret, args.cpu_timer)
+    peak, peak_text = _peak(core, args, device, interpret)
+    sizes = args.size or list(DEFAULT_SIZES_INTERPRETER if interpret else DEFAULT_SIZES_GPU)
+    dtypes = args.dtype or [getattr(torch, d) for d in DEFAULT_DTYPES]
+    cases = _run_cases(core, variants, device, args, peak, sizes, dtypes)
+    doc = _document(core_info, device, args, timing_reason, peak, peak_text, sizes, dtypes, variants, cases)
+    unranked = doc.pop("unranked")
     if args.json_out:
         core.write_json(args.json_out, doc)
     md = markdown_report(doc)
@@ -803,7 +820,7 @@ def main(argv=None) -> int:
         _write_text(args.markdown_out, md)
     if timing_reason:
         print(f"[bench] timing unavailable: {timing_reason}", file=sys.stderr)
-    for w in warnings:
+    for w in doc["warnings"]:
         print(f"[bench] warning: {w}", file=sys.stderr)
     print(md, end="")
     return 1 if unranked else 0

@@ -48,6 +48,71 @@ def vgpr_limit(vgprs: int, file_size: int, granule: int, max_waves: int) -> int:
     return min(max_waves, file_size // _round_up(vgprs, granule))
 
 
+def _register_file(name: str, arch_info, notes: list) -> tuple:
+    """(VGPR file entries per lane, max waves per SIMD, allocation granule) of an AMD arch; a
+    Hygon arch (rules not public) or a missing figure takes its proxy's."""
+    file_size = arch_info.vgprs_per_simd_lane
+    max_waves = arch_info.max_waves_per_simd
+    granule = arch_info.vgpr_granule
+    if arch_info.vendor == "hygon" or file_size is None or max_waves is None or granule is None:
+        proxy = archs.info(arch_info.proxy or "gfx942")
+        file_size = file_size or proxy.vgprs_per_simd_lane
+        max_waves = max_waves or proxy.max_waves_per_simd
+        granule = granule or proxy.vgpr_granule
+        notes.append(f"{name}: register-file rules are not public; estimated with a "
+                     f"{file_size}-entry VGPR file, granule {granule}, max {max_waves} waves/SIMD")
+    return file_size, max_waves, granule
+
+
+def _register_limits(name, vgpr_count, agpr_count, sgpr_count, file_size, granule, max_waves) -> dict:
+    limits: dict[str, float] = {}
+    if name == "gfx908":
+        # gfx908: separate 256-entry arch and acc files; the fuller one binds
+        limits["vgpr"] = min(vgpr_limit(vgpr_count, 256, granule, max_waves),
+                             vgpr_limit(agpr_count or 0, 256, granule, max_waves))
+    else:
+        limits["vgpr"] = vgpr_limit(vgpr_count, file_size, granule, max_waves)
+    sgpr_waves = sgpr_limit(sgpr_count)
+    if sgpr_waves is not None:
+        limits["sgpr"] = min(max_waves, sgpr_waves)
+    return limits
+
+
+def _workgroup_limits(limits: dict, register_waves: int, num_warps, shared_bytes, lds_cu,
+                      result: dict, notes: list):
+    """Adds the workgroup-fit and LDS limits; returns the workgroups per CU (None: unknown)."""
+    workgroups = None
+    if num_warps:
+        limits["workgroup_fit"] = register_waves * SIMDS_PER_CU // num_warps
+        workgroups = limits["workgroup_fit"]
+        if workgroups == 0:
+            notes.append(f"a workgroup of {num_warps} waves needs {-(-num_warps // SIMDS_PER_CU)} "
+                         f"waves/SIMD but registers allow {register_waves}: it cannot launch")
+    else:
+        result["unknown"].append("num_warps")
+    if shared_bytes is None:
+        result["unknown"].append("shared_bytes")
+    elif shared_bytes > 0 and lds_cu:
+        lds_workgroups = lds_cu // shared_bytes
+        limits["lds_workgroups"] = lds_workgroups
+        if lds_workgroups == 0:
+            notes.append(f"{shared_bytes} B of LDS per workgroup exceeds the {lds_cu} B of a CU")
+        workgroups = lds_workgroups if workgroups is None else min(workgroups, lds_workgroups)
+    return workgroups
+
+
+def _compare_with_llvm(result: dict, register_waves: int, llvm_occupancy: int, shared_bytes, notes: list):
+    result["agrees_with_llvm"] = register_waves == llvm_occupancy
+    if register_waves != llvm_occupancy:
+        notes.append(f"register-only estimate {register_waves} waves/SIMD differs from LLVM's "
+                     f"'; Occupancy: {llvm_occupancy}'")
+    if result["waves_per_simd"] < llvm_occupancy and "lds_workgroups" in result["limits"] and \
+            result["limiter"] == "lds":
+        notes.append(f"LLVM's '; Occupancy: {llvm_occupancy}' ignores Triton's dynamic LDS "
+                     f"({shared_bytes} B/workgroup): effective {result['waves_per_simd']} "
+                     f"waves/SIMD")
+
+
 def amd_occupancy(arch: str | None, *, vgpr_count: int | None, sgpr_count: int | None = None,
                   agpr_count: int | None = None, shared_bytes: int | None = None,
                   num_warps: int | None = None, llvm_occupancy: int | None = None) -> dict:
@@ -67,59 +132,20 @@ def amd_occupancy(arch: str | None, *, vgpr_count: int | None, sgpr_count: int |
     if arch_info is None or arch_info.vendor == "nvidia":
         result["notes"].append(f"no AMD occupancy rules for arch {name!r}")
         return result
-    file_size = arch_info.vgprs_per_simd_lane
-    max_waves = arch_info.max_waves_per_simd
-    granule = arch_info.vgpr_granule
-    if arch_info.vendor == "hygon" or file_size is None or max_waves is None or granule is None:
-        proxy = archs.info(arch_info.proxy or "gfx942")
-        file_size = file_size or proxy.vgprs_per_simd_lane
-        max_waves = max_waves or proxy.max_waves_per_simd
-        granule = granule or proxy.vgpr_granule
-        notes.append(f"{name}: register-file rules are not public; estimated with a "
-                     f"{file_size}-entry VGPR file, granule {granule}, max {max_waves} waves/SIMD")
+    file_size, max_waves, granule = _register_file(name, arch_info, notes)
     result["estimate"] = arch_info.vendor == "hygon"
-
-    limits: dict[str, float] = {}
     result["max_waves_per_simd"] = max_waves
     if vgpr_count is None:
         result["unknown"].append("vgpr_count")
         notes.append("no VGPR count in the listing: occupancy not estimated")
         return result
-    else:
-        if name == "gfx908":
-            # gfx908: separate 256-entry arch and acc files; the fuller one binds
-            limits["vgpr"] = min(vgpr_limit(vgpr_count, 256, granule, max_waves),
-                                 vgpr_limit(agpr_count or 0, 256, granule, max_waves))
-        else:
-            limits["vgpr"] = vgpr_limit(vgpr_count, file_size, granule, max_waves)
-    sgpr_waves = sgpr_limit(sgpr_count)
-    if sgpr_waves is not None:
-        limits["sgpr"] = min(max_waves, sgpr_waves)
+    limits = _register_limits(name, vgpr_count, agpr_count, sgpr_count, file_size, granule, max_waves)
     register_waves = min([max_waves, *limits.values()])
     result["register_waves_per_simd"] = register_waves
-
-    workgroups = None
-    if num_warps:
-        limits["workgroup_fit"] = register_waves * SIMDS_PER_CU // num_warps
-        workgroups = limits["workgroup_fit"]
-        if workgroups == 0:
-            notes.append(f"a workgroup of {num_warps} waves needs {-(-num_warps // SIMDS_PER_CU)} "
-                         f"waves/SIMD but registers allow {register_waves}: it cannot launch")
-    else:
-        result["unknown"].append("num_warps")
-    lds_cu = arch_info.lds_bytes_per_cu
-    if shared_bytes is None:
-        result["unknown"].append("shared_bytes")
-    elif shared_bytes > 0 and lds_cu:
-        lds_workgroups = lds_cu // shared_bytes
-        limits["lds_workgroups"] = lds_workgroups
-        if lds_workgroups == 0:
-            notes.append(f"{shared_bytes} B of LDS per workgroup exceeds the {lds_cu} B of a CU")
-        workgroups = lds_workgroups if workgroups is None else min(workgroups, lds_workgroups)
-
+    workgroups = _workgroup_limits(limits, register_waves, num_warps, shared_bytes,
+                                   arch_info.lds_bytes_per_cu, result, notes)
     if num_warps and workgroups is not None:
-        waves = workgroups * num_warps / SIMDS_PER_CU
-        waves = min(float(register_waves), waves)
+        waves = min(float(register_waves), workgroups * num_warps / SIMDS_PER_CU)
         result["workgroups_per_cu"] = workgroups
     else:
         waves = float(register_waves)
@@ -127,17 +153,8 @@ def amd_occupancy(arch: str | None, *, vgpr_count: int | None, sgpr_count: int |
     result["limits"] = limits
     result["limiter"] = _limiter(limits, register_waves, result["waves_per_simd"], max_waves,
                                  num_warps)
-
     if llvm_occupancy is not None:
-        result["agrees_with_llvm"] = register_waves == llvm_occupancy
-        if register_waves != llvm_occupancy:
-            notes.append(f"register-only estimate {register_waves} waves/SIMD differs from LLVM's "
-                         f"'; Occupancy: {llvm_occupancy}'")
-        if result["waves_per_simd"] < llvm_occupancy and "lds_workgroups" in limits and \
-                result["limiter"] == "lds":
-            notes.append(f"LLVM's '; Occupancy: {llvm_occupancy}' ignores Triton's dynamic LDS "
-                         f"({shared_bytes} B/workgroup): effective {result['waves_per_simd']} "
-                         f"waves/SIMD")
+        _compare_with_llvm(result, register_waves, llvm_occupancy, shared_bytes, notes)
     return result
 
 
