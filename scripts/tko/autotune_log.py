@@ -176,6 +176,8 @@ class ParsedLogs:
 
 
 def _ms(text_or_value: Any) -> float | None:
+    if text_or_value is None:  # the common absent field, without the exception
+        return None
     try:
         value = float(text_or_value)
     except (TypeError, ValueError):
@@ -184,6 +186,8 @@ def _ms(text_or_value: Any) -> float | None:
 
 
 def _int(value: Any) -> int | None:
+    if value is None:
+        return None
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):
@@ -204,6 +208,10 @@ def decode_event(text: str) -> tuple[dict | None, str | None]:
             raise json.JSONDecodeError("Extra data", text, end)
     except json.JSONDecodeError as exc:
         return None, f"truncated or invalid JSON line ({exc.msg})"
+    if type(event) is dict and event.get("schema") == "autotune_event/1" \
+            and type(event.get("kernel")) is str and event["kernel"] \
+            and type(event.get("event")) is str and _plain_event(event):
+        return event, None  # the common well-formed line; any other goes the careful way below
     if not isinstance(event, dict):
         return None, "JSON line is not an object"
     schema = str(event.get("schema", ""))
@@ -266,6 +274,57 @@ def _arg_problem(arg: Any) -> str | None:
                 isinstance(v, int) and not isinstance(v, bool) for v in value):
             return f"a tensor argument whose '{key}' is not a list of integers"
     return None
+
+
+# The exact JSON types a well-formed event's typed fields have (None: absent), for _plain_event.
+_NONE = type(None)
+_PLAIN_NUMBER = frozenset({int, float, _NONE})
+_PLAIN_TYPES = {key: _PLAIN_NUMBER if types is _NUMBER else frozenset(types) | {_NONE}
+                for key, types in _FIELD_TYPES.items()}
+_INT_OR_NONE = frozenset({int, _NONE})
+_DICT_OR_NONE = frozenset({dict, _NONE})
+_INT_ONLY = frozenset({int})
+_isfinite = math.isfinite
+
+
+def _plain_config(cfg: Any) -> bool:
+    """True: :func:`config_problem` finds nothing (exact JSON types); False: ask it."""
+    return type(cfg) is dict and type(cfg.get("num_warps")) in _INT_OR_NONE \
+        and type(cfg.get("num_stages")) in _INT_OR_NONE \
+        and ("kwargs" not in cfg or (type(cfg["kwargs"]) in _DICT_OR_NONE
+                                     and type(cfg.get("extras")) in _DICT_OR_NONE))
+
+
+def _plain_arg(arg: Any) -> bool:
+    """True: :func:`_arg_problem` finds nothing (exact JSON types); False: ask it."""
+    if type(arg) is not dict:
+        return False
+    if arg.get("kind") != "tensor":
+        return True
+    shape, stride = arg.get("shape"), arg.get("stride")
+    return type(shape) is list and _INT_ONLY.issuperset(map(type, shape)) \
+        and (stride is None or (type(stride) is list and _INT_ONLY.issuperset(map(type, stride))))
+
+
+def _plain_event(event: dict) -> bool:
+    """True when :func:`event_problem` would find nothing, told from the exact types a JSON
+    decoder gives; False sends the event to it (a subclass, a huge integer, a wrong type)."""
+    try:
+        for key, value in event.items():
+            types = _PLAIN_TYPES.get(key)
+            if types is not None and (type(value) not in types or (
+                    types is _PLAIN_NUMBER and value is not None and not _isfinite(value))):
+                return False
+        meta = event.get("inductor_meta")
+        gb = meta.get("kernel_num_gb") if meta else None
+        if gb is not None and (type(gb) not in _PLAIN_NUMBER or not _isfinite(gb)):
+            return False
+    except OverflowError:  # an integer too large for a float: event_problem raises it in place
+        return False
+    configs, winner, args = event.get("configs"), event.get("winner"), event.get("args")
+    return (not configs or all(map(_plain_config, configs))) \
+        and (winner is None or _plain_config(winner)) \
+        and (not args or all(map(_plain_arg, args)))
 
 
 def _plain_fields(event: dict) -> bool:
@@ -393,70 +452,83 @@ class _FileParser:
         if problem:
             self.skip(lineno, problem)
             return
+        get = event.get  # the fields are checked: each is absent, None or of its type
         kernel, kind = event["kernel"], event["event"]
         self.seen(FMT_EVENTS)
         fact = self.out.fact(kernel)
-        fact.add_source(event.get("source_file"))
-        if isinstance(event.get("standalone_file"), str):
-            fact.standalone_file = fact.standalone_file or event["standalone_file"]
-            if event["standalone_file"] not in fact.standalone_files:
-                fact.standalone_files.append(event["standalone_file"])
-        if isinstance(event.get("device"), dict):
+        fact.add_source(get("source_file"))
+        standalone = get("standalone_file")
+        if isinstance(standalone, str):
+            fact.standalone_file = fact.standalone_file or standalone
+            if standalone not in fact.standalone_files:
+                fact.standalone_files.append(standalone)
+        if isinstance(get("device"), dict):
             fact.device = event["device"]
-        if isinstance(event.get("kind"), str):
+        if isinstance(get("kind"), str):
             fact.kind = event["kind"]
-        if event.get("from_cache") is True or kind == "cache_hit":
+        if get("from_cache") is True or kind == "cache_hit":
             fact.from_cache = True
-        if isinstance(event.get("configs"), list):
-            fact.configs = list(map(_normalize_checked, event["configs"]))  # checked on decoding
-            fact.declared_configs = len(event["configs"])
-        if isinstance(event.get("num_bytes"), (int, float)) and fact.num_bytes is None:
+        configs = get("configs")
+        if isinstance(configs, list):
+            fact.configs = list(map(_normalize_checked, configs))  # checked on decoding
+            fact.declared_configs = len(configs)
+        if isinstance(get("num_bytes"), (int, float)) and fact.num_bytes is None:
             fact.num_bytes = int(event["num_bytes"])
-            fact.bytes_source = event.get("bytes_source")
-        meta = event.get("inductor_meta")
-        if isinstance(meta, dict) and isinstance(meta.get("kernel_num_gb"), (int, float)) \
-                and fact.num_bytes is None:
+            fact.bytes_source = get("bytes_source")
+        meta = get("inductor_meta")
+        if meta and isinstance(meta.get("kernel_num_gb"), (int, float)) and fact.num_bytes is None:
             fact.num_bytes = int(meta["kernel_num_gb"] * 1e9)
             fact.bytes_source = "kernel_num_gb"
-        if kind == "launch" and isinstance(event.get("args"), list):
-            fact.launches.append({"args": event["args"], "grid": event.get("grid"),
+        args = get("args")
+        if args is not None:
+            self._event_args(lineno, event, kind, args, fact)
+        if kind == "note" and isinstance(get("message"), str):
+            fact.notes.append(event["message"])
+        if kind in ("autotune", "coordesc"):
+            self._event_tuning(lineno, event, kernel, kind)
+
+    def _event_args(self, lineno: int, event: dict, kind: str, args: list,
+                    fact: KernelFacts) -> None:
+        """A launch's arguments: the first launch per signature and the saved input files."""
+        if kind == "launch":
+            fact.launches.append({"args": args, "grid": event.get("grid"),
                                   "num_bytes": event.get("num_bytes"),
                                   "bytes_source": event.get("bytes_source"),
                                   "standalone_file": event.get("standalone_file"),
                                   "origin": self.where(lineno)})
-        for arg in event.get("args") or []:
-            saved = arg.get("saved") if isinstance(arg, dict) else None
-            if isinstance(saved, str) and saved not in fact.saved_inputs:
-                fact.saved_inputs.append(saved)
-        if kind == "note" and isinstance(event.get("message"), str):
-            fact.notes.append(event["message"])
-        if kind in ("autotune", "coordesc"):
-            timings = event.get("timings")
-            if not isinstance(timings, list):
-                self.skip(lineno, f"{kind} event without a 'timings' list")
-                return
-            tuning = Tuning(kernel=kernel, origin=self.where(lineno), fmt=FMT_EVENTS, phase=kind,
-                            pid=_int(event.get("pid")),
-                            statistic=str(event.get("statistic") or "unknown"),
-                            statistic_basis=("recorded by the capture patch"
-                                             + (f" (benchmarker: {event['benchmarker']})"
-                                                if event.get("benchmarker") else ""))
-                            if event.get("statistic") else "not recorded")
-            for item in timings:
-                cfg = normalize_config(item.get("config")) if isinstance(item, dict) else None
-                if cfg is None:
-                    self.skip(lineno, f"{kind} event: a timing without a readable config")
-                    continue
-                tuning.timings.append(Timing(cfg, _ms(item.get("ms")), _int(item.get("n_regs")),
-                                             _int(item.get("n_spills")), _int(item.get("shared")),
-                                             _ms(item.get("gb_per_s"))))
-            winner = _normalize_checked(event["winner"]) if event.get("winner") is not None else None
-            if winner:
-                tuning.winner = winner
-                key = config_key(winner)
-                tuning.winner_ms = next((t.ms for t in tuning.timings
-                                         if config_key(t.config) == key), None)
-            self.add_tuning(tuning)
+        saved_inputs = fact.saved_inputs
+        for arg in args:  # each an object (checked on decoding)
+            saved = arg.get("saved")
+            if isinstance(saved, str) and saved not in saved_inputs:
+                saved_inputs.append(saved)
+
+    def _event_tuning(self, lineno: int, event: dict, kernel: str, kind: str) -> None:
+        """An ``autotune`` or ``coordesc`` event: its timings and winner as one Tuning."""
+        timings = event.get("timings")
+        if not isinstance(timings, list):
+            self.skip(lineno, f"{kind} event without a 'timings' list")
+            return
+        statistic, benchmarker = event.get("statistic"), event.get("benchmarker")
+        tuning = Tuning(kernel=kernel, origin=self.where(lineno), fmt=FMT_EVENTS, phase=kind,
+                        pid=_int(event.get("pid")), statistic=str(statistic or "unknown"),
+                        statistic_basis=("recorded by the capture patch"
+                                         + (f" (benchmarker: {benchmarker})" if benchmarker else ""))
+                        if statistic else "not recorded")
+        rows = tuning.timings
+        for item in timings:
+            cfg = item.get("config") if isinstance(item, dict) else None
+            if not (_plain_config(cfg) or config_problem(cfg) is None):
+                self.skip(lineno, f"{kind} event: a timing without a readable config")
+                continue
+            get = item.get
+            rows.append(Timing(_normalize_checked(cfg), _ms(get("ms")), _int(get("n_regs")),
+                               _int(get("n_spills")), _int(get("shared")), _ms(get("gb_per_s"))))
+        winner = _normalize_checked(event["winner"]) if event.get("winner") is not None else None
+        if winner:
+            tuning.winner = winner
+            key = config_key(winner)
+            tuning.winner_ms = next((t.ms for t in rows if config_key(t.config) == key), None)
+        self.add_tuning(tuning)
 
     # -- kernel_autotune metric table CSV
     def _csv_header_line(self, text: str) -> bool:
