@@ -26,15 +26,7 @@ from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
 TOOL = "sweep_captured_kernel.py"
 
 
-def main(argv=None) -> int:
-    import tempfile
-    import time
-    from pathlib import Path
-
-    from tko import sweep
-    from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import write_text
-
+def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog=TOOL, example='python scripts/sweep_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --json-out sweep.json --markdown-out sweep.md', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
     parser.add_argument("--probe", default=None, help="compile_probe/1 JSON from probe_compile.py: its hint "
@@ -53,11 +45,14 @@ def main(argv=None) -> int:
     parser.add_argument("--json-out", required=True, help="where to write the variant_sweep/1 JSON")
     parser.add_argument("--markdown-out", required=True, help="where to write the ranked table")
     parser.add_argument("--best-out", required=True, help="where to write the best variant as a runnable file")
-    opts = parser.parse_args(argv)
+    return parser
 
-    kernel = Path(opts.kernel)
-    if not kernel.is_file():
-        raise InputError(f"no such kernel file: {kernel}")
+
+def _check(opts) -> None:
+    from pathlib import Path
+
+    if not Path(opts.kernel).is_file():
+        raise InputError(f"no such kernel file: {opts.kernel}")
     for flag in ("warmup", "rep", "timeout"):
         if getattr(opts, flag) <= 0:
             raise InputError(f"--{flag} must be positive")
@@ -66,6 +61,20 @@ def main(argv=None) -> int:
             raise InputError(f"--{flag.replace('_', '-')} must be at least 1")
     if opts.compile_jobs is not None and opts.compile_jobs < 1:
         raise InputError("--compile-jobs must be at least 1")
+
+
+def main(argv=None) -> int:
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from tko import sweep
+    from tko.artifact import read_artifact, write_artifact
+    from tko.atomic import write_text
+
+    opts = build_parser().parse_args(argv)
+    _check(opts)
+    kernel = Path(opts.kernel)
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     probe_doc = read_artifact(opts.probe, expect="compile_probe") if opts.probe else None
 

@@ -229,13 +229,9 @@ def _tko_label(flat):
     return ", ".join(f"{k}={v}" for k, v in flat.items())
 
 
-def _tko_main(argv=None):
+def _tko_parser(spec):
     import argparse
-    import json
-    import os
-    import sys
 
-    spec = _TKO_SPEC
     parser = argparse.ArgumentParser(description=f"Time the captured Triton kernel {spec['kernel']}")
     parser.add_argument("--all-configs", action="store_true", help="time every recorded config")
     parser.add_argument("--warmup", type=float, default=25.0, help="do_bench warm-up time in ms")
@@ -252,8 +248,57 @@ def _tko_main(argv=None):
                              "e.g. do_bench,profiler_flushed")
     parser.add_argument("--device", default=None,
                         help="cuda (default when a GPU is present); cpu only under TRITON_INTERPRET=1")
-    opts = parser.parse_args(argv)
-    timers = opts.timer
+    return parser
+
+
+def _tko_launcher(spec, cfg, args, here, device, launch):
+    # (call, launch used): through Inductor's CachingAutotuner or the @triton.jit function;
+    # "auto" falls back to the plain JIT launch when the Inductor one cannot be built
+    import sys
+
+    how = spec["launch"] if launch == "auto" else launch
+    if how == "inductor":
+        try:
+            return _tko_inductor_call(spec, cfg, args, device), how
+        except Exception as exc:
+            if launch != "auto":
+                raise
+            print(f"{spec['kernel']}: Inductor launch failed ({type(exc).__name__}: {exc}); "
+                  "falling back to a plain JIT launch", file=sys.stderr)
+    return _tko_jit_call(spec, cfg, args, here, device), "jit"
+
+
+def _tko_time(call, spec, opts):
+    # [(timer, ms)]: the chosen device timers, or the host clock in the interpreter
+    import torch
+
+    call()
+    if opts.device.startswith("cuda"):
+        torch.cuda.synchronize()
+        return _tko_gpu_timings(call, spec, opts.timer, opts.warmup, opts.rep)
+    return [("perf_counter", _tko_cpu_wall_bench(call, 0, opts.rep, min_calls=3, max_calls=100))]
+
+
+def _tko_report(record, timings, spec, cfg, how, opts):
+    import json
+
+    for timer, ms in timings:
+        gbps = spec["num_bytes"] / (ms * 1e-3) / 1e9 if spec.get("num_bytes") and ms > 0 else None
+        out = dict(record, ok=True, ms=ms, gb_per_s=gbps, statistic="median", timer=timer, launch=how,
+                   warmup_ms=opts.warmup, rep_ms=opts.rep)
+        print(_TKO_RESULT_PREFIX + json.dumps(out), flush=True)
+        rate = f"{gbps:.1f} GB/s" if gbps is not None else "n/a GB/s"
+        print(f"{spec['kernel']} [{_tko_label(cfg['flat'])}]: {ms:.4f} ms, {rate} ({how} launch, {timer})",
+              flush=True)
+
+
+def _tko_main(argv=None):
+    import json
+    import os
+    import sys
+
+    spec = _TKO_SPEC
+    opts = _tko_parser(spec).parse_args(argv)
 
     import torch
 
@@ -273,41 +318,15 @@ def _tko_main(argv=None):
     for rank, cfg in enumerate(configs):
         record = {"kernel": spec["kernel"], "config": cfg["flat"], "best": rank == 0, "bytes": spec["num_bytes"]}
         try:
-            how = opts.launch
-            if how == "auto":
-                how = spec["launch"]
-            if how == "inductor":
-                try:
-                    call = _tko_inductor_call(spec, cfg, args, opts.device)
-                except Exception as exc:
-                    if opts.launch != "auto":
-                        raise
-                    print(f"{spec['kernel']}: Inductor launch failed ({type(exc).__name__}: {exc}); "
-                          "falling back to a plain JIT launch", file=sys.stderr)
-                    how = "jit"
-            if how == "jit":
-                call = _tko_jit_call(spec, cfg, args, here, opts.device)
-            call()
-            timings = []
-            if opts.device.startswith("cuda"):
-                torch.cuda.synchronize()
-                timings.extend(_tko_gpu_timings(call, spec, timers, opts.warmup, opts.rep))
-            else:
-                timings.append(("perf_counter", _tko_cpu_wall_bench(call, 0, opts.rep, min_calls=3, max_calls=100)))
+            call, how = _tko_launcher(spec, cfg, args, here, opts.device, opts.launch)
+            timings = _tko_time(call, spec, opts)
         except Exception as exc:
             failures += 1
             record.update(ok=False, error=f"{type(exc).__name__}: {exc}")
             print(_TKO_RESULT_PREFIX + json.dumps(record), flush=True)
             print(f"{spec['kernel']} [{_tko_label(cfg['flat'])}]: FAILED {record['error']}", file=sys.stderr)
             continue
-        for timer, ms in timings:
-            gbps = spec["num_bytes"] / (ms * 1e-3) / 1e9 if spec.get("num_bytes") and ms > 0 else None
-            out = dict(record, ok=True, ms=ms, gb_per_s=gbps, statistic="median", timer=timer, launch=how,
-                       warmup_ms=opts.warmup, rep_ms=opts.rep)
-            print(_TKO_RESULT_PREFIX + json.dumps(out), flush=True)
-            rate = f"{gbps:.1f} GB/s" if gbps is not None else "n/a GB/s"
-            print(f"{spec['kernel']} [{_tko_label(cfg['flat'])}]: {ms:.4f} ms, {rate} ({how} launch, {timer})",
-                  flush=True)
+        _tko_report(record, timings, spec, cfg, how, opts)
     return 1 if failures else 0
 
 
