@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from . import subproc
 from .subproc import failure_line
 from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
@@ -50,28 +50,6 @@ def _tail(text: str, n: int = STDERR_TAIL_LINES) -> list[str]:
     return text.splitlines()[-n:]
 
 
-def _run_group(cmd: list[str], timeout: float, env: dict, cwd: str) -> tuple[str, str, int | None, bool]:
-    """Run ``cmd`` in its own session; on timeout end its whole process group (the kernel's
-    compile workers too). Returns (stdout, stderr, returncode or None, timed out)."""
-    from .subproc import kill_group
-
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=cwd, start_new_session=True, errors="replace")
-    try:
-        stdout, stderr = proc.communicate(timeout=timeout)
-        return stdout, stderr, proc.returncode, False
-    except subprocess.TimeoutExpired:
-        kill_group(proc)
-        try:
-            stdout, stderr = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            stdout, stderr = "", ""
-        return stdout or "", stderr or "", None, True
-    except BaseException:
-        kill_group(proc, grace_s=1.0)
-        raise
-
-
 def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.0,
                warmup: float | None = None, rep: float | None = None,
                extra_args: list[str] | None = None, python: str | None = None,
@@ -93,7 +71,10 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
     cmd += list(extra_args or [])
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     start = time.time()
-    stdout, stderr, rc, timed_out = _run_group(cmd, timeout, env, str(Path(kernel_py).resolve().parent))
+    # its own session: a timeout ends the whole process group (the kernel's compile workers too)
+    done = subproc.run(cmd, timeout=timeout, env=env, cwd=str(kernel_py.parent))
+    stdout, stderr, timed_out = done.stdout, done.stderr, done.timed_out
+    rc = None if timed_out else done.returncode
     seconds = time.time() - start
     results, problems = parse_result_lines(stdout)
     ok_results = [r for r in results if r["ok"]]
