@@ -77,8 +77,8 @@ def main(argv=None) -> int:
     plan = trial_plan.plan_arms(facts, device, disable=a.disable, pins=a.pins)
     if a.arms:
         plan = trial_plan.restrict(plan, [n.strip() for n in a.arms.split(",") if n.strip()])
-    doc = trials.run_trials(cmd, a.out, plan, runs=a.runs, budget_s=a.budget_s, timeout=a.timeout,
-                            metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC, device=device, tool=TOOL)
+    trials.run_trials(cmd, a.out, plan, runs=a.runs, budget_s=a.budget_s, timeout=a.timeout,
+                      metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC, device=device, tool=TOOL)
     print((Path(a.out) / "trials.md").read_text(), end="")
     return 0
 
