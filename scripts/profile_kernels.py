@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko import subproc  # noqa: E402
+from tko import markdown as md, subproc  # noqa: E402
 from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
 
 SCHEMA = "kernel_profile/1"
@@ -213,16 +213,7 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
 
 # --------------------------------------------------------------------------- Markdown
 
-def _cell(text, width=90) -> str:
-    from tko import markdown as md
-
-    return md.text(text, width)
-
-
-def _code(text, width=90) -> str:
-    from tko import markdown as md
-
-    return md.code(text, width)
+WIDTH = 90  # characters of a name or path a cell shows by default
 
 
 def _us(v) -> str:
@@ -242,11 +233,11 @@ def render_markdown(doc: dict) -> str:
     src = doc["source"]
     lines = ["# GPU kernel profile", ""]
     for inp in src["inputs"]:
-        lines.append(f"- source: {_code(inp['path'], 300)} ({_cell(inp['format'])})")
+        lines.append(f"- source: {md.code(inp['path'], 300)} ({md.text(inp['format'], WIDTH)})")
     if src.get("command"):
-        lines.append(f"- command: {_code(' '.join(src['command']), 300)} (exit {src['returncode']})")
+        lines.append(f"- command: {md.code(' '.join(src['command']), 300)} (exit {src['returncode']})")
     for d in doc.get("device", []):
-        lines.append(f"- device: {_cell(d.get('name', '?'))}")
+        lines.append(f"- device: {md.text(d.get('name', '?'), WIDTH)}")
     lines.append(f"- GPU kernel time: {_us(s['kernel_time_us'])} µs in {s['dispatches']} dispatches of "
                  f"{s['kernels']} kernels; Triton share {_pct(s['triton_share'])}")
     if s.get("gpu_busy_us") is not None:
@@ -259,40 +250,46 @@ def render_markdown(doc: dict) -> str:
     if s.get("excluded_compile_dispatches"):
         lines.append(f"- left out: {s['excluded_compile_dispatches']} dispatches "
                      f"({_us(s['excluded_compile_us'])} µs) launched during compilation/autotuning")
-    by = ", ".join(f"{_cell(k)} {_us(v)} µs" for k, v in s["time_by_origin_us"].items())
+    by = ", ".join(f"{md.text(k, WIDTH)} {_us(v)} µs" for k, v in s["time_by_origin_us"].items())
     lines += [f"- by origin: {by}", ""]
-    has_op = any("launch_op" in k for k in doc["kernels"])
-    head = "| # | kernel | origin | calls | total µs | mean µs | min µs | max µs | share |"
-    sep = "|---:|---|---|---:|---:|---:|---:|---:|---:|"
-    if has_op:
-        head += " launched from |"
-        sep += "---|"
-    lines += [head, sep]
-    for k in doc["kernels"]:
-        row = (f"| {k['rank']} | {_code(k['name'])} | {_cell(k['origin'])} | {k['calls']} | {_us(k['total_us'])} "
-               f"| {_us(k['mean_us'])} | {_us(k['min_us'])} | {_us(k['max_us'])} | {k['share'] * 100:.2f}% |")
-        if has_op:
-            row += f" {_cell(k.get('launch_op') or '–', 60)} |"
-        lines.append(row)
+    lines += _kernel_table(doc["kernels"])
     if s.get("shown") is not None and s["shown"] < s["kernels"]:
         more = s["kernels"] - s["shown"]
         lines.append(f"\n{more} more kernel{'s' if more > 1 else ''} not listed (--top {s['shown']}).")
     inductor = [k for k in doc["kernels"] if k.get("inductor", {}).get("kernel_file")]
     if inductor:
-        lines += ["", "## Inductor kernel files", "",
-                  "| # | kernel | config | num_warps | num_stages | file |", "|---:|---|---|---:|---:|---|"]
-        for k in inductor:
-            ind = k["inductor"]
-            lines.append(f"| {k['rank']} | {_code(k['name'], 60)} | {_cell(ind.get('kernel_kwargs', '–'), 40)} "
-                         f"| {_cell(ind.get('num_warps', '–'))} | {_cell(ind.get('num_stages', '–'))} | {_code(ind['kernel_file'], 300)} |")
+        lines += ["", "## Inductor kernel files", ""]
+        lines += _inductor_table(inductor)
     if doc.get("api_stats"):
-        lines += ["", "## Host API calls", "", "| API | calls | total µs | share |", "|---|---:|---:|---:|"]
-        for a in doc["api_stats"]:
-            lines.append(f"| {_code(a['name'], 60)} | {a['calls']} | {_us(a['total_us'])} | "
-                         f"{a['share'] * 100:.2f}% |")
+        lines += ["", "## Host API calls", ""]
+        lines += md.table(["API", "calls", "total µs", "share"],
+                          [[md.code(a["name"], 60), a["calls"], _us(a["total_us"]), f"{a['share'] * 100:.2f}%"]
+                           for a in doc["api_stats"]], align=[None, "right", "right", "right"])
     if doc.get("problems"):
-        lines += ["", "## Problems", ""] + [f"- {_cell(p, 300)}" for p in doc["problems"]]
+        lines += ["", "## Problems", ""] + [f"- {md.text(p, 300)}" for p in doc["problems"]]
     return "\n".join(lines) + "\n"
+
+
+def _kernel_table(kernels: list[dict]) -> list[str]:
+    """The ranked kernels; a "launched from" column when the trace named the launching ops."""
+    has_op = any("launch_op" in k for k in kernels)
+    header = ["#", "kernel", "origin", "calls", "total µs", "mean µs", "min µs", "max µs", "share"]
+    rows = [[k["rank"], md.code(k["name"], WIDTH), md.text(k["origin"], WIDTH), k["calls"], _us(k["total_us"]),
+             _us(k["mean_us"]), _us(k["min_us"]), _us(k["max_us"]), f"{k['share'] * 100:.2f}%"]
+            + ([md.text(k.get("launch_op") or "–", 60)] if has_op else []) for k in kernels]
+    align = ["right", None, None] + ["right"] * 6 + ([None] if has_op else [])
+    return md.table(header + (["launched from"] if has_op else []), rows, align=align)
+
+
+def _inductor_table(kernels: list[dict]) -> list[str]:
+    rows = []
+    for k in kernels:
+        ind = k["inductor"]
+        rows.append([k["rank"], md.code(k["name"], 60), md.text(ind.get("kernel_kwargs", "–"), 40),
+                     md.text(ind.get("num_warps", "–"), WIDTH), md.text(ind.get("num_stages", "–"), WIDTH),
+                     md.code(ind["kernel_file"], 300)])
+    return md.table(["#", "kernel", "config", "num_warps", "num_stages", "file"], rows,
+                    align=["right", None, None, "right", "right", None])
 
 
 # --------------------------------------------------------------------------- main

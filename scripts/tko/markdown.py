@@ -8,6 +8,7 @@ cell. :func:`text` also escapes ``<``, ``>`` and ``&`` (no raw HTML: ``<script>`
 neutralises ``javascript:``-style link schemes; inside a code span nothing is interpreted, so
 :func:`code` only needs a fence longer than any backtick run in the value (a value with
 an HTML tag in it is still given as escaped text, so no raw tag reaches the file).
+:func:`table` lays such cells out as the lines of a table.
 """
 
 from __future__ import annotations
@@ -58,3 +59,26 @@ def code(value, limit: int | None = None) -> str:
     fence = "`" * (max((len(m) for m in re.findall(r"`+", flat)), default=0) + 1)
     pad = " " if flat.startswith("`") or flat.endswith("`") else ""
     return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+# a ``|`` with no backslash before it: GFM's cell scanner takes the longest match, so ``\|``
+# after any backslash run (``\\|`` included) is already part of the cell
+_BARE_PIPE = re.compile(r"(?<!\\)\|")
+_ALIGN_RULE = {None: "---", "left": ":---", "right": "---:", "center": ":---:"}
+
+
+def table(header: list[str], rows: list[list[str]], align: list[str | None] | None = None) -> list[str]:
+    """The lines of a GitHub-flavoured Markdown table: header, separator, one line per row.
+
+    Cells are already-escaped strings (:func:`text`, :func:`code`, numbers); a ``|`` left bare
+    in one is escaped so it cannot split the cell. ``align`` gives each column ``None``,
+    ``"left"``, ``"right"`` or ``"center"``.
+    """
+    align = align or [None] * len(header)
+    if len(align) != len(header) or any(len(row) != len(header) for row in rows):
+        raise ValueError(f"table: every row and the alignment need {len(header)} cells")
+
+    def line(cells) -> str:
+        return "| " + " | ".join(_BARE_PIPE.sub(r"\\|", str(c)) for c in cells) + " |"
+
+    return [line(header), "|" + "".join(_ALIGN_RULE[a] + "|" for a in align)] + [line(r) for r in rows]
