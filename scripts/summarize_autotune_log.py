@@ -17,9 +17,9 @@ import os
 import sys
 
 from tko import atomic
-from tko.artifact import write_artifact
 from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
+from tko.autotune_summary_json import write_summary
 from tko.errors import ArgumentParser, InputError, run_main
 
 SCHEMA = "autotune_summary/1"
@@ -51,6 +51,20 @@ def log_in(path: str) -> str:
     raise InputError(f"{path}: a folder with no autotune.log (nor autotune_kernels/autotune.log) in it")
 
 
+def summarize_logs(args) -> tuple[int, int]:
+    """Parse, summarize and write the outputs; (kernels, skipped lines).  The summary is gone
+    when this returns, so the garbage collector resumes on an empty heap."""
+    summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
+    if args.json_out:
+        write_summary(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
+    markdown = render_markdown(summary)
+    if args.markdown_out:
+        atomic.write_text(args.markdown_out, markdown)
+    if not args.json_out and not args.markdown_out:
+        sys.stdout.write(markdown)
+    return len(summary["kernels"]), len(summary["skipped"])
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.spread_threshold is None:
@@ -60,17 +74,9 @@ def main(argv=None) -> int:
     for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):
         if path and os.path.isdir(path):
             raise InputError(f"{flag} {path}: is a directory, expected a file name")
-    summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
-    if args.json_out:
-        with paused_gc():
-            write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
-    markdown = render_markdown(summary)
-    if args.markdown_out:
-        atomic.write_text(args.markdown_out, markdown)
-    if not args.json_out and not args.markdown_out:
-        sys.stdout.write(markdown)
-    skipped = len(summary["skipped"])
-    print(f"summarize_autotune_log.py: {len(summary['kernels'])} kernels"
+    with paused_gc():  # one pause for the whole run: each resume would walk every object again
+        kernels, skipped = summarize_logs(args)
+    print(f"summarize_autotune_log.py: {kernels} kernels"
           + (f", {skipped} unreadable lines skipped (listed in the JSON 'skipped')" if skipped else ""),
           file=sys.stderr)
     return 0
