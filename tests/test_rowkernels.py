@@ -239,3 +239,236 @@ def check_custom_ops():
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     ints = torch.ops.tko.row_softmax(torch.arange(4).view(1, 4))
     assert ints.dtype == torch.float32
+
+
+# --- backward ---------------------------------------------------------------------------------
+
+def _fn(op, eps=None):
+    """(bundled, reference) for op with its params as positional tensors."""
+    if op == "layer_norm":
+        return (lambda x, w=None, b=None: rk.layer_norm(x, w, b),
+                lambda x, w=None, b=None: rk.layer_norm_ref(x, w, b))
+    if op == "rms_norm":
+        return lambda x, w=None: rk.rms_norm(x, w), lambda x, w=None: rk.rms_norm_ref(x, w)
+    return getattr(rk, op), rk.REFERENCES[op]
+
+
+def _grads(fn, inputs, dy):
+    leaves = [t.detach().clone().requires_grad_(True) if t is not None else None for t in inputs]
+    out = fn(*leaves)
+    out.backward(dy)
+    return out, [t.grad if t is not None else None for t in leaves]
+
+
+def _want_grads(op, inputs, dy):
+    """torch's autograd of the reference, run in fp64 and cast back: the exact gradient of the
+    rounded inputs (an fp32 reference's own rounding would exceed the fp32 tolerance, e.g. on a
+    one-element LayerNorm row whose exact gradient is 0)."""
+    wide = [t.double() if t is not None else None for t in inputs]
+    _, grads = _grads(_fn(op)[1], wide, dy.double())
+    return [g.to(t.dtype) if g is not None else None for g, t in zip(grads, inputs)]
+
+
+def _close_grad(got, want, dtype):
+    # the forward tolerances, the absolute one scaled to the gradient's size: a gradient is not
+    # bounded by 1 as a softmax is
+    assert got.dtype == want.dtype and got.shape == want.shape
+    finite = want[torch.isfinite(want)]
+    scale = max(1.0, finite.abs().max().item()) if finite.numel() else 1.0
+    tol = TOL[dtype]
+    torch.testing.assert_close(got, want, equal_nan=True, rtol=tol["rtol"], atol=tol["atol"] * scale)
+
+
+def _params(op, cols, dtype, seed):
+    g = torch.Generator().manual_seed(seed + 1)
+    w = torch.randn(cols, generator=g).to(dtype) if op in ("layer_norm", "rms_norm") else None
+    b = torch.randn(cols, generator=g).to(dtype) if op == "layer_norm" else None
+    return [t for t in (w, b) if t is not None]
+
+
+def check_backward(op, x, params, dy, dtype, *, kernel=True):
+    before = rk.call_counts()
+    out, got = _grads(_fn(op)[0], [x, *params], dy)
+    want = _want_grads(op, [x, *params], dy)
+    for g, w in zip(got, want):
+        _close_grad(g, w, dtype)
+    launched = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
+    assert launched.get(f"{op}_bwd: kernel", 0) == (1 if kernel else 0), launched
+    return out, got
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", rk.OPS)
+def test_kernel_backward_odd_rows_match_torch_autograd(op, dtype):
+    for cols in ODD_COLS:
+        # 7 rows over the interpreter's 4 norm programs: 2 rows each, the last program 1
+        rows = 7 if cols < 4000 else 3
+        x = _x(rows, cols, dtype, seed=cols)
+        dy = _x(rows, cols, dtype, seed=cols + 7) / 3
+        assert rk.plan_row(op, x).use_kernel
+        check_backward(op, x, _params(op, cols, dtype, cols), dy, dtype)
+        if op in ("layer_norm", "rms_norm"):  # no weight: dx alone
+            check_backward(op, x, [], dy, dtype)
+
+
+@kernel
+@pytest.mark.parametrize("op", rk.OPS)
+def test_kernel_backward_takes_grads_in_any_layout(op):
+    x = _x(2, 3 * 33, torch.float32).view(2, 3, 33)[:, 1]   # rows strided 99 apart
+    params = _params(op, 33, torch.float32, 0)
+    leaves = [t.clone().requires_grad_(True) for t in (x, *params)]
+    _fn(op)[0](*leaves).sum().backward()                       # a stride-0 expanded grad
+    want = _want_grads(op, [x, *params], torch.ones(2, 33))
+    for g, w in zip([t.grad for t in leaves], want):
+        _close_grad(g, w, torch.float32)
+    _, got = _grads(_fn(op)[0], [x, *params], _x(33, 2, torch.float32).t())   # transposed grad
+    for g, w in zip(got, _want_grads(op, [x, *params], _x(33, 2, torch.float32).t())):
+        _close_grad(g, w, torch.float32)
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_backward_of_masked_rows_follows_torch(dtype):
+    x = _x(5, 1000, dtype)
+    x[0] = float("-inf")               # fully masked attention row: torch gives NaN, its grad too
+    x[1, 10:700] = float("-inf")       # masked in part: zero grad there
+    x[2, :999] = float("-inf")         # one live element, next to the masked tail
+    dy = _x(5, 1000, dtype, seed=3) / 3
+    for op in ("softmax", "log_softmax"):
+        _, (dx,) = check_backward(op, x, [], dy, dtype)
+        xt = x.detach().float().clone().requires_grad_(True)
+        getattr(torch, op)(xt, -1).backward(dy.float())
+        torch.testing.assert_close(dx, xt.grad.to(dtype), equal_nan=True, **TOL[dtype])
+        assert torch.isnan(dx[0]).all() and torch.isfinite(dx[1:]).all()
+        assert torch.isnan(xt.grad[0]).all()
+    _, (dx,) = _grads(rk.softmax, [x], dy)
+    assert (dx[1, 10:700] == 0).all() and (dx[2] == 0).all()
+    _, (dx,) = _grads(rk.log_softmax, [x], dy)
+    assert (dx[1, 10:700] == dy[1, 10:700]).all()
+
+
+@kernel
+def test_kernel_parameter_grads_are_deterministic_and_follow_needs():
+    x, dy = _x(9, 100, torch.float32), _x(9, 100, torch.float32, seed=5)
+    w, b = torch.randn(100), torch.randn(100)
+    first = _grads(_fn("layer_norm")[0], [x, w, b], dy)[1]
+    again = _grads(_fn("layer_norm")[0], [x, w, b], dy)[1]
+    assert all(torch.equal(p, q) for p, q in zip(first, again))   # no atomics: bitwise the same
+    # weight frozen, x and bias trained: no dweight, the rest as torch's
+    xl, bl = x.clone().requires_grad_(True), b.clone().requires_grad_(True)
+    rk.layer_norm(xl, w, bl).backward(dy)
+    want = _want_grads("layer_norm", [x, w, b], dy)
+    _close_grad(xl.grad, want[0], torch.float32)
+    _close_grad(bl.grad, want[2], torch.float32)
+    # only the weight trained
+    wl = w.clone().requires_grad_(True)
+    rk.rms_norm(x, wl).backward(dy)
+    _close_grad(wl.grad, _want_grads("rms_norm", [x, w], dy)[1], torch.float32)
+    # mixed dtypes: fp16 activations, fp32 parameters
+    xh, dyh = x.half(), dy.half()
+    _, got = _grads(_fn("layer_norm")[0], [xh, w, b], dyh)
+    for g, want_g, t in zip(got, _want_grads("layer_norm", [xh, w, b], dyh), (xh, w, b)):
+        assert g.dtype == t.dtype
+        _close_grad(g, want_g, torch.float16)
+
+
+@kernel
+def test_kernel_backward_refusals_return_the_reference_and_say_why():
+    check_backward_refusals()
+
+
+def test_backward_refusals_return_the_reference_and_say_why():
+    check_backward_refusals()
+
+
+def check_backward_refusals():
+    limit = rk.ROW_LIMITS["interpreter"]
+    long = _x(2, limit.max_row_elements + 1, torch.float32)
+    dy = _x(2, limit.max_row_elements + 1, torch.float32, seed=1)
+    for op in rk.OPS:
+        before = rk.call_counts()
+        check_backward(op, long, _params(op, long.shape[-1], torch.float32, 0), dy, torch.float32,
+                       kernel=False)
+        new = {k for k, v in rk.call_counts().items() if v != before.get(k, 0)}
+        assert any(k.startswith(f"{op}_bwd: reference (row of") and "exceeds" in k for k in new), new
+    d = _x(3, 5, torch.float64)
+    check_backward("layer_norm", d, _params("layer_norm", 5, torch.float64, 0), _x(3, 5, torch.float64),
+                   torch.float32, kernel=False)
+    assert any(k.startswith("layer_norm_bwd: reference (dtype torch.float64") for k in rk.call_counts())
+    t = _x(8, 6, torch.float32).t()    # last dim strided: the norms refuse forward and backward
+    check_backward("rms_norm", t, _params("rms_norm", 8, torch.float32, 0), _x(6, 8, torch.float32),
+                   torch.float32, kernel=False)
+    # softmax's backward reads only its output, contiguous here: refused forward, kernel backward
+    y, plan = rk.softmax(t.clone().requires_grad_(True), return_plan=True)
+    assert "last dim not contiguous" in plan.reason and y.is_contiguous()
+    check_backward("softmax", t, [], _x(6, 8, torch.float32), torch.float32, kernel=INTERP)
+    # the custom op plans against the device's own limit: a limit with autograd is an error
+    with pytest.raises(ValueError, match="limit= applies only to calls without autograd"):
+        rk.softmax(_x(2, 5, torch.float32).requires_grad_(True), limit=limit)
+    assert not rk.softmax(_x(2, 5, torch.float32), limit=limit).requires_grad
+
+
+def test_reference_backward_and_double_backward_pass_gradcheck():
+    # fp64 is refused, so these check the reference backward the kernels fall back on and the
+    # create_graph path against finite differences
+    x = _x(3, 7, torch.float64).requires_grad_(True)
+    w = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    for fn, args in ((torch.ops.tko.row_softmax, (x,)), (torch.ops.tko.row_log_softmax, (x,)),
+                     (lambda x, w, b: torch.ops.tko.layer_norm(x, w, b, 1e-5), (x, w, b)),
+                     (lambda x, w: torch.ops.tko.rms_norm(x, w, 1e-6), (x, w))):
+        assert torch.autograd.gradcheck(fn, args)
+        assert torch.autograd.gradgradcheck(fn, args)
+
+
+@kernel
+def test_kernel_ops_pass_opcheck():
+    x = _x(5, 9, torch.float32).requires_grad_(True)
+    w, b = torch.randn(9, requires_grad=True), torch.randn(9, requires_grad=True)
+    dy, stat = _x(5, 9, torch.float32, seed=2), torch.rand(5) + 0.5
+    tko = torch.ops.tko
+    for op, args in ((tko.row_softmax, (x,)), (tko.row_log_softmax, (x,)),
+                     (tko.layer_norm_fwd, (x, w, b, 1e-5)), (tko.rms_norm_fwd, (x, None, 1e-6)),
+                     (tko.row_softmax_bwd, (dy, torch.rand(5, 9))),
+                     (tko.row_log_softmax_bwd, (dy, -torch.rand(5, 9))),
+                     (tko.layer_norm_bwd, (dy, x.detach(), w.detach(), None, stat - 1, stat, True, False)),
+                     (tko.rms_norm_bwd, (dy, x.detach(), w.detach(), stat, True))):
+        result = torch.library.opcheck(op, args)
+        assert set(result.values()) == {"SUCCESS"}, (op, result)
+
+
+@kernel
+def test_kernel_forward_and_backward_under_torch_compile():
+    check_compiled_training("inductor")
+
+
+def test_forward_and_backward_under_torch_compile_on_the_reference_path():
+    check_compiled_training("aot_eager")
+
+
+def check_compiled_training(backend):
+    x = _x(6, 37, torch.float32).requires_grad_(True)
+    w, b = torch.randn(37, requires_grad=True), torch.randn(37, requires_grad=True)
+    tko = torch.ops.tko
+
+    def f(a, w, b):
+        s = tko.row_softmax(a) + tko.row_log_softmax(a)
+        return (tko.layer_norm(s, w, b, 1e-5) * tko.rms_norm(a, w, 1e-6)).sum()
+
+    def ref(a, w, b):
+        s = torch.softmax(a, -1) + torch.log_softmax(a, -1)
+        return (F.layer_norm(s, (37,), w, b, 1e-5) * rk.rms_norm_ref(a, w)).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend=backend, fullgraph=True)
+    want = torch.autograd.grad(ref(x, w, b), (x, w, b))
+    before = rk.call_counts()
+    for _ in range(2):
+        got = torch.autograd.grad(compiled(x, w, b), (x, w, b))
+        for g, wg in zip(got, want):
+            torch.testing.assert_close(g, wg, rtol=1e-4, atol=1e-4)
+    ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items()}
+    path = "kernel" if INTERP else "reference"
+    for op in rk.OPS:   # each op's backward ran at each compiled call, not only at trace
+        assert sum(v for k, v in ran.items() if k.startswith(f"{op}_bwd: {path}")) == 2, ran

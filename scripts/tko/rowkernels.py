@@ -1,4 +1,4 @@
-"""One-pass Triton row kernels: softmax, log-softmax, LayerNorm and RMSNorm forward.
+"""One-pass Triton row kernels: softmax, log-softmax, LayerNorm and RMSNorm, forward and backward.
 
 Each program owns one row of the last dimension: the whole row is one block
 (``BLOCK = next_power_of_2(n_cols)``), read once with a masked tail, reduced in fp32 and written
@@ -17,9 +17,21 @@ Importing the module registers the same four ops as ``torch.library`` custom ops
 (``torch.ops.tko.row_softmax``, ``row_log_softmax``, ``layer_norm``, ``rms_norm``) with fake
 (meta) implementations, so they stay opaque single nodes under ``torch.compile``.
 
+Backward: each op has a registered autograd formula that runs a one-pass backward kernel
+(``tko::row_softmax_bwd`` ...; softmax ``dx = y * (dy - sum(dy * y))``, log-softmax
+``dx = dy - exp(y) * sum(dy)``, the norms from per-row stats the forward saved). The public norm
+ops return only the output; they decompose into internal ``tko::layer_norm_fwd`` /
+``tko::rms_norm_fwd`` ops that also return the fp32 per-row stats (mean and rstd; rstd). dweight
+and dbias are reduced over rows as per-program fp32 partial sums summed by torch: no atomics, the
+same bits on every run. The backward plans on what it reads (the norms: the forward's inputs,
+so the same plan; softmax: its output, which shares the input's row length and dtype) and falls
+back to the reference formulas (``*_bwd_ref``) when refused; ``create_graph=True`` uses those
+torch formulas, so double backward works. The public functions are differentiable: with autograd
+on they go through the custom ops. Backward calls count apart (``softmax_bwd: kernel``).
+
 NaN/inf rows follow torch: a row holding NaN or +inf gives NaN softmax, and a row that is -inf
-everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does; -inf in part of
-a row gives exact zeros there.
+everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does (its gradient is
+NaN too); -inf in part of a row gives exact zeros there (and zero gradient).
 
 With ``TRITON_INTERPRET=1`` set before Triton is imported the kernels run in the interpreter, the
 only way a CPU tensor gets them; otherwise a CPU tensor is refused.
@@ -533,8 +545,10 @@ def _norm_forward(op: str, x, weight, bias, eps: float, stats: bool, limit=None)
 
 
 def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    # planned on the saved output: same dtype, row length and layout as the input it came from,
-    # so the backward refuses where the forward did
+    # planned on what it reads, the saved output: it has the input's row length, dtype and
+    # device, so every limit / dtype / device refusal of the forward holds here too; a layout
+    # refusal of the input does not (the refused forward's reference output is contiguous, and
+    # the backward never reads the input)
     plan = plan_row(op, y)
     if plan.use_kernel and (dy.shape != y.shape or dy.dtype not in KERNEL_DTYPES):
         plan = replace(plan, num_warps=1,
