@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         os.environ["TKO_PEAKS_FILE"] = a.peaks
     result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
     result["repro"] = a.repro
-    markdown = report.render_markdown(result)
+    markdown = report.render_markdown(result, rules)
     write_artifact(json_out, "investigation_report/1", TOOL, result)
     atomic.write_text(a.out, markdown)
     print(f"{a.kernel}: {result['decision_text']}"

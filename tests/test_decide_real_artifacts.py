@@ -96,3 +96,21 @@ def test_mlp_triton_kernels_are_not_hot_next_to_its_gemms(artifacts, fixtures_di
     assert rep["facts"]["share"]["value"] < 0.01
     assert rep["decision"]["rule"] == "not_hot"
     assert "memory_inefficient" not in fired(rep)
+
+
+@pytest.mark.parametrize("listing", ["gfx90a-nopr/matmul_spill.amdgcn", "sm90/index_add.ptx"])
+def test_isa_facts_from_the_scanner_totals_and_from_an_old_scan_without_them(fixtures_dir, listing):
+    from tko.isa import scan_path
+
+    records = scan_path(fixtures_dir / "isa" / listing)
+    name = records[0]["name"]
+    new = report.build(name, {"isa": {"kernels": records}}, {"isa": "isa_scan.json"})
+    old_records = [{k: v for k, v in r.items() if k != "totals"} for r in records]
+    old = report.build(name, {"isa": {"kernels": old_records}}, {"isa": "isa_scan.json"})
+    for fact in ("matrix_ops", "spills"):
+        assert new["facts"][fact]["value"] == old["facts"][fact]["value"] == records[0]["totals"][fact]
+        assert new["facts"][fact]["source"] == f"isa_scan.json: kernels[0].totals.{fact}"
+    assert old["facts"]["matrix_ops"]["source"] == "isa_scan.json: kernels[0].families (mfma/mmac/mma/wgmma)"
+    assert new["facts"].get("atomics") == (
+        {"value": records[0]["totals"]["atomics"], "source": "isa_scan.json: kernels[0].totals.atomics"}
+        if records[0]["totals"]["atomics"] else None)

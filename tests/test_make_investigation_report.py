@@ -178,3 +178,21 @@ def test_bandwidth_from_the_device_time_when_the_run_has_it(run_script, tmp_path
     assert "L2 flushed" in doc["facts"]["gb_per_s"]["source"]
     md = (tmp_path / "r.md").read_text()
     assert "device time 0.0062 ms (profiler, L2 flushed): do_bench is 1.6x the device time" in md
+
+
+def test_launch_latency_cut_comes_from_the_rules(run_script, tmp_path):
+    # the same 1.6x run against rules whose launch_latency_ratio is 2.0: no launch-latency line
+    import yaml
+
+    from conftest import ROOT
+
+    rules = yaml.safe_load((ROOT / "references" / "decision_rules.yaml").read_text(encoding="utf-8"))
+    rules["thresholds"]["launch_latency_ratio"]["value"] = 2.0
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(rules), encoding="utf-8")
+    run = ROOT / "tests" / "fixtures" / "kernel_runs_h200" / "run_triton_per_fused_native_layer_norm_0.json"
+    rep = run_script("make_investigation_report.py", "--kernel", "triton_per_fused_native_layer_norm_0",
+                     "--out", tmp_path / "r.md", "--run", run, "--rules", tmp_path / "rules.yaml", cwd=tmp_path)
+    assert rep.returncode == 0, rep.stderr
+    md = (tmp_path / "r.md").read_text()
+    assert "device time 0.0062 ms (profiler, L2 flushed) |" in md
+    assert "launch latency" not in md

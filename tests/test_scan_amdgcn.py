@@ -189,6 +189,34 @@ def test_instruction_mix_tells_arithmetic_bound_from_memory_bound():
     assert gelu["valu_per_byte"] > 10 * add["valu_per_byte"]
 
 
+@pytest.mark.parametrize("rel,expected", [
+    ("gfx90a-nopr/matmul_spill.amdgcn", {"matrix_ops": 8, "atomics": 0, "spills": 73}),  # .vgpr_spill_count 73
+    ("gfx942-pr32/index_add.amdgcn", {"matrix_ops": 0, "atomics": 4, "spills": 0}),
+    ("sm90/index_add.ptx", {"matrix_ops": 0, "atomics": 2, "spills": 0}),
+    ("sm90/index_add.sass", {"matrix_ops": 0, "atomics": 2, "spills": 0}),
+    ("sm80/matmul.ptx", {"matrix_ops": 16, "atomics": 0, "spills": 0}),
+])
+def test_totals_the_rules_read_are_in_each_record(rel, expected):
+    (k,) = scan_path(ISA / rel)
+    assert k["totals"] == expected
+    # the same sums an old record without totals is read with
+    assert isa.legacy_totals(k["families"], k["resources"]) == expected
+
+
+def test_mix_character_takes_its_cuts_from_the_decision_rules():
+    from tko import decide
+    from tko.isa_amdgcn import character
+
+    gelu = only(scan_text(read("gfx942-pr32/gelu_fp16.amdgcn")))["mix"]
+    cut = decide.threshold("arithmetic_heavy_valu_per_byte")
+    assert cut == decide.load_rules()["thresholds"]["arithmetic_heavy_valu_per_byte"]["value"]
+    assert gelu["valu_per_byte"] >= cut
+    # rules with a cut above the kernel's VALU per byte make it balanced, not compute-heavy
+    rules = {"thresholds": {"arithmetic_heavy_valu_per_byte": {"value": gelu["valu_per_byte"] + 1},
+                            "balanced_valu_per_byte": {"value": 2.0}}}
+    assert character(gelu, rules) == "balanced"
+
+
 def test_occupancy_matches_llvm_on_every_compiled_listing():
     records = scan_path(ISA / "gfx942-pr32") + scan_path(ISA / "gfx90a-nopr")
     assert len(records) == 12

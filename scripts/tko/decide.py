@@ -6,6 +6,7 @@ their sources, so a decision in a report can always be traced to a number in an 
 
 from __future__ import annotations
 
+import functools
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +110,27 @@ def _flatten(conds):
             yield from _flatten(cond["any"])
         else:
             yield cond
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled_thresholds() -> tuple[tuple[str, Any], ...]:
+    # read once per process: the scanners ask for a cut per kernel
+    thresholds = load_rules().get("thresholds") or {}
+    return tuple((name, _threshold(name, thresholds)) for name in thresholds)
+
+
+def threshold(name: str, rules: dict | None = None) -> Any:
+    """The value of one threshold of ``rules`` (default: the bundled decision_rules.yaml), so
+    code outside the rules reads the same cut the rules do."""
+    if rules is None:
+        table = dict(_bundled_thresholds())
+        if name not in table:
+            raise InputError(f"{RULES_PATH}: no threshold {name!r}")
+        return table[name]
+    thresholds = rules.get("thresholds") or {}
+    if name not in thresholds:
+        raise InputError(f"decision rules lack the threshold {name!r}")
+    return _threshold(name, thresholds)
 
 
 def _threshold(ref, thresholds):

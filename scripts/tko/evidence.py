@@ -234,6 +234,24 @@ def _isa_record(doc: dict, kernel: str, num_warps: int | None) -> tuple[int, dic
     return matches[0]
 
 
+ISA_TOTALS = ("matrix_ops", "atomics", "spills")
+
+
+def _isa_totals(rec: dict, where: str) -> tuple[dict[str, int], dict[str, str]]:
+    """The scanner's ``totals`` of a kernel record, with the field each came from; a record
+    written before ``totals`` existed (or with a malformed one) is summed from its families."""
+    totals = rec.get("totals")
+    if isinstance(totals, dict) and all(type(totals.get(k)) is int for k in ISA_TOTALS):
+        return {k: totals[k] for k in ISA_TOTALS}, {k: f"{where}.totals.{k}" for k in ISA_TOTALS}
+    from .isa import legacy_totals
+
+    fam, res = rec.get("families"), rec.get("resources")
+    summed = legacy_totals(fam if isinstance(fam, dict) else {}, res if isinstance(res, dict) else {})
+    return summed, {"matrix_ops": f"{where}.families (mfma/mmac/mma/wgmma)",
+                    "atomics": f"{where}.families (atomic)",
+                    "spills": f"{where}.resources spill counts / local memory ops"}
+
+
 def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no ISA scan (scan_amdgcn.py): load/store instruction families unknown")
@@ -245,7 +263,6 @@ def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
         return
     where = f"{label}: kernels[{i}]"
     fam = rec.get("families", {})
-    res = rec.get("resources", {})
     mix = rec.get("mix", {})
     info = archs.info(rec.get("arch") or "")
     ev.sections["isa"] = {k: rec.get(k) for k in ("name", "format", "arch", "source", "verdict",
@@ -254,15 +271,11 @@ def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
     ev.sections["isa"]["families"] = {k: v for k, v in fam.items() if v}
     ev.sections["isa"]["mix"] = mix
     ev.sections["isa"]["records_for_kernel"] = sum(1 for r in doc.get("kernels", []) if r.get("name") == ev.kernel)
-    matrix = sum(fam.get(k, 0) for k in ("mfma", "mmac", "mma", "wgmma", "HMMA", "HGMMA", "IMMA"))
-    atomics = sum(fam.get(k, 0) for k in ("buffer_atomic", "global_atomic", "global_atomic_cas",
-                                          "flat_atomic", "atom_global", "red_global", "ATOMG", "RED"))
-    spills = sum(res.get(k) or 0 for k in ("vgpr_spill_count", "sgpr_spill_count"))
-    spills += fam.get("ld_local", 0) + fam.get("st_local", 0) + fam.get("LDL", 0) + fam.get("STL", 0)
-    ev.fact("matrix_ops", matrix, f"{where}.families (mfma/mmac/mma/wgmma)")
-    if atomics and "atomics" not in ev.facts:
-        ev.fact("atomics", atomics, f"{where}.families (atomic)")
-    ev.fact("spills", spills, f"{where}.resources spill counts / local memory ops")
+    totals, sources = _isa_totals(rec, where)
+    ev.fact("matrix_ops", totals["matrix_ops"], sources["matrix_ops"])
+    if totals["atomics"] and "atomics" not in ev.facts:
+        ev.fact("atomics", totals["atomics"], sources["atomics"])
+    ev.fact("spills", totals["spills"], sources["spills"])
     ev.fact("valu_per_byte", mix.get("valu_per_byte"), f"{where}.mix.valu_per_byte")
     ev.fact("memory_verdict", rec.get("verdict"), f"{where}.verdict")
     ev.fact("vendor", info.vendor if info else ("nvidia" if rec.get("format") in ("ptx", "sass") else None),

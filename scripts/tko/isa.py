@@ -8,7 +8,7 @@ warp count the assembly does not show.
 
 Every kernel record has the same keys whatever the format: ``name``,
 ``format``, ``arch``, ``families``, ``widths``, ``mnemonics``, ``resources``,
-``occupancy``, ``verdict``, ``data_ops``, ``findings``, ``mix`` (see the
+``occupancy``, ``verdict``, ``data_ops``, ``findings``, ``mix``, ``totals`` (see the
 ``isa_scan/1`` section of references/json_contracts.md).
 """
 
@@ -58,6 +58,14 @@ def scan_text(text: str, fmt: str = "auto", *, arch: str | None = None,
     return _scan_nvidia(text, fmt, arch, shared_bytes, num_warps, resource_usage)
 
 
+def legacy_totals(families: dict, resources: dict) -> dict:
+    """``totals`` of a record written before ``kernels[].totals`` existed: each format's sums over
+    its own family names (the formats' names do not overlap, so the format need not be known)."""
+    parts = (isa_amdgcn.totals(families, resources), isa_ptx.totals(families, "ptx"),
+             isa_ptx.totals(families, "sass"))
+    return {name: sum(p[name] for p in parts) for name in parts[0]}
+
+
 def _scan_amdgcn(text, arch, shared_bytes, num_warps, default_name) -> dict:
     listed_arch = isa_amdgcn.detect_arch(text)
     judge_arch = archs.normalize(arch) if arch else listed_arch
@@ -97,7 +105,7 @@ def _scan_amdgcn(text, arch, shared_bytes, num_warps, default_name) -> dict:
             "families": scan["families"], "widths": scan["widths"], "mnemonics": scan["mnemonics"],
             "waitcnt": scan["waitcnt"], "spill": scan["spill_ops"], "resources": res,
             "occupancy": occ, "verdict": verdict, "data_ops": data_ops, "findings": notes,
-            "mix": isa_amdgcn.mix_summary(scan),
+            "mix": isa_amdgcn.mix_summary(scan), "totals": isa_amdgcn.totals(scan["families"], res),
         })
     if not kernels:
         raise InputError("AMDGCN text holds no kernel body")
@@ -127,7 +135,7 @@ def _scan_nvidia(text, fmt, arch, shared_bytes, num_warps, resource_usage) -> di
             "verdict": isa_ptx.nvidia_verdict(k["families"], fmt),
             "data_ops": {"global": sum(k["families"].get(f, 0) for f in (
                 isa_ptx.PTX_DATA if fmt == "ptx" else ("LDG", "STG", "ATOMG", "RED")))},
-            "findings": notes, "mix": isa_ptx.nvidia_mix(k),
+            "findings": notes, "mix": isa_ptx.nvidia_mix(k), "totals": isa_ptx.totals(k["families"], fmt),
         })
     if not kernels:
         raise InputError(f"{fmt.upper()} text holds no kernel (.entry / Function)")

@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .isa_common import clean_text, ratio, to_int
+from .isa_common import clean_text, count, ratio, to_int
 
 # Families of data memory ops, by addressing path.
 DATA_FAMILIES = {
@@ -716,6 +716,18 @@ def read_resources(k: _Kernel) -> dict:
     }
 
 
+# Matrix-core families counted in totals.matrix_ops (v_accvgpr_* moves are not matrix math).
+MATRIX_OP_FAMILIES = ("mfma", "mmac")
+
+
+def totals(families: dict, resources: dict) -> dict:
+    """The per-kernel totals the decision rules read (``isa_scan.json`` ``kernels[].totals``):
+    matrix-core instructions, data atomics, and the registers LLVM reports spilled."""
+    return {"matrix_ops": sum(count(families.get(f)) for f in MATRIX_OP_FAMILIES),
+            "atomics": sum(count(families.get(f)) for f in ATOMIC_FAMILIES),
+            "spills": count(resources.get("vgpr_spill_count")) + count(resources.get("sgpr_spill_count"))}
+
+
 def memory_verdict(families: dict) -> tuple[str, dict]:
     """Verdict over the buffer / global / flat paths; Hygon MLS ops are counted beside it."""
     counts = {path: sum(families.get(f, 0) for f in fams) for path, fams in DATA_FAMILIES.items()}
@@ -832,25 +844,25 @@ def mix_summary(scan: dict) -> dict:
     return out
 
 
-# Static VALU instructions per data byte one lane moves.  Machine balance for
-# reference: a BW1000 (gfx936) does ~14.9 T fp32 FMA lane-ops/s against ~1.34 TB/s
-# of measured HBM read bandwidth (a public calibration, LearnMF/kernel-roofline-
-# analysis-tools machines/gfx936-bw1000.json), ~11 lane-ops per byte; an MI300X ~15.  Fixtures (tests/fixtures/isa): a fp32 add has ~0.2,
-# a row softmax ~4, exact-erf GELU on fp16 ~10.7.  Static counts ignore loop trip
-# counts, so this reads straight-line (pointwise / persistent) kernels only.
-BALANCED_VALU_PER_BYTE = 2.0
-COMPUTE_HEAVY_VALU_PER_BYTE = 8.0
+# Static VALU instructions per data byte one lane moves.  The cuts are thresholds of
+# references/decision_rules.yaml (balanced_valu_per_byte, arithmetic_heavy_valu_per_byte, with
+# their sources), so the scanner's ``compute_heavy`` and the arithmetic_bound rule agree.  Static
+# counts ignore loop trip counts, so this reads straight-line (pointwise / persistent) kernels only.
 
 
-def character(mix: dict) -> str:
-    """``matrix`` / ``compute_heavy`` / ``balanced`` / ``memory`` / ``no_data_traffic``."""
+def character(mix: dict, rules: dict | None = None) -> str:
+    """``matrix`` / ``compute_heavy`` / ``balanced`` / ``memory`` / ``no_data_traffic``.
+
+    ``rules``: decision rules to take the cuts from (default: the bundled file)."""
+    from .decide import threshold  # lazy: the rules file is read only when a kernel moves data
+
     if mix["matrix"]:
         return "matrix"
     if not mix["data_bytes_per_lane"]:
         return "no_data_traffic"
     per_byte = mix["valu_per_byte"] or 0
-    if per_byte >= COMPUTE_HEAVY_VALU_PER_BYTE:
+    if per_byte >= threshold("arithmetic_heavy_valu_per_byte", rules):
         return "compute_heavy"
-    if per_byte >= BALANCED_VALU_PER_BYTE:
+    if per_byte >= threshold("balanced_valu_per_byte", rules):
         return "balanced"
     return "memory"

@@ -36,3 +36,8 @@ def to_int(value: str | None) -> int | None:
 
 def ratio(numerator: float, denominator: float) -> float | None:
     return round(numerator / denominator, 3) if denominator else None
+
+
+def count(value) -> int:
+    """An instruction count read back from a record: an int (not a bool), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -13,12 +13,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections import Counter
 from pathlib import Path
 
+from . import subproc
 from .errors import InputError, ToolFailure
-from .isa_common import clean_lines, ratio
+from .isa_common import clean_lines, count, ratio
 
 PTX_FAMILIES = (
     "ld_global", "ld_global_nc", "st_global", "atom_global", "red_global",
@@ -232,15 +232,16 @@ def disassemble_cubin(path: str | os.PathLike) -> tuple[str, str | None]:
         raise ToolFailure(f"{path}: cannot disassemble a cubin: cuobjdump not found "
                           f"(it ships with the triton wheel and the CUDA toolkit)")
     try:
-        sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        sass = subproc.run([tool, "-sass", str(path)], timeout=120)
+    except OSError as exc:
         raise ToolFailure(f"{path}: cuobjdump failed: {exc}") from None
+    if sass.timed_out:
+        raise ToolFailure(f"{path}: cuobjdump failed: timed out after 120 s")
     if sass.returncode != 0:
         raise InputError(f"{path}: cuobjdump could not read it: "
                          f"{(sass.stderr or sass.stdout).strip().splitlines()[-1:] or ['?']}")
-    usage = subprocess.run([tool, "--dump-resource-usage", str(path)], capture_output=True,
-                           text=True, timeout=120)
-    return sass.stdout, usage.stdout if usage.returncode == 0 else None
+    usage = subproc.run([tool, "--dump-resource-usage", str(path)], timeout=120)
+    return sass.stdout, usage.stdout if usage.returncode == 0 and not usage.timed_out else None
 
 
 def parse_resource_usage(text: str) -> dict[str, dict]:
@@ -341,6 +342,20 @@ def scan_sass(text: str, resource_usage: str | None = None) -> dict:
     return {"format": "sass", "arch": arch, "kernels": out}
 
 
+# The families behind the per-kernel totals the decision rules read (``kernels[].totals``);
+# local-memory traffic stands for register spills (or local arrays).
+TOTAL_FAMILIES = {
+    "ptx": {"matrix_ops": ("mma", "wgmma"), "atomics": ("atom_global", "red_global"),
+            "spills": ("ld_local", "st_local")},
+    "sass": {"matrix_ops": ("HMMA", "HGMMA", "IMMA"), "atomics": ("ATOMG", "RED"), "spills": ("LDL", "STL")},
+}
+
+
+def totals(families: dict, fmt: str) -> dict:
+    """``matrix_ops``, ``atomics`` and ``spills`` of a PTX or SASS kernel's families."""
+    return {name: sum(count(families.get(f)) for f in fams) for name, fams in TOTAL_FAMILIES[fmt].items()}
+
+
 def nvidia_verdict(families: dict, fmt: str) -> str:
     data = PTX_DATA if fmt == "ptx" else ("LDG", "STG", "ATOMG", "RED")
     return "global" if any(families.get(f, 0) for f in data) else "none"
@@ -356,17 +371,13 @@ def nvidia_findings(kernel: dict, fmt: str) -> list[str]:
                   for w, n in widths.get(f, {}).items() if _ptx_lane_bytes(w) >= 16)
         narrow = [f"{n} {f}.{w}" for f in ("ld_global", "ld_global_nc", "st_global")
                   for w, n in widths.get(f, {}).items() if 0 < _ptx_lane_bytes(w) < 4]
-        atomics = fam["atom_global"] + fam["red_global"]
-        mma = fam["mma"] + fam["wgmma"]
-        local = fam["ld_local"] + fam["st_local"]
     else:
         loads, stores = fam["LDG"], fam["STG"]
         vec = sum(n for f in ("LDG", "STG") for w, n in widths.get(f, {}).items() if "128" in w)
         narrow = [f"{n} {f}.{w}" for f in ("LDG", "STG") for w, n in widths.get(f, {}).items()
                   if re.search(r"\b(U8|S8|U16|S16)\b", w.replace(".", " "))]
-        atomics = fam["ATOMG"] + fam["RED"]
-        mma = fam["HMMA"] + fam["HGMMA"] + fam["IMMA"]
-        local = fam["LDL"] + fam["STL"]
+    total = totals(fam, fmt)
+    atomics, mma, local = total["atomics"], total["matrix_ops"], total["spills"]
     if loads or stores:
         out.append(f"{loads} global loads, {stores} global stores; {vec} are 16-byte vector "
                    f"accesses" + (" (vectorised)" if vec else " (none vectorised)"))

@@ -119,7 +119,21 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
     }
 
 
-def render_markdown(report: dict) -> str:
+def launch_latency_x(timing: dict, rules: dict | None = None) -> float | None:
+    """do_bench's time over the profiler's device time when it is above the rules'
+    ``launch_latency_ratio``: then launch latency, not the kernel, fills a single timed launch."""
+    ms, device_ms = timing.get("standalone_ms"), timing.get("standalone_device_ms")
+    if not ms or not device_ms:
+        return None
+    try:
+        over = ms > decide.threshold("launch_latency_ratio", rules) * device_ms
+    except TypeError:  # a number of the wrong type in an input: no flag
+        return None
+    return ms / device_ms if over else None
+
+
+def render_markdown(report: dict, rules: dict | None = None) -> str:
+    """The Markdown of a :func:`build` report; ``rules`` as given to it (default: the bundled file)."""
     import jinja2  # lazy: only the report needs it
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.ChainableUndefined,
@@ -135,6 +149,7 @@ def render_markdown(report: dict) -> str:
         program=report.get("program"), program_text=DECISION_TEXT.get((report.get("program") or {}).get("verdict")),
         facts=report["facts"], impact=report["impact"], gaps=report["gaps"],
         profile=sections.get("profile"), timing=sections.get("timing", {}), autotune=sections.get("autotune"),
+        launch_latency_x=launch_latency_x(sections.get("timing") or {}, rules),
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
         fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"), repro=report.get("repro"),
