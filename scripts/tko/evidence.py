@@ -17,6 +17,57 @@ from .decide import Fact
 GEMM_NAME = re.compile(r"(^|_)(mm|bmm|addmm|baddbmm|matmul|gemm)(_|$)")
 
 
+# ----------------------------------------------------------------------------- typed reading
+# Each artifact is read once, at the edge, into a frozen record whose fields have the type the
+# code below relies on: a field of the wrong type reads as missing (None, or an empty container),
+# never as an exception deep inside a rule or a template.
+
+def _num(value: Any) -> int | float | None:
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _obj(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _obj_or_none(value: Any) -> dict | None:
+    return value if isinstance(value, dict) else None
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
+def _list_or_none(value: Any) -> list | None:
+    return value if isinstance(value, list) else None
+
+
+def _objs(value: Any) -> list[dict]:
+    """The objects of a list (other entries dropped), or [] for anything else."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _objs_or_none(value: Any) -> list[dict] | None:
+    """Like :func:`_objs`, but None (absent) for anything that is not a list."""
+    return _objs(value) if isinstance(value, list) else None
+
+
+def _strs(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 @dataclass
 class Evidence:
     kernel: str
@@ -29,60 +80,104 @@ class Evidence:
             self.facts[name] = Fact(value, source)
 
 
-def find_kernel(records: list[dict], kernel: str, key: str) -> tuple[int, dict] | tuple[None, None]:
-    """The record whose ``key`` names the kernel: exact name first, then a unique prefix match."""
+def find_kernel(records: list, kernel: str, key: str) -> tuple[int, Any] | tuple[None, None]:
+    """The record whose ``key`` (a field of a dict, an attribute of a typed record) names the
+    kernel: exact name first, then a unique prefix match."""
+    def name(rec):
+        return rec.get(key) if isinstance(rec, dict) else getattr(rec, key)
+
     for i, rec in enumerate(records):
-        if rec.get(key) == kernel:
+        if name(rec) == kernel:
             return i, rec
-    prefixed = [(i, r) for i, r in enumerate(records) if str(r.get(key, "")).startswith(kernel)]
+    prefixed = [(i, r) for i, r in enumerate(records) if str(name(r) or "").startswith(kernel)]
     return prefixed[0] if len(prefixed) == 1 else (None, None)
+
+
+# ----------------------------------------------------------------------------- profile
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """One ``kernels[]`` or ``ranking[]`` row of a ``kernel_profile/1``."""
+    rank: int | None
+    name: str | None
+    origin: str | None
+    calls: int | float | None
+    total_us: int | float | None
+    mean_us: int | float | None
+    share: int | float | None
+    launch_op: str | None
+    op_chain: list | None
+
+    @classmethod
+    def read(cls, rec: dict) -> ProfileRow:
+        return cls(rank=_int(rec.get("rank")), name=_str(rec.get("name")), origin=_str(rec.get("origin")),
+                   calls=_num(rec.get("calls")), total_us=_num(rec.get("total_us")),
+                   mean_us=_num(rec.get("mean_us")), share=_num(rec.get("share")),
+                   launch_op=_str(rec.get("launch_op")), op_chain=_list_or_none(rec.get("op_chain")))
+
+    def mean(self) -> int | float | None:
+        """mean_us, or total_us / calls for the compact ranking rows."""
+        if self.mean_us is not None:
+            return self.mean_us
+        return self.total_us / self.calls if self.total_us is not None and self.calls else None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The fields of a ``kernel_profile/1`` the evidence reads."""
+    kernels: list[ProfileRow]
+    ranking: list[ProfileRow]
+    kernel_time_us: int | float | None
+    dispatches: int | float | None
+
+    @classmethod
+    def read(cls, doc: dict) -> Profile:
+        summary = _obj(doc.get("summary"))
+        return cls(kernels=[ProfileRow.read(r) for r in _objs(doc.get("kernels"))],
+                   ranking=[ProfileRow.read(r) for r in _objs(doc.get("ranking"))],
+                   kernel_time_us=_num(summary.get("kernel_time_us")), dispatches=_num(summary.get("dispatches")))
 
 
 def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no profile (profile_kernels.py): profile rank and time share unknown")
         return
+    prof = Profile.read(doc)
     # `kernels` holds the detailed top N; `ranking` (when present) every kernel, compactly.
-    ranked, field_name = doc.get("kernels", []), "kernels"
+    ranked, field_name = prof.kernels, "kernels"
     i, rec = find_kernel(ranked, ev.kernel, "name")
-    if rec is None and doc.get("ranking"):
-        ranked, field_name = doc["ranking"], "ranking"
+    if rec is None and prof.ranking:
+        ranked, field_name = prof.ranking, "ranking"
         i, rec = find_kernel(ranked, ev.kernel, "name")
     if rec is None:
         ev.gaps.append(f"{label}: kernel not among the {len(ranked)} ranked kernels "
                        f"(run with a larger --top, or it did not run in the profiled program)")
         return
     where = f"{label}: {field_name}[{i}]"
-    ev.sections["profile"] = {k: rec.get(k) for k in ("rank", "name", "origin", "calls", "total_us",
-                                                       "mean_us", "share", "launch_op", "op_chain")}
-    ev.sections["profile"]["kernel_time_us"] = doc.get("summary", {}).get("kernel_time_us")
-    ev.sections["profile"]["ranked"] = len(doc.get("ranking") or doc.get("kernels", []))
-    ev.fact("share", rec.get("share"), f"{where}.share")
-    ev.fact("calls", rec.get("calls"), f"{where}.calls")
-    ev.fact("mean_us", rec.get("mean_us"), f"{where}.mean_us")
+    ev.sections["profile"] = {k: getattr(rec, k) for k in ("rank", "name", "origin", "calls", "total_us",
+                                                            "mean_us", "share", "launch_op", "op_chain")}
+    ev.sections["profile"]["kernel_time_us"] = prof.kernel_time_us
+    ev.sections["profile"]["ranked"] = len(prof.ranking or prof.kernels)
+    ev.fact("share", rec.share, f"{where}.share")
+    ev.fact("calls", rec.calls, f"{where}.calls")
+    ev.fact("mean_us", rec.mean_us, f"{where}.mean_us")
 
 
 def program_facts(doc: dict, label: str, tiny_us: float) -> dict:
     """Facts about the whole profiled program (``program_rules``): how much GPU time sits in
     kernels too short to be anything but launch-bound."""
-    ranked, field_name = (doc.get("ranking"), "ranking") if doc.get("ranking") else (doc.get("kernels") or [], "kernels")
-    summary = doc.get("summary") or {}
-    def mean_us(k: dict) -> float | None:
-        if isinstance(k.get("mean_us"), (int, float)):
-            return k["mean_us"]
-        calls, total = k.get("calls"), k.get("total_us")        # the compact ranking rows
-        return total / calls if isinstance(total, (int, float)) and calls else None
-
-    timed = [k for k in ranked if mean_us(k) is not None]
-    tiny = [k for k in timed if mean_us(k) < tiny_us]
+    prof = Profile.read(doc)
+    ranked, field_name = (prof.ranking, "ranking") if prof.ranking else (prof.kernels, "kernels")
+    timed = [k for k in ranked if k.mean() is not None]
+    tiny = [k for k in timed if k.mean() < tiny_us]
     where = f"{label}: {field_name}[total_us / calls < {tiny_us:g}]"
     facts = {}
     if timed:
-        facts["tiny_kernel_share"] = Fact(round(sum(k.get("share") or 0.0 for k in tiny), 6), f"{where}.share, summed")
-        facts["tiny_kernel_launches"] = Fact(sum(k.get("calls") or 0 for k in tiny), f"{where}.calls, summed")
+        facts["tiny_kernel_share"] = Fact(round(sum(k.share or 0.0 for k in tiny), 6), f"{where}.share, summed")
+        facts["tiny_kernel_launches"] = Fact(sum(k.calls or 0 for k in tiny), f"{where}.calls, summed")
         facts["tiny_kernels"] = Fact(len(tiny), f"{where}: count of {len(timed)} kernels")
-    if summary.get("dispatches") and summary.get("kernel_time_us") is not None:
-        facts["mean_kernel_us"] = Fact(round(summary["kernel_time_us"] / summary["dispatches"], 3),
+    if prof.dispatches and prof.kernel_time_us is not None:
+        facts["mean_kernel_us"] = Fact(round(prof.kernel_time_us / prof.dispatches, 3),
                                        f"{label}: summary.kernel_time_us / summary.dispatches")
     return facts
 
@@ -107,61 +202,213 @@ def program_decision(profile: dict | None, label: str, rules: dict | None = None
             "facts": {k: {"value": f.value, "source": f.source} for k, f in facts.items()}}
 
 
+@dataclass(frozen=True)
+class ModelCode:
+    """A manifest kernel's ``model_code``: the model lines the kernel was fused from."""
+    aten_ops: list
+    source_nodes: list
+    frames: list[dict]
+    unmapped_nodes: list
+
+    @classmethod
+    def read(cls, mc: dict) -> ModelCode:
+        return cls(aten_ops=_list(mc.get("aten_ops")), source_nodes=_list(mc.get("source_nodes")),
+                   frames=_objs(mc.get("frames")), unmapped_nodes=_list(mc.get("unmapped_nodes")))
+
+
+@dataclass(frozen=True)
+class ManifestKernel:
+    """One ``kernels[]`` entry of an ``artifact_manifest/1``."""
+    kernel: str | None
+    model_code: ModelCode | None
+    missing_model_code: str | None  # why the model code is missing, when the manifest says
+
+    @classmethod
+    def read(cls, rec: dict) -> ManifestKernel:
+        mc = rec.get("model_code")
+        why = next((m["reason"] for m in _objs(rec.get("missing")) if isinstance(m.get("reason"), str)
+                    and str(m.get("kind", "")).startswith("model_code")), None)
+        return cls(kernel=_str(rec.get("kernel")), model_code=ModelCode.read(mc) if isinstance(mc, dict) else None,
+                   missing_model_code=why)
+
+
 def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
     """The model code the kernel comes from (collect_inductor_artifacts.py's ``model_code``)."""
     if doc is None:
         ev.gaps.append("no artifact manifest (collect_inductor_artifacts.py): the model code behind the kernel unknown")
         return
-    i, k = find_kernel(doc.get("kernels", []), ev.kernel, "kernel")
-    mc = (k or {}).get("model_code")
-    if not mc or not mc.get("frames"):
-        why = next((m["reason"] for m in (k or {}).get("missing", []) if m.get("kind", "").startswith("model_code")),
-                   "the kernel is not in the manifest")
+    kernels = [ManifestKernel.read(k) for k in _objs(doc.get("kernels"))]
+    i, k = find_kernel(kernels, ev.kernel, "kernel")
+    mc = k.model_code if k else None
+    if not mc or not mc.frames:
+        why = (k.missing_model_code if k else None) or "the kernel is not in the manifest"
         ev.gaps.append(f"{label}: model code unknown ({why})")
         return
     frames = []
-    for f in mc["frames"]:
+    for f in mc.frames:
         target = f"__main__:{f['qualname']}" if f.get("qualname") else None
         frames.append({**f, "disable_target": target})
-    ev.sections["model_code"] = {"source": f"{label}: kernels[{i}].model_code", "aten_ops": mc.get("aten_ops", []),
-                                 "source_nodes": mc.get("source_nodes", []), "frames": frames,
-                                 "unmapped_nodes": mc.get("unmapped_nodes", [])}
+    ev.sections["model_code"] = {"source": f"{label}: kernels[{i}].model_code", "aten_ops": mc.aten_ops,
+                                 "source_nodes": mc.source_nodes, "frames": frames,
+                                 "unmapped_nodes": mc.unmapped_nodes}
+
+
+# ----------------------------------------------------------------------------- autotune summary
+
+@dataclass(frozen=True)
+class AutotuneKernel:
+    """One ``kernels[]`` entry of an ``autotune_summary/1``; the objects shown as they are
+    (``winner``, ``configs``, ``launch``) are checked to be objects."""
+    kernel: str | None
+    kind: str | None
+    winner: dict | None
+    winner_from: str | None
+    fastest_ms: int | float | None
+    slowest_ms: int | float | None
+    spread: int | float | None
+    configs: list[dict] | None
+    flags: list[str] | None
+    statistic: str | None
+    from_cache: bool | None
+    num_bytes: int | float | None
+    bytes_source: str | None
+    standalone_file: str | None
+    notes: list | None
+    launch: dict | None
+
+    @classmethod
+    def read(cls, rec: dict) -> AutotuneKernel:
+        flags = rec.get("flags")
+        return cls(kernel=_str(rec.get("kernel")), kind=_str(rec.get("kind")), winner=_obj_or_none(rec.get("winner")),
+                   winner_from=_str(rec.get("winner_from")), fastest_ms=_num(rec.get("fastest_ms")),
+                   slowest_ms=_num(rec.get("slowest_ms")), spread=_num(rec.get("spread")),
+                   configs=_objs_or_none(rec.get("configs")), flags=_strs(flags) if isinstance(flags, list) else None,
+                   statistic=_str(rec.get("statistic")), from_cache=_bool(rec.get("from_cache")),
+                   num_bytes=_num(rec.get("num_bytes")), bytes_source=_str(rec.get("bytes_source")),
+                   standalone_file=_str(rec.get("standalone_file")), notes=_list_or_none(rec.get("notes")),
+                   launch=_obj_or_none(rec.get("launch")))
+
+    def winner_ms(self) -> int | float | None:
+        return _num((self.winner or {}).get("ms"))
+
+    def winner_gb_per_s(self) -> int | float | None:
+        return _num((self.winner or {}).get("gb_per_s"))
+
+    def winner_num_warps(self) -> int | None:
+        return _int(_obj((self.winner or {}).get("config")).get("num_warps"))
+
+
+AUTOTUNE_SECTION = ("kind", "winner", "winner_from", "fastest_ms", "slowest_ms", "spread", "configs", "flags",
+                    "statistic", "from_cache", "num_bytes", "bytes_source", "standalone_file", "notes")
 
 
 def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no autotune summary (summarize_autotune_log.py): configs tried unknown")
         return
-    i, rec = find_kernel(doc.get("kernels", []), ev.kernel, "kernel")
+    i, rec = find_kernel([AutotuneKernel.read(k) for k in _objs(doc.get("kernels"))], ev.kernel, "kernel")
     if rec is None:
         ev.gaps.append(f"{label}: kernel not in the autotune summary (no capture of it)")
         return
     where = f"{label}: kernels[{i}]"
-    timed = [c for c in rec.get("configs", []) if c.get("ms") is not None]
-    ev.sections["autotune"] = {k: rec.get(k) for k in (
-        "kind", "winner", "winner_from", "fastest_ms", "slowest_ms", "spread", "configs", "flags",
-        "statistic", "from_cache", "num_bytes", "bytes_source", "standalone_file", "notes")}
-    launch = rec.get("launch")
-    if launch:
-        ev.sections["inputs"] = launch
+    timed = [c for c in rec.configs or [] if c.get("ms") is not None]
+    ev.sections["autotune"] = {k: getattr(rec, k) for k in AUTOTUNE_SECTION}
+    if rec.launch:
+        ev.sections["inputs"] = rec.launch
     else:
         ev.gaps.append(f"{where}: no launch recorded (capture log without a launch event): input shapes unknown")
-    ev.fact("n_configs", len(timed) or (1 if rec.get("winner") else None), f"{where}.configs (timed)")
-    ev.fact("spread", rec.get("spread"), f"{where}.spread")
-    ev.fact("from_cache", rec.get("from_cache"), f"{where}.from_cache")
-    winner = rec.get("winner") or {}
-    ev.sections.setdefault("timing", {})["autotune_winner_ms"] = winner.get("ms")
-    if winner.get("gb_per_s") is not None:
-        ev.sections["timing"]["autotune_winner_gb_per_s"] = winner["gb_per_s"]
+    ev.fact("n_configs", len(timed) or (1 if rec.winner else None), f"{where}.configs (timed)")
+    ev.fact("spread", rec.spread, f"{where}.spread")
+    ev.fact("from_cache", rec.from_cache, f"{where}.from_cache")
+    ev.sections.setdefault("timing", {})["autotune_winner_ms"] = rec.winner_ms()
+    if rec.winner_gb_per_s() is not None:
+        ev.sections["timing"]["autotune_winner_gb_per_s"] = rec.winner_gb_per_s()
         ev.sections["timing"].setdefault("gb_per_s_source", f"{where}.winner.gb_per_s")
 
 
-def _entry(meta: dict, kernel: str) -> tuple[int, dict] | tuple[None, None]:
-    kernels = meta.get("kernels", [])
+# ----------------------------------------------------------------------------- triton meta
+
+@dataclass(frozen=True)
+class MemoryOp:
+    """A ``memory_ops[]`` or ``atomics[]`` entry of a kernel in a ``triton_meta/1``."""
+    op: str | None
+    kind: str | None
+    indirect: bool | None
+    bases: list[str]
+
+    @classmethod
+    def read(cls, rec: dict) -> MemoryOp:
+        return cls(op=_str(rec.get("op")), kind=_str(rec.get("kind")), indirect=_bool(rec.get("indirect")),
+                   bases=_strs(rec.get("bases")))
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str | None
+    kind: str | None
+    dtype: str | None
+
+    @classmethod
+    def read(cls, rec: dict) -> Param:
+        return cls(name=_str(rec.get("name")), kind=_str(rec.get("kind")), dtype=_str(rec.get("dtype")))
+
+
+@dataclass(frozen=True)
+class MetaKernel:
+    """One ``kernels[]`` entry of a ``triton_meta/1``: the @triton.jit function's accesses."""
+    name: str | None
+    kind: str | None
+    memory_ops: list[MemoryOp]
+    atomics: list[MemoryOp]
+    params: list[Param]
+    pointer_hints: dict[str, dict]      # {pointer: {"tt.divisibility": ..., "tt.pointer_range": ...}}
+    hint_calls: list[str | None]        # the text of each hint call
+    reductions: list[str | None]        # the op of each reduction
+    findings: list
+    inductor_facts: dict | None
+
+    @classmethod
+    def read(cls, rec: dict) -> MetaKernel:
+        hints = {k: v for k, v in _obj(rec.get("pointer_hints")).items() if isinstance(v, dict)}
+        return cls(name=_str(rec.get("name")), kind=_str(rec.get("kind")),
+                   memory_ops=[MemoryOp.read(o) for o in _objs(rec.get("memory_ops"))],
+                   atomics=[MemoryOp.read(o) for o in _objs(rec.get("atomics"))],
+                   params=[Param.read(p) for p in _objs(rec.get("params"))], pointer_hints=hints,
+                   hint_calls=[_str(h.get("text")) for h in _objs(rec.get("hint_calls"))],
+                   reductions=[_str(r.get("op")) for r in _objs(rec.get("reductions"))],
+                   findings=_list(rec.get("findings")), inductor_facts=_obj_or_none(rec.get("inductor_facts")))
+
+    def hint(self, pointer: str | None, name: str) -> Any:
+        return self.pointer_hints.get(pointer, {}).get(name) if pointer is not None else None
+
+
+def _entry(doc: dict, kernel: str) -> tuple[int, MetaKernel] | tuple[None, None]:
+    """The entry kernel the file names, else the kernel matching the name."""
+    kernels = [MetaKernel.read(k) for k in _objs(doc.get("kernels"))]
+    entry = _str(doc.get("entry_kernel"))
     for i, k in enumerate(kernels):
-        if k.get("name") == meta.get("entry_kernel"):
+        if k.name == entry:
             return i, k
     return find_kernel(kernels, kernel, "name")
+
+
+def _meta_section(k: MetaKernel, source: Any) -> dict:
+    ops = k.memory_ops
+    return {
+        "name": k.name, "kind": k.kind, "source": source,
+        "pointers": [{"name": p.name, "dtype": p.dtype, "divisibility": k.hint(p.name, "tt.divisibility"),
+                      "pointer_range": k.hint(p.name, "tt.pointer_range")}
+                     for p in k.params if p.kind == "pointer"],
+        "scalars": [{"name": p.name, "dtype": p.dtype} for p in k.params if p.kind == "scalar"],
+        "hint_calls": k.hint_calls,
+        "loads": sum(1 for o in ops if o.op == "load"), "stores": sum(1 for o in ops if o.op == "store"),
+        "atomics": len(k.atomics),
+        "gathers": sum(1 for o in ops if o.kind == "gather"),
+        "scatters": sum(1 for o in ops + k.atomics if o.kind == "scatter"),
+        "reductions": k.reductions,
+        "findings": k.findings,
+        "inductor_facts": k.inductor_facts,
+    }
 
 
 def from_meta(ev: Evidence, doc: dict | None, label: str) -> None:
@@ -173,45 +420,25 @@ def from_meta(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.gaps.append(f"{label}: no @triton.jit function matches the kernel")
         return
     where = f"{label}: kernels[{i}]"
-    ops = k.get("memory_ops", [])
-    loads = [o for o in ops if o.get("op") == "load"]
-    stores = [o for o in ops if o.get("op") == "store"]
-    atomics = k.get("atomics", [])
-    pointer_params = [p for p in k.get("params", []) if p.get("kind") == "pointer"]
-    hints = k.get("pointer_hints") or {}
-    ev.sections["meta"] = {
-        "name": k.get("name"), "kind": k.get("kind"), "source": doc.get("source"),
-        "pointers": [{"name": p["name"], "dtype": p.get("dtype"),
-                      "divisibility": (hints.get(p["name"]) or {}).get("tt.divisibility"),
-                      "pointer_range": (hints.get(p["name"]) or {}).get("tt.pointer_range")}
-                     for p in pointer_params],
-        "scalars": [{"name": p["name"], "dtype": p.get("dtype")} for p in k.get("params", [])
-                    if p.get("kind") == "scalar"],
-        "hint_calls": [h.get("text") for h in k.get("hint_calls", [])],
-        "loads": len(loads), "stores": len(stores), "atomics": len(atomics),
-        "gathers": sum(1 for o in ops if o.get("kind") == "gather"),
-        "scatters": sum(1 for o in ops + atomics if o.get("kind") == "scatter"),
-        "reductions": [r.get("op") for r in k.get("reductions", [])],
-        "findings": k.get("findings", []),
-        "inductor_facts": k.get("inductor_facts"),
-    }
+    loads = [o for o in k.memory_ops if o.op == "load"]
+    stores = [o for o in k.memory_ops if o.op == "store"]
+    ev.sections["meta"] = _meta_section(k, doc.get("source"))
     ev.fact("loads", len(loads), f"{where}.memory_ops (op=load)")
     ev.fact("stores", len(stores), f"{where}.memory_ops (op=store)")
-    ev.fact("atomics", len(atomics), f"{where}.atomics")
-    ev.fact("scatter", any(o.get("kind") == "scatter" or o.get("indirect") for o in stores + atomics),
+    ev.fact("atomics", len(k.atomics), f"{where}.atomics")
+    ev.fact("scatter", any(o.kind == "scatter" or o.indirect for o in stores + k.atomics),
             f"{where}.memory_ops/atomics (kind=scatter or indirect offset)")
-    # Multi-pass: an input pointer loaded at several places of a reduction kernel (Inductor's
-    # looped reductions re-read the row once per pass).
     # Inductor passes the symbolic sizes of a dynamic-shape graph as ks0, ks1, ... scalars
-    dynamic = [p["name"] for p in k.get("params", []) if p.get("kind") == "scalar"
-               and re.fullmatch(r"ks\d+", str(p.get("name")))]
+    dynamic = [p.name for p in k.params if p.kind == "scalar" and re.fullmatch(r"ks\d+", str(p.name))]
     ev.sections["meta"]["dynamic_size_args"] = dynamic
     ev.fact("dynamic_sizes", bool(dynamic), f"{where}.params (scalars named ks<N>: {dynamic or 'none'})")
     ev.fact("dynamic_size_args", ", ".join(dynamic) or None, f"{where}.params")
-    if k.get("reductions"):
+    # Multi-pass: an input pointer loaded at several places of a reduction kernel (Inductor's
+    # looped reductions re-read the row once per pass).
+    if k.reductions:
         bases: dict[str, int] = {}
         for o in loads:
-            for b in o.get("bases", []):
+            for b in o.bases:
                 bases[b] = bases.get(b, 0) + 1
         reread = sorted(b for b, n in bases.items() if n > 1)
         ev.sections["meta"]["reread_inputs"] = reread
@@ -220,66 +447,102 @@ def from_meta(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.fact("multi_pass", False, f"{where}.reductions (none)")
 
 
-def _isa_record(doc: dict, kernel: str, num_warps: int | None) -> tuple[int, dict] | tuple[None, None]:
-    matches = [(i, r) for i, r in enumerate(doc.get("kernels", [])) if r.get("name") == kernel]
+# ----------------------------------------------------------------------------- isa scan
+
+ISA_TOTALS = ("matrix_ops", "atomics", "spills")
+
+
+@dataclass(frozen=True)
+class IsaKernel:
+    """One ``kernels[]`` record of an ``isa_scan/1``; the objects the report shows as they are
+    (``data_ops``, ``widths``, ``resources``, ``occupancy``) are checked to be objects."""
+    name: str | None
+    format: str | None
+    arch: str | None
+    source: str | None
+    verdict: str | None
+    data_ops: dict | None
+    widths: dict | None
+    resources: dict | None
+    occupancy: dict | None
+    findings: list | None
+    families: dict[str, int]
+    mix: dict
+    totals: dict[str, int] | None       # None: absent (a scan older than the field) or malformed
+    num_warps: int | None               # triton_metadata.num_warps
+
+    @classmethod
+    def read(cls, rec: dict) -> IsaKernel:
+        totals = rec.get("totals")
+        if not (isinstance(totals, dict) and all(_int(totals.get(k)) is not None for k in ISA_TOTALS)):
+            totals = None
+        return cls(name=_str(rec.get("name")), format=_str(rec.get("format")), arch=_str(rec.get("arch")),
+                   source=_str(rec.get("source")), verdict=_str(rec.get("verdict")),
+                   data_ops=_obj_or_none(rec.get("data_ops")), widths=_obj_or_none(rec.get("widths")),
+                   resources=_obj_or_none(rec.get("resources")), occupancy=_obj_or_none(rec.get("occupancy")),
+                   findings=_list_or_none(rec.get("findings")),
+                   families={k: v for k, v in _obj(rec.get("families")).items() if _int(v) is not None},
+                   mix=_obj(rec.get("mix")), totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
+                   num_warps=_int(_obj(rec.get("triton_metadata")).get("num_warps")))
+
+
+def _isa_record(kernels: list[IsaKernel], kernel: str,
+                num_warps: int | None) -> tuple[int, IsaKernel] | tuple[None, None]:
+    """The record of the kernel; of several (one per autotune config), the winner's num_warps."""
+    matches = [(i, r) for i, r in enumerate(kernels) if r.name == kernel]
     if not matches:
-        found = find_kernel(doc.get("kernels", []), kernel, "name")
+        found = find_kernel(kernels, kernel, "name")
         matches = [found] if found[1] is not None else []
     if not matches:
         return None, None
     if num_warps is not None:
         for i, r in matches:
-            if (r.get("triton_metadata") or {}).get("num_warps") == num_warps:
+            if r.num_warps == num_warps:
                 return i, r
     return matches[0]
 
 
-ISA_TOTALS = ("matrix_ops", "atomics", "spills")
-
-
-def _isa_totals(rec: dict, where: str) -> tuple[dict[str, int], dict[str, str]]:
+def _isa_totals(rec: IsaKernel, where: str) -> tuple[dict[str, int], dict[str, str]]:
     """The scanner's ``totals`` of a kernel record, with the field each came from; a record
     written before ``totals`` existed (or with a malformed one) is summed from its families."""
-    totals = rec.get("totals")
-    if isinstance(totals, dict) and all(type(totals.get(k)) is int for k in ISA_TOTALS):
-        return {k: totals[k] for k in ISA_TOTALS}, {k: f"{where}.totals.{k}" for k in ISA_TOTALS}
+    if rec.totals is not None:
+        return rec.totals, {k: f"{where}.totals.{k}" for k in ISA_TOTALS}
     from .isa import legacy_totals
 
-    fam, res = rec.get("families"), rec.get("resources")
-    summed = legacy_totals(fam if isinstance(fam, dict) else {}, res if isinstance(res, dict) else {})
-    return summed, {"matrix_ops": f"{where}.families (mfma/mmac/mma/wgmma)",
-                    "atomics": f"{where}.families (atomic)",
-                    "spills": f"{where}.resources spill counts / local memory ops"}
+    return legacy_totals(rec.families, rec.resources or {}), {
+        "matrix_ops": f"{where}.families (mfma/mmac/mma/wgmma)", "atomics": f"{where}.families (atomic)",
+        "spills": f"{where}.resources spill counts / local memory ops"}
+
+
+ISA_SECTION = ("name", "format", "arch", "source", "verdict", "data_ops", "widths", "resources", "occupancy",
+               "findings")
 
 
 def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no ISA scan (scan_amdgcn.py): load/store instruction families unknown")
         return
+    kernels = [IsaKernel.read(r) for r in _objs(doc.get("kernels"))]
     winner = (ev.sections.get("autotune") or {}).get("winner") or {}
-    i, rec = _isa_record(doc, ev.kernel, (winner.get("config") or {}).get("num_warps"))
+    i, rec = _isa_record(kernels, ev.kernel, _int(_obj(winner.get("config")).get("num_warps")))
     if rec is None:
-        ev.gaps.append(f"{label}: no listing of this kernel among {len(doc.get('kernels', []))} scanned")
+        ev.gaps.append(f"{label}: no listing of this kernel among {len(kernels)} scanned")
         return
     where = f"{label}: kernels[{i}]"
-    fam = rec.get("families", {})
-    mix = rec.get("mix", {})
-    info = archs.info(rec.get("arch") or "")
-    ev.sections["isa"] = {k: rec.get(k) for k in ("name", "format", "arch", "source", "verdict",
-                                                   "data_ops", "widths", "resources", "occupancy",
-                                                   "findings")}
-    ev.sections["isa"]["families"] = {k: v for k, v in fam.items() if v}
-    ev.sections["isa"]["mix"] = mix
-    ev.sections["isa"]["records_for_kernel"] = sum(1 for r in doc.get("kernels", []) if r.get("name") == ev.kernel)
+    info = archs.info(rec.arch or "")
+    ev.sections["isa"] = {k: getattr(rec, k) for k in ISA_SECTION}
+    ev.sections["isa"]["families"] = {k: v for k, v in rec.families.items() if v}
+    ev.sections["isa"]["mix"] = rec.mix
+    ev.sections["isa"]["records_for_kernel"] = sum(1 for r in kernels if r.name == ev.kernel)
     totals, sources = _isa_totals(rec, where)
     ev.fact("matrix_ops", totals["matrix_ops"], sources["matrix_ops"])
     if totals["atomics"] and "atomics" not in ev.facts:
         ev.fact("atomics", totals["atomics"], sources["atomics"])
     ev.fact("spills", totals["spills"], sources["spills"])
-    ev.fact("valu_per_byte", mix.get("valu_per_byte"), f"{where}.mix.valu_per_byte")
-    ev.fact("memory_verdict", rec.get("verdict"), f"{where}.verdict")
-    ev.fact("vendor", info.vendor if info else ("nvidia" if rec.get("format") in ("ptx", "sass") else None),
-            f"{where}.arch ({rec.get('arch')})")
+    ev.fact("valu_per_byte", _num(rec.mix.get("valu_per_byte")), f"{where}.mix.valu_per_byte")
+    ev.fact("memory_verdict", rec.verdict, f"{where}.verdict")
+    ev.fact("vendor", info.vendor if info else ("nvidia" if rec.format in ("ptx", "sass") else None),
+            f"{where}.arch ({rec.arch})")
 
 
 def from_run(ev: Evidence, doc: dict | None, label: str) -> None:
