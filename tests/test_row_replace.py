@@ -61,21 +61,70 @@ def test_the_swap_routes_eager_calls_and_passes_over_the_rest(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "checks ok" in proc.stdout
     line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
-    # f runs 4 times (1 checked + 3 timed; two softmax calls each, one F.softmax with _stacklevel)
-    # and the reference line adds a norm each; passed over: the float64 reference softmax twice,
-    # dim=0, and the softmax that needs autograd
-    assert "softmax: kernel 8," in line and "layer_norm: kernel 5," in line and "rms_norm: kernel 5," in line
-    assert "softmax: passed over 4," in line
+    # f runs 4 times (1 checked + 3 timed; two softmax calls each, one F.softmax with _stacklevel),
+    # the reference line adds a norm each, and the softmax that needs autograd is routed too (its
+    # backward launches once); passed over: the float64 reference softmax twice and dim=0
+    assert "softmax: kernel 9," in line and "layer_norm: kernel 5," in line and "rms_norm: kernel 5," in line
+    assert "softmax: passed over 3," in line and line.endswith("softmax_bwd: kernel 1")
     assert "torch.softmax" in proc.stderr and "torch.nn.functional.layer_norm" in proc.stderr
     plain = _launch(tmp_path)
     assert plain.returncode == 0 and "TKO_REPLACE" not in plain.stderr
+
+
+TRAINING_PROGRAM = """
+import sys
+import torch
+import torch.nn.functional as F
+
+def step(x, w, b, scores):
+    attn = torch.softmax(scores, dim=-1)                       # causal: -inf above the diagonal
+    h = F.rms_norm(F.layer_norm(x, (x.shape[-1],), w, b), (x.shape[-1],), w)
+    return (attn @ h).square().sum() + F.log_softmax(x, dim=-1).sum() / 7
+
+def grads(dtype, fn):
+    g = torch.Generator().manual_seed(0)
+    x, scores = torch.randn(6, 40, generator=g), torch.randn(6, 6, generator=g)
+    scores = scores.masked_fill(torch.ones(6, 6).triu(1).bool(), float("-inf"))
+    w, b = torch.randn(40, generator=g), torch.randn(40, generator=g)
+    leaves = [t.to(dtype).requires_grad_(True) for t in (x, w, b, scores)]
+    fn(*leaves).backward()
+    return [t.grad for t in leaves]
+
+fn = torch.compile(step) if "--compile" in sys.argv else step
+for _ in range(2):
+    got = grads(torch.float32, fn)
+want = grads(torch.float64, step)   # float64 is passed over: torch's own ops and autograd
+for a, b in zip(got, want):
+    torch.testing.assert_close(a, b.float(), rtol=1e-4, atol=1e-4)
+print("training ok")
+"""
+
+
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, compile):
+    script = tmp_path / "train_step.py"
+    script.write_text(TRAINING_PROGRAM)
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), "--replace-rows", "all",
+           str(script), *(["--compile"] if compile else [])]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "training ok" in proc.stdout
+    line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
+    # two float32 steps, each op once a step: two forward and two backward launches per op
+    for op in row_replace.OPS:
+        assert f"{op}: kernel 2," in line and f"{op}_bwd: kernel 2" in line, line
+    # the float64 step (eager) passes over each op once; routed calls are noted only when eager
+    assert "softmax: passed over 1," in line and "reference" not in line, line
+    assert ("softmax: routed 2," in line) != compile, line
 
 
 def test_the_swap_inside_torch_compile_keeps_the_custom_op(tmp_path):
     proc = _launch(tmp_path, "--replace-rows", "softmax", compile=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
-    assert "softmax: kernel 8," in line, line   # the op ran at each compiled call, not only at trace
+    # the op ran at each compiled call, not only at trace (8), and the eager autograd softmax once
+    assert "softmax: kernel 9," in line and "softmax: routed 1," in line and "softmax_bwd: kernel 1" in line, line
 
 
 def test_a_bad_op_list_stops_the_launcher_with_one_line(tmp_path):

@@ -4,11 +4,15 @@ inside an unchanged program, and recognise those patterns in Inductor kernels.
 :func:`install` (the trial bootstrap's ``--replace-rows OPS``) rebinds ``torch.softmax``,
 ``torch.nn.functional.softmax`` (and the log-softmax, ``layer_norm`` and ``rms_norm`` functions)
 to wrappers that call the ``tko::`` custom ops of :mod:`tko.rowkernels` when the call is one they
-do: the last dim, no dtype change, no autograd (the bundled kernels are forward only), a GPU
-tensor. Any other call goes to the original function, so the replacement never changes what a
-program computes, only which kernel computes it. Under ``torch.compile`` the wrappers are traced
-like user code and the custom op stays one opaque node. Counts of replaced and passed-over calls
-are printed at exit, so a trial can tell "replaced" from "never applied".
+do: the last dim, no dtype change, fp16/bf16/fp32, a GPU tensor. Calls that need gradients are
+routed too: the ops carry their own backward kernels (registered autograd), so a training region
+runs forward and backward on them. Any other call goes to the original function, so the
+replacement never changes what a program computes, only which kernel computes it. Under
+``torch.compile`` the wrappers are traced like user code and each custom op, forward and backward,
+stays one opaque node. Counts of replaced and passed-over calls are printed at exit, so a trial
+can tell "replaced" from "never applied": ``<op>: routed`` / ``<op>: passed over`` (eager calls),
+``<op>: kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: kernel`` /
+``<op>_bwd: reference (why)`` (backward launches), from :func:`tko.rowkernels.call_counts`.
 
 :func:`row_pattern` names the row op an Inductor kernel implements from its name (Inductor names
 kernels after the aten ops fused into them), for the report's offer of a replacement.
@@ -38,7 +42,8 @@ _PATTERNS = (
 def row_pattern(kernel_name: str | None) -> str | None:
     """The row op an Inductor reduction kernel implements, from its name; None when unknown."""
     name = str(kernel_name or "")
-    # the bundled kernels are forward only: a backward kernel is no candidate
+    # a backward kernel is no candidate of its own: replacing the forward call brings the bundled
+    # backward with it, and the offer's one-pass floor is that of the forward row op
     if not re.match(r"triton_(red|per)_", name) or "backward" in name:
         return None
     for op, pattern in _PATTERNS:
@@ -79,9 +84,8 @@ def _kernel_call_ok(x, *, dim=-1, dtype=None) -> bool:
         return False
     if x.device.type != "cuda" and not _interpreting():
         return False
-    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        return False
-    return not (torch.is_grad_enabled() and x.requires_grad)
+    # autograd is no reason to pass over: the custom ops have registered backward kernels
+    return x.dtype in (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _softmax_like(op: str, original):
@@ -105,7 +109,9 @@ def _norm_ok(x, normalized_shape, params) -> bool:
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape or ())
     if len(shape) != 1 or not _kernel_call_ok(x) or x.shape[-1] != shape[0]:
         return False
-    return all(p is None or not p.requires_grad or not __import__("torch").is_grad_enabled() for p in params)
+    import torch
+
+    return all(p is None or isinstance(p, torch.Tensor) for p in params)
 
 
 def _layer_norm(original):
