@@ -545,28 +545,85 @@ def from_isa(ev: Evidence, doc: dict | None, label: str) -> None:
             f"{where}.arch ({rec.arch})")
 
 
+# ----------------------------------------------------------------------------- kernel run, peak
+
+@dataclass(frozen=True)
+class RunTiming:
+    """``best`` / ``fastest`` / one ``results[]`` entry of a ``kernel_run/1``."""
+    ms: int | float | None
+    config: dict | None
+    bytes: int | float | None
+    gb_per_s: int | float | None
+    best: bool | None
+    ok: bool | None
+    timer: str | None
+
+    @classmethod
+    def read(cls, rec: dict) -> RunTiming:
+        return cls(ms=_num(rec.get("ms")), config=_obj_or_none(rec.get("config")), bytes=_num(rec.get("bytes")),
+                   gb_per_s=_num(rec.get("gb_per_s")), best=_bool(rec.get("best")), ok=_bool(rec.get("ok")),
+                   timer=_str(rec.get("timer")))
+
+
+@dataclass(frozen=True)
+class KernelRun:
+    """A ``kernel_run/1`` (run_captured_kernel.py): the captured winner's standalone timing."""
+    status: str | None
+    error: str | None
+    best: RunTiming | None       # ``best``, else ``fastest``
+    fastest: RunTiming | None
+    results: list[RunTiming]
+
+    @classmethod
+    def read(cls, doc: dict) -> KernelRun:
+        best, fastest = _obj(doc.get("best")), _obj(doc.get("fastest"))
+        return cls(status=_str(doc.get("status")), error=_str(doc.get("error")),
+                   best=RunTiming.read(best or fastest) if best or fastest else None,
+                   fastest=RunTiming.read(fastest) if fastest else None,
+                   results=[RunTiming.read(r) for r in _objs(doc.get("results"))])
+
+
 def from_run(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no standalone run (run_captured_kernel.py): time outside the program unknown")
         return
-    best = doc.get("best") or doc.get("fastest")
-    if doc.get("status") != "ok" or not best:
-        ev.gaps.append(f"{label}: standalone run {doc.get('status')}: {doc.get('error')}")
+    run = KernelRun.read(doc)
+    best = run.best
+    if run.status != "ok" or not best:
+        ev.gaps.append(f"{label}: standalone run {run.status}: {run.error}")
         return
     t = ev.sections.setdefault("timing", {})
-    t.update({"standalone_ms": best.get("ms"), "standalone_config": best.get("config"),
-              "standalone_bytes": best.get("bytes"), "standalone_gb_per_s": best.get("gb_per_s"),
-              "fastest_config_ms": (doc.get("fastest") or {}).get("ms")})
-    if best.get("gb_per_s") is not None:
+    t.update({"standalone_ms": best.ms, "standalone_config": best.config,
+              "standalone_bytes": best.bytes, "standalone_gb_per_s": best.gb_per_s,
+              "fastest_config_ms": run.fastest.ms if run.fastest else None})
+    if best.gb_per_s is not None:
         t["gb_per_s_source"] = f"{label}: best.gb_per_s"
     # the device time of a launch with L2 flushed (run_captured_kernel.py --timer ...,profiler_flushed)
     # is what DRAM delivers; do_bench's events add the launch latency, which for a kernel of a few
     # microseconds is most of its time (H200: 1.4-4.9x the device time below ~20 us)
-    device = next((r for r in doc.get("results") or [] if r.get("best") and r.get("ok")
-                   and r.get("timer") == "torch.profiler.l2_flushed"), None)
-    if device and device.get("gb_per_s") is not None:
-        t.update({"standalone_device_ms": device.get("ms"), "standalone_gb_per_s": device["gb_per_s"],
+    device = next((r for r in run.results if r.best and r.ok and r.timer == "torch.profiler.l2_flushed"), None)
+    if device and device.gb_per_s is not None:
+        t.update({"standalone_device_ms": device.ms, "standalone_gb_per_s": device.gb_per_s,
                   "gb_per_s_source": f"{label}: torch.profiler device time, L2 flushed (captured winner)"})
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A device's copy bandwidth as tko.peaks.lookup gives it (measured store, bundled table) or
+    ``--peak-gbps``."""
+    peak_gbps: int | float | None
+    copy_gbps: int | float | None
+    basis: str | None
+    source: str | None
+    kind: str | None
+    where: str | None
+    device: str | None
+    arch: str | None
+
+    @classmethod
+    def read(cls, peak: dict) -> Peak:
+        return cls(peak_gbps=_num(peak.get("peak_gbps")), copy_gbps=_num(peak.get("copy_gbps")),
+                   **{k: _str(peak.get(k)) for k in ("basis", "source", "kind", "where", "device", "arch")})
 
 
 def from_peak(ev: Evidence, peak: dict | None, device_name: str | None, arch: str | None) -> None:
@@ -577,11 +634,12 @@ def from_peak(ev: Evidence, peak: dict | None, device_name: str | None, arch: st
         ev.gaps.append(f"no peak bandwidth known for {device_name or 'the device'} {arch or ''}".rstrip()
                        + ": run measure_peak_bandwidth.py on it, so GB/s gets a % of peak")
         return
-    t["peak"] = {k: peak.get(k) for k in ("peak_gbps", "basis", "source", "kind", "where", "device", "arch")}
-    if gbps is not None and peak.get("copy_gbps"):
-        ev.fact("pct_copy_peak", gbps / peak["copy_gbps"],
-                f"{t.get('gb_per_s_source')} / copy peak {peak['copy_gbps']:.0f} GB/s ({peak['source']})")
-        t["pct_copy_peak"] = gbps / peak["copy_gbps"]
+    p = Peak.read(peak)
+    t["peak"] = {k: getattr(p, k) for k in ("peak_gbps", "basis", "source", "kind", "where", "device", "arch")}
+    if gbps is not None and p.copy_gbps:
+        ev.fact("pct_copy_peak", gbps / p.copy_gbps,
+                f"{t.get('gb_per_s_source')} / copy peak {p.copy_gbps:.0f} GB/s ({p.source})")
+        t["pct_copy_peak"] = gbps / p.copy_gbps
 
 
 def from_probe(ev: Evidence, doc: dict | None, label: str) -> None:
