@@ -642,27 +642,59 @@ def from_peak(ev: Evidence, peak: dict | None, device_name: str | None, arch: st
         t["pct_copy_peak"] = gbps / p.copy_gbps
 
 
+# ----------------------------------------------------------------------------- compile probe
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One ``results[]`` entry of a ``compile_probe/1``: a variant compiled for one target."""
+    variant: str | None
+    arch: str | None
+    compiled_for: str | None
+    status: str | None
+    error: str | None
+    verdict: str | None          # summary.verdict
+    buffer_load: int | None      # summary.buffer_load
+    global_load: int | None
+    load_width: str | None
+
+    @classmethod
+    def read(cls, rec: dict) -> ProbeResult:
+        summary = _obj(rec.get("summary"))
+        return cls(variant=_str(rec.get("variant")), arch=_str(rec.get("arch")),
+                   compiled_for=_str(rec.get("compiled_for")), status=_str(rec.get("status")),
+                   error=_str(rec.get("error")), verdict=_str(summary.get("verdict")),
+                   buffer_load=_int(summary.get("buffer_load")), global_load=_int(summary.get("global_load")),
+                   load_width=_str(summary.get("load_width")))
+
+    def row(self) -> dict:
+        return {"variant": self.variant, "arch": self.arch, "compiled_for": self.compiled_for,
+                "status": self.status, "verdict": self.verdict, "buffer_load": self.buffer_load,
+                "global_load": self.global_load, "load_width": self.load_width,
+                "error": (self.error or "")[:160] or None}
+
+
+def _buffer_variant(results: list[ProbeResult]) -> str | None:
+    """The first variant that compiled to buffer loads where its target's baseline had fewer."""
+    base = {r.arch: r for r in results if r.variant == "baseline" and r.status == "ok"}
+    for r in results:
+        b = base.get(r.arch)
+        if (b and r.status == "ok" and r.variant != "baseline" and r.verdict == "buffer"
+                and (r.buffer_load or 0) > (b.buffer_load or 0)):
+            return r.variant
+    return None
+
+
 def from_probe(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         ev.gaps.append("no compile probe (probe_compile.py): effect of hints on the ISA unknown")
         return
-    results = doc.get("results", [])
-    base = {r["arch"]: r for r in results if r.get("variant") == "baseline" and r.get("status") == "ok"}
-    rows, found = [], None
-    for r in results:
-        s = r.get("summary") or {}
-        rows.append({"variant": r.get("variant"), "arch": r.get("arch"), "compiled_for": r.get("compiled_for"),
-                     "status": r.get("status"), "verdict": s.get("verdict"),
-                     "buffer_load": s.get("buffer_load"), "global_load": s.get("global_load"),
-                     "load_width": s.get("load_width"), "error": (r.get("error") or "")[:160] or None})
-        b = base.get(r.get("arch"))
-        if (found is None and b and r.get("status") == "ok" and r.get("variant") != "baseline"
-                and s.get("buffer_load", 0) > (b.get("summary") or {}).get("buffer_load", 0)
-                and s.get("verdict") == "buffer"):
-            found = r.get("variant")
-    ev.sections["probe"] = {"targets": doc.get("targets"), "rows": rows,
-                            "findings": doc.get("findings", []), "triton_version": doc.get("triton_version")}
-    ev.fact("probe_buffer_variant", found, f"{label}: results (first variant turning loads into buffer loads)")
+    results = [ProbeResult.read(r) for r in _objs(doc.get("results"))]
+    findings = doc.get("findings", [])
+    ev.sections["probe"] = {"targets": _list_or_none(doc.get("targets")), "rows": [r.row() for r in results],
+                            "findings": findings if isinstance(findings, list) else [],
+                            "triton_version": _str(doc.get("triton_version"))}
+    ev.fact("probe_buffer_variant", _buffer_variant(results),
+            f"{label}: results (first variant turning loads into buffer loads)")
 
 
 def _variant_row(v: dict) -> dict:
