@@ -697,39 +697,76 @@ def from_probe(ev: Evidence, doc: dict | None, label: str) -> None:
             f"{label}: results (first variant turning loads into buffer loads)")
 
 
-def _variant_row(v: dict) -> dict:
-    return {"name": v.get("name"), "status": v.get("status"), "median_ms": v.get("median_ms"),
-            "x_vs_baseline": v.get("x_vs_baseline", v.get("speedup_vs_baseline")),
-            "gb_per_s": v.get("gb_per_s"),
-            "pct_of_peak": v.get("pct_of_copy_peak", v.get("pct_of_peak")),
-            "within_noise": v.get("within_noise", v.get("ties_best")),
-            "reason": v.get("reason") if v.get("status") != "passed" and v.get("status") != "ok" else None}
+# ----------------------------------------------------------------------------- benchmark / sweep
+
+def _first_present(rec: dict, *keys: str) -> Any:
+    """The value of the first of ``keys`` that ``rec`` has (older files name some fields differently)."""
+    return next((rec[k] for k in keys if k in rec), None)
+
+
+@dataclass(frozen=True)
+class VariantRow:
+    """One variant of a ``variant_sweep/1`` (``variants[]``) or a ``benchmark/1`` case (``results[]``)."""
+    name: str | None
+    status: str | None
+    median_ms: int | float | None
+    x_vs_baseline: int | float | None
+    gb_per_s: int | float | None
+    pct_of_peak: int | float | None
+    within_noise: bool | None
+    reason: str | None
+
+    @classmethod
+    def read(cls, v: dict) -> VariantRow:
+        return cls(name=_str(v.get("name")), status=_str(v.get("status")), median_ms=_num(v.get("median_ms")),
+                   x_vs_baseline=_num(_first_present(v, "x_vs_baseline", "speedup_vs_baseline")),
+                   gb_per_s=_num(v.get("gb_per_s")),
+                   pct_of_peak=_num(_first_present(v, "pct_of_copy_peak", "pct_of_peak")),
+                   within_noise=_bool(_first_present(v, "within_noise", "ties_best")), reason=_str(v.get("reason")))
+
+    def row(self) -> dict:
+        return {"name": self.name, "status": self.status, "median_ms": self.median_ms,
+                "x_vs_baseline": self.x_vs_baseline, "gb_per_s": self.gb_per_s, "pct_of_peak": self.pct_of_peak,
+                "within_noise": self.within_noise,
+                "reason": self.reason if self.status not in ("passed", "ok") else None}
+
+
+@dataclass(frozen=True)
+class TuningRuns:
+    """The measured variants of a ``variant_sweep/1``, or of the first case of a ``benchmark/1``."""
+    schema: str
+    rows: list[VariantRow]
+    best: str | None
+    noise_rel: int | float | None
+    timer: str | None
+    apply: str | dict | None      # how to apply the best (a sweep's best.apply)
+
+    @classmethod
+    def read(cls, doc: dict) -> TuningRuns:
+        schema = str(doc.get("schema", ""))
+        if schema.startswith("variant_sweep/"):
+            best = _obj(doc.get("best"))
+            apply = best.get("apply")
+            return cls(schema, [VariantRow.read(v) for v in _objs(doc.get("variants"))], _str(best.get("name")),
+                       _num(_obj(doc.get("baseline")).get("noise_rel")), _str(doc.get("timer")),
+                       apply if isinstance(apply, (str, dict)) else None)
+        case = next(iter(_objs(doc.get("cases"))), {})  # benchmark/1: one table per (size, dtype) case
+        return cls(schema, [VariantRow.read(v) for v in _objs(case.get("results"))],
+                   _str(_obj(case.get("ranking")).get("best")), _num(case.get("noise_rel")),
+                   _str(_obj(doc.get("timing")).get("timer")), None)
 
 
 def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
     """Measured variants: a variant sweep of the captured kernel, or a benchmark-template run."""
     if doc is None:
         return
-    schema = str(doc.get("schema", ""))
-    if schema.startswith("variant_sweep/"):
-        rows = [_variant_row(v) for v in doc.get("variants", [])]
-        best = (doc.get("best") or {}).get("name")
-        base = doc.get("baseline") or {}
-        noise = base.get("noise_rel")
-        timer = doc.get("timer")
-        apply = (doc.get("best") or {}).get("apply")
-    else:  # benchmark/1: one table per (size, dtype) case; show the first
-        cases = doc.get("cases") or [{}]
-        rows = [_variant_row(v) for v in cases[0].get("results", [])]
-        best = (cases[0].get("ranking") or {}).get("best")
-        noise = cases[0].get("noise_rel")
-        timer = (doc.get("timing") or {}).get("timer")
-        apply = None
-    best_row = next((r for r in rows if r["name"] == best), None)
-    ev.sections["tuning_runs"] = {"schema": schema, "label": label, "rows": rows, "best": best,
-                                  "best_x": (best_row or {}).get("x_vs_baseline"), "noise_rel": noise,
-                                  "timer": timer, "apply": apply,
-                                  "failed": [r["name"] for r in rows if r["status"] in ("failed", "error")]}
+    runs = TuningRuns.read(doc)
+    rows = [r.row() for r in runs.rows]
+    best_row = next((r for r in runs.rows if r.name == runs.best), None)
+    ev.sections["tuning_runs"] = {"schema": runs.schema, "label": label, "rows": rows, "best": runs.best,
+                                  "best_x": best_row.x_vs_baseline if best_row else None,
+                                  "noise_rel": runs.noise_rel, "timer": runs.timer, "apply": runs.apply,
+                                  "failed": [r.name for r in runs.rows if r.status in ("failed", "error")]}
 
 
 def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:
