@@ -26,6 +26,12 @@ def _num(value: Any) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+def _positive(value: Any) -> int | float | None:
+    """A number above zero (a ratio or a time), else None."""
+    number = _num(value)
+    return number if number is not None and number > 0 else None
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -769,34 +775,74 @@ def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
                                   "failed": [r.name for r in runs.rows if r.status in ("failed", "error")]}
 
 
+# ----------------------------------------------------------------------------- fallback a/b, env
+
+@dataclass(frozen=True)
+class FallbackAB:
+    """A ``fallback_ab/1`` (eager_fallback_ab.py); ``arms`` and ``output_check`` are shown as they are."""
+    disable: list | None
+    arms: list[dict] | None
+    speedup: int | float | None       # speedup_fallback_over_compiled (a ratio: > 0)
+    noise_spread: int | float | None
+    verdict: str | None
+    output_check: dict | None
+
+    @classmethod
+    def read(cls, doc: dict) -> FallbackAB:
+        return cls(disable=_list_or_none(doc.get("disable")), arms=_objs_or_none(doc.get("arms")),
+                   speedup=_positive(doc.get("speedup_fallback_over_compiled")), noise_spread=_num(doc.get("noise_spread")),
+                   verdict=_str(doc.get("verdict")), output_check=_obj_or_none(doc.get("output_check")))
+
+    def outputs_equal(self) -> bool | None:
+        return _bool((self.output_check or {}).get("passed"))
+
+
 def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         return
-    ev.sections["fallback_ab"] = {k: doc.get(k) for k in ("disable", "arms", "speedup_fallback_over_compiled",
-                                                          "noise_spread", "verdict", "output_check")}
+    ab = FallbackAB.read(doc)
+    ev.sections["fallback_ab"] = {"disable": ab.disable, "arms": ab.arms, "speedup_fallback_over_compiled": ab.speedup,
+                                  "noise_spread": ab.noise_spread, "verdict": ab.verdict,
+                                  "output_check": ab.output_check}
     # measured end to end: the eager fallback's speed-up, and whether it is beyond the run-to-run spread
-    speedup, spread = doc.get("speedup_fallback_over_compiled"), doc.get("noise_spread")
+    speedup, spread = ab.speedup, ab.noise_spread
     ev.fact("fallback_speedup", speedup, f"{label}: speedup_fallback_over_compiled")
-    if isinstance(speedup, (int, float)) and isinstance(spread, (int, float)):
+    if speedup is not None and spread is not None:
         ev.fact("fallback_beyond_noise", speedup > spread or 1.0 / speedup > spread,
                 f"{label}: speedup {speedup:.3f} against noise_spread {spread:.3f}")
-    check = doc.get("output_check") or {}
-    ev.fact("fallback_outputs_equal", check.get("passed"), f"{label}: output_check.passed")
+    ev.fact("fallback_outputs_equal", ab.outputs_equal(), f"{label}: output_check.passed")
+
+
+@dataclass(frozen=True)
+class Env:
+    """The fields of a ``triton_env/1`` (check_env.py) the report shows; the first device's."""
+    torch: str | None
+    triton: str | None
+    device: str | None
+    arch: str | None
+    platform_kind: str | None
+    arch_check: str | None
+    buffer_ops: dict | None
+
+    @classmethod
+    def read(cls, doc: dict) -> Env:
+        devices = _list(doc.get("devices"))
+        dev = _obj(devices[0]) if devices else {}
+        return cls(torch=_str(_obj(doc.get("torch")).get("version")),
+                   triton=_str(_obj(doc.get("triton")).get("version")), device=_str(dev.get("name")), arch=_str(dev.get("arch")),
+                   platform_kind=_str(doc.get("platform_kind")),
+                   arch_check=_str(_obj(doc.get("arch_check")).get("message")),
+                   buffer_ops=_obj_or_none(doc.get("buffer_ops")))
 
 
 def from_env(ev: Evidence, doc: dict | None) -> tuple[str | None, str | None]:
     if doc is None:
         ev.gaps.append("no environment record (check_env.py): versions and device unknown")
         return None, None
-    devices = doc.get("devices") or []
-    dev = devices[0] if devices else {}
-    ev.sections["env"] = {"torch": (doc.get("torch") or {}).get("version"),
-                          "triton": (doc.get("triton") or {}).get("version"),
-                          "device": dev.get("name"), "arch": dev.get("arch"),
-                          "platform_kind": doc.get("platform_kind"),
-                          "arch_check": (doc.get("arch_check") or {}).get("message"),
-                          "buffer_ops": doc.get("buffer_ops")}
-    return dev.get("name"), dev.get("arch")
+    env = Env.read(doc)
+    ev.sections["env"] = {k: getattr(env, k) for k in ("torch", "triton", "device", "arch", "platform_kind",
+                                                        "arch_check", "buffer_ops")}
+    return env.device, env.arch
 
 
 def name_facts(ev: Evidence) -> None:
