@@ -30,6 +30,7 @@ from pathlib import Path
 
 from . import resources
 from . import atomic, evidence
+from . import markdown as md
 from .artifact import dumps
 from .errors import InputError, ToolFailure
 from .report import DECISION_TEXT
@@ -605,12 +606,6 @@ def next_steps(result: dict) -> list[str]:
     return steps
 
 
-def _cell(value) -> str:
-    from .report import md_text
-
-    return md_text(value)
-
-
 def trials_markdown(trials: dict | None) -> list[str]:
     """The measured trial table the index leads with, and its "what to change" line."""
     if not trials:
@@ -619,17 +614,17 @@ def trials_markdown(trials: dict | None) -> list[str]:
         return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
 
     how = "recorded with the capture" if trials.get("recorded") else "run by this investigation"
-    lines = ["## Measured end to end", "",
-             f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
-             f"{_cell(trials.get('device') or '?')}):", "",
-             "| arm | ms/step | x baseline | noise | outputs | status |", "|---|---|---|---|---|---|"]
+    rows = []
     for a in trials.get("arms") or []:
         noise = f"+-{a['noise_pct']:.1f} %" if isinstance(a.get("noise_pct"), (int, float)) else "n/a"
         mark = " (winner)" if a.get("name") == trials.get("winner") else ""
-        lines.append(f"| {_cell(a.get('name'))}{mark} | {num(a.get('median_ms'), '.4f')} | "
-                     f"{num(a.get('x_baseline'), '.3f')} | {noise} | {_cell(a.get('outputs') or 'n/a')} | "
-                     f"{_cell(a.get('status'))} |")
-    return lines + ["", f"**What to change:** {_cell(trials.get('what_to_change'))}.", ""]
+        rows.append([md.text(a.get("name")) + mark, num(a.get("median_ms"), ".4f"), num(a.get("x_baseline"), ".3f"),
+                     noise, md.text(a.get("outputs") or "n/a"), md.text(a.get("status"))])
+    return (["## Measured end to end", "",
+             f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
+             f"{md.text(trials.get('device') or '?')}):", ""]
+            + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
+            + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
 
 def index_chart(result: dict) -> str | None:
@@ -647,29 +642,30 @@ def index_markdown(result: dict) -> str:
     program = result.get("program") or {}
     if program.get("verdict"):
         lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
-                  f"(rule `{program['rule']}`): {_cell(program['says'])}", ""]
-    lines += ["| kernel | share of GPU time | model code | decision | rule | speed of light | gaps | report |",
-              "|---|---|---|---|---|---|---|---|"]
-    for r in result["kernels"]:
-        share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
-        where = ", ".join(r.get("where") or []) or "n/a"
-        sol = r.get("sol_class") or "n/a"
-        if isinstance(r.get("sol_over_floor"), (int, float)):
-            sol += f" ({r['sol_over_floor']:.2f}x floor)"
-        lines.append(f"| `{r['kernel']}` | {share} | {_cell(where)} | {r.get('decision_text') or 'n/a'} | "
-                     f"{r.get('rule') or ''} | {sol} | {r.get('gaps') if r.get('gaps') is not None else ''} | "
-                     f"[{r['dir']}/report.md]({r['dir']}/report.md) |")
-    if not result["kernels"]:
+                  f"(rule `{program['rule']}`): {md.text(program['says'])}", ""]
+    lines += md.table(["kernel", "share of GPU time", "model code", "decision", "rule", "speed of light", "gaps",
+                       "report"], [_index_row(r) for r in result["kernels"]])
+    if not result["kernels"]:  # a placeholder row under the header, written as it always was
         lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | | |")
     chart = index_chart(result)
     if chart:
         lines += ["", chart]
     if result.get("next_steps"):
         lines += ["", "## Next steps", ""] + [f"- {n}" for n in result["next_steps"]]
-    lines += ["", "## Steps", "", "| step | status | seconds | note |", "|---|---|---|---|"]
-    for s in result["steps"]:
-        lines.append(f"| {s['name']} | {s['status']} | {s['seconds']} | {_cell((s['error'] or '')[:200])} |")
+    lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
+        [s["name"], s["status"], s["seconds"], md.text((s["error"] or "")[:200])] for s in result["steps"]])
     return "\n".join(lines) + "\n"
+
+
+def _index_row(r: dict) -> list[str]:
+    """One hot kernel of the index: its share, model code, decision, speed of light, report link."""
+    share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
+    where = ", ".join(r.get("where") or []) or "n/a"
+    sol = r.get("sol_class") or "n/a"
+    if isinstance(r.get("sol_over_floor"), (int, float)):
+        sol += f" ({r['sol_over_floor']:.2f}x floor)"
+    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "", sol,
+            r.get("gaps") if r.get("gaps") is not None else "", f"[{r['dir']}/report.md]({r['dir']}/report.md)"]
 
 
 def write_index(out: Path, result: dict) -> None:

@@ -88,12 +88,11 @@ def markdown(payload: dict, top: int = 25) -> str:
              f"| launches | {t['dispatches']['before']:g} | {t['dispatches']['after']:g} | |"]
     for origin, v in t["by_origin_us"].items():
         lines.append(f"| {md.text(origin)} kernels ({unit}) | {v['before_us']:.1f} | {v['after_us']:.1f} | |")
-    lines += ["", f"Largest changes ({unit}):", "", "| kernel | origin | before | after | delta | status |",
-              "|---|---|---|---|---|---|"]
-    for r in payload["kernels"][:top]:
-        fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
-        lines.append(f"| {md.code(_short(r['name']))} | {md.text(r['origin'] or '-')} | {fmt(r['before_us'])} | {fmt(r['after_us'])} | "
-                     f"{r['delta_us']:+.1f} | {md.text(r['status'])} |")
+    fmt = lambda v: "-" if v is None else f"{v:.1f}"  # noqa: E731
+    lines += ["", f"Largest changes ({unit}):", ""]
+    lines += md.table(["kernel", "origin", "before", "after", "delta", "status"],
+                      [[md.code(_short(r["name"])), md.text(r["origin"] or "-"), fmt(r["before_us"]), fmt(r["after_us"]),
+                        f"{r['delta_us']:+.1f}", md.text(r["status"])] for r in payload["kernels"][:top]])
     if payload["notes"]:
         lines += ["", "## Notes", ""] + [f"- {md.text(n)}" for n in payload["notes"]]
     return "\n".join(lines) + "\n"

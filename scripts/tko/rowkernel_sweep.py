@@ -25,6 +25,8 @@ import statistics
 import time
 from typing import Callable, Iterable
 
+from . import markdown as md
+
 SCHEMA = "rowkernel_sweep/1"
 OPS = ("softmax", "log_softmax", "layer_norm", "rms_norm")
 INDUCTOR_MODES = ("inductor_default", "max_autotune", "coordinate_descent")
@@ -366,42 +368,33 @@ def _yes(value) -> str:
     return "" if value is None else ("yes" if value else "**no**")
 
 
-RUN_HEADER = ("| op | dtype | n_cols | n_rows | mode | status | ms | GB/s | % of copy | "
-              "x vs default | correct | max abs err | reason |")
+RUN_COLUMNS = ["op", "dtype", "n_cols", "n_rows", "mode", "status", "ms", "GB/s", "% of copy", "x vs default",
+               "correct", "max abs err", "reason"]
+RUN_HEADER = md.table(RUN_COLUMNS, [])[0]  # the line a reader finds the runs table by
 
 
 def runs_table(rows: list[dict]) -> list[str]:
     """The runs table: a header, its rule, one line per row."""
-    from . import markdown as md
-
-    lines = [RUN_HEADER, "|" + "---|" * RUN_HEADER.count(" |")]
-    for r in rows:
-        cells = [md.text(r["op"]), md.text(r["dtype"]), str(r["n_cols"]), str(r["n_rows"]),
-                 md.text(r["mode"]), md.text(r["status"]), _f(r["ms"], ".4f"), _f(r["gbps"], ".1f"),
-                 _f(r["pct_of_copy"], ".1f", " %"), _f(r["x_vs_inductor_default"], ".2f", "x"),
-                 _yes(r["correct"]), _f(r["max_abs_err"], ".2e"), md.text(r["reason"], 160)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return md.table(RUN_COLUMNS, [
+        [md.text(r["op"]), md.text(r["dtype"]), str(r["n_cols"]), str(r["n_rows"]), md.text(r["mode"]),
+         md.text(r["status"]), _f(r["ms"], ".4f"), _f(r["gbps"], ".1f"), _f(r["pct_of_copy"], ".1f", " %"),
+         _f(r["x_vs_inductor_default"], ".2f", "x"), _yes(r["correct"]), _f(r["max_abs_err"], ".2e"),
+         md.text(r["reason"], 160)] for r in rows])
 
 
 def comparison_table(entries: list[dict]) -> list[str]:
-    from . import markdown as md
-
-    lines = ["| op | dtype | n_cols | bundled % of copy | best Inductor | its % of copy | "
-             "bundled speedup | bundled beats Inductor | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
     for e in entries:
         beats = "" if e["bundled_beats_inductor"] is None else ("yes" if e["bundled_beats_inductor"] else "no")
-        lines.append(f"| {md.text(e['op'])} | {md.text(e['dtype'])} | {e['n_cols']} | "
-                     f"{_f(e['bundled_pct_of_copy'], '.1f', ' %')} | {md.text(e['best_inductor_mode'] or '')} | "
-                     f"{_f(e['best_inductor_pct_of_copy'], '.1f', ' %')} | {_f(e['bundled_speedup'], '.2f', 'x')} | "
-                     f"{beats} | {md.text(e['verdict'], 200)} |")
-    return lines
+        rows.append([md.text(e["op"]), md.text(e["dtype"]), e["n_cols"], _f(e["bundled_pct_of_copy"], ".1f", " %"),
+                     md.text(e["best_inductor_mode"] or ""), _f(e["best_inductor_pct_of_copy"], ".1f", " %"),
+                     _f(e["bundled_speedup"], ".2f", "x"), beats, md.text(e["verdict"], 200)])
+    return md.table(["op", "dtype", "n_cols", "bundled % of copy", "best Inductor", "its % of copy",
+                     "bundled speedup", "bundled beats Inductor", "verdict"], rows)
 
 
 def markdown(payload: dict) -> str:
     """The report: device, peak and timer, the comparison, then the runs table last."""
-    from . import markdown as md
-
     dev, peak = payload["device"], payload["peak"]
     where = (peak.get("lookup") or {}).get("where") if isinstance(peak.get("lookup"), dict) else None
     peak_line = (f"copy peak {peak['copy_gbps']:.1f} GB/s" + (f" ({md.text(where)})" if where else "")

@@ -409,12 +409,12 @@ def markdown(payload: dict) -> str:
 
     c, n = payload["classification"], payload["classification"]["numbers"]
     lines = [f"# Speed of light: {md.code(payload['kernel'])}", "",
-             f"**{c['class']}**: {c['says']}", "", payload["chart_svg"], "",
-             "| kernel ms | twin ms | copy floor ms | one-pass floor ms | % of copy | kernel / twin | twin / floor |",
-             "|---|---|---|---|---|---|---|",
-             f"| {_f(n['kernel_ms'])} | {_f(n['twin_ms'])} | {_f(n['copy_floor_ms'])} | "
-             f"{_f(n['one_pass_floor_ms'])} | {_f(n['kernel_pct_of_copy'], '.1f', ' %')} | "
-             f"{_f(n['kernel_over_twin'], '.2f', 'x')} | {_f(n['twin_over_floor'], '.2f', 'x')} |", ""]
+             f"**{c['class']}**: {c['says']}", "", payload["chart_svg"], ""]
+    lines += md.table(["kernel ms", "twin ms", "copy floor ms", "one-pass floor ms", "% of copy", "kernel / twin",
+                       "twin / floor"],
+                      [[_f(n["kernel_ms"]), _f(n["twin_ms"]), _f(n["copy_floor_ms"]), _f(n["one_pass_floor_ms"]),
+                        _f(n["kernel_pct_of_copy"], ".1f", " %"), _f(n["kernel_over_twin"], ".2f", "x"),
+                        _f(n["twin_over_floor"], ".2f", "x")]]) + [""]
     for cause in c.get("causes") or []:
         bound = f": at most {cause['at_most_x']:.2f}x ({cause['basis']})" if cause.get("at_most_x") else ""
         lines.append(f"- {md.text(cause['cause'])} ({md.text(cause['detail'])}) -> "

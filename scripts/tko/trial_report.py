@@ -23,16 +23,16 @@ def _status(arm: dict) -> str:
 def markdown(doc: dict) -> str:
     lines = ["# Remedy trials", "", f"Command: {md.code(' '.join(doc['command']))}",
              f"Device: {md.text(doc['device'].get('name', '?'))}; {doc['runs']} run(s) per arm, interleaved; "
-             f"step time from: {md.text(doc.get('metric_from') or 'n/a')}", "",
-             "| arm | status | ms/step | x baseline | spread | beyond noise | outputs | first step s | proposed by |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"step time from: {md.text(doc.get('metric_from') or 'n/a')}", ""]
+    rows = []
     for arm in doc["arms"]:
         out = arm["outputs"]
         outputs = out["result"] if out["result"] == "equal" else f"{out['result']}: {out.get('reason') or ''}"
-        lines.append("| " + " | ".join([
-            md.text(arm["name"]), md.text(_status(arm)), _num(arm["median_ms"], ".4f"),
-            _num(arm["x_baseline"], ".3f"), _num(arm["spread"], ".3f"), _yes_no(arm["beyond_noise"]),
-            md.text(outputs), _num(arm["first_step_s"], ".2f"), md.text(arm["proposed_by"] or "")]) + " |")
+        rows.append([md.text(arm["name"]), md.text(_status(arm)), _num(arm["median_ms"], ".4f"),
+                     _num(arm["x_baseline"], ".3f"), _num(arm["spread"], ".3f"), _yes_no(arm["beyond_noise"]),
+                     md.text(outputs), _num(arm["first_step_s"], ".2f"), md.text(arm["proposed_by"] or "")])
+    lines += md.table(["arm", "status", "ms/step", "x baseline", "spread", "beyond noise", "outputs",
+                       "first step s", "proposed by"], rows)
     lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
     lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]
     return "\n".join(lines) + "\n"
