@@ -49,8 +49,13 @@ def test_unknown_row_op_is_refused():
     assert row_replace.parse_ops("all") == list(row_replace.OPS)
 
 
+def _env(tmp_path):
+    # a fresh Inductor cache: a graph cached before an op's schema changed would call the old one
+    return dict(os.environ, TRITON_INTERPRET="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
+
+
 def _launch(tmp_path, *flags, compile=False):
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    env = _env(tmp_path)
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), *flags,
            os.path.join(ROOT, "tests", "fixtures", "repros", "row_replace_repro.py"), *(["--compile"] if compile else [])]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
@@ -104,7 +109,7 @@ print("training ok")
 def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, compile):
     script = tmp_path / "train_step.py"
     script.write_text(TRAINING_PROGRAM)
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    env = _env(tmp_path)
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), "--replace-rows", "all",
            str(script), *(["--compile"] if compile else [])]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)

@@ -41,7 +41,8 @@ def quiet():
 
 @pytest.mark.skipif(INTERP, reason="this is the child")
 def test_kernels_in_the_interpreter(tmp_path):
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    # a fresh Inductor cache: a graph cached before an op's schema changed would call the old one
+    env = dict(os.environ, TRITON_INTERPRET="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     env.pop("TKO_DEBUG", None)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_kernel_",
                           str(Path(__file__).resolve())], cwd=tmp_path, env=env,
@@ -429,7 +430,8 @@ def test_kernel_ops_pass_opcheck():
     dy, stat = _x(5, 9, torch.float32, seed=2), torch.rand(5) + 0.5
     tko = torch.ops.tko
     for op, args in ((tko.row_softmax, (x,)), (tko.row_log_softmax, (x,)),
-                     (tko.layer_norm_fwd, (x, w, b, 1e-5)), (tko.rms_norm_fwd, (x, None, 1e-6)),
+                     (tko.layer_norm_fwd, (x, w, b, 1e-5, True)), (tko.rms_norm_fwd, (x, None, 1e-6, True)),
+                     (tko.layer_norm_fwd, (x.detach(), None, None, 1e-5, False)),
                      (tko.row_softmax_bwd, (dy, torch.rand(5, 9))),
                      (tko.row_log_softmax_bwd, (dy, -torch.rand(5, 9))),
                      (tko.layer_norm_bwd, (dy, x.detach(), w.detach(), None, stat - 1, stat, True, False)),

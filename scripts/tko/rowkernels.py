@@ -731,26 +731,28 @@ def _softmax_grad(op: str, bwd_op):
 
 
 def _register_norm_ops() -> None:
-    def fake_fwd(x, weight, bias, eps):
-        stats = torch.empty(x.shape[:-1], dtype=_stats_dtype(x), device=x.device)
-        return torch.empty(x.shape, dtype=_out_dtype(x), device=x.device), stats, stats.clone()
+    def fake_fwd(x, weight, bias, eps, stats):
+        shape = x.shape[:-1] if stats else (0,)
+        mean = torch.empty(shape, dtype=_stats_dtype(x), device=x.device)
+        return torch.empty(x.shape, dtype=_out_dtype(x), device=x.device), mean, mean.clone()
 
     def fake_bwd(dy, x, weight, bias, mean, rstd, need_dw, need_db):
         def like(p, want):
             return torch.empty_like(p) if want and p is not None else x.new_empty(0)
         return torch.empty_like(x), like(weight, need_dw), like(bias, need_db)
 
+    # stats=False (no gradient wanted): empty stats, so an inference call writes none
     @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][0], mutates_args=())
     def layer_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-                       eps: float) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        out, mean, rstd, _ = _norm_forward("layer_norm", x, weight, bias, eps, True)
-        return out, mean, rstd
+                       eps: float, stats: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        out, mean, rstd, _ = _norm_forward("layer_norm", x, weight, bias, eps, stats)
+        return out, _or_no_stats(mean, x), _or_no_stats(rstd, x)
 
     @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][0], mutates_args=())
-    def rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor],
-                     eps: float) -> Tuple[torch.Tensor, torch.Tensor]:
-        out, _, rstd, _ = _norm_forward("rms_norm", x, weight, None, eps, True)
-        return out, rstd
+    def rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
+                     stats: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+        out, _, rstd, _ = _norm_forward("rms_norm", x, weight, None, eps, stats)
+        return out, _or_no_stats(rstd, x)
 
     # unwanted gradients come back as empty tensors: a custom op returns no None
     @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][1], mutates_args=())
@@ -767,7 +769,7 @@ def _register_norm_ops() -> None:
         return dx, x.new_empty(0) if dw is None else dw
 
     layer_norm_fwd.register_fake(fake_fwd)
-    rms_norm_fwd.register_fake(lambda x, weight, eps: fake_fwd(x, weight, None, eps)[::2])
+    rms_norm_fwd.register_fake(lambda x, weight, eps, stats: fake_fwd(x, weight, None, eps, stats)[::2])
     layer_norm_bwd.register_fake(fake_bwd)
     rms_norm_bwd.register_fake(
         lambda dy, x, weight, rstd, need_dw: fake_bwd(dy, x, weight, None, rstd, rstd, need_dw, False)[:2])
@@ -780,9 +782,11 @@ def _register_norm_ops() -> None:
 def _save_norm(op: str):
     def setup_context(ctx, inputs, output):
         if op == "layer_norm":
-            (x, weight, bias, eps), (_, mean, rstd) = inputs, output
+            (x, weight, bias, eps, stats), (_, mean, rstd) = inputs, output
         else:
-            (x, weight, eps), (_, rstd), bias, mean = inputs, output, None, None
+            (x, weight, eps, stats), (_, rstd), bias, mean = inputs, output, None, None
+        if not stats:
+            raise RuntimeError(f"tko::{op}_fwd ran without stats=True where a gradient is wanted")
         ctx.save_for_backward(x, weight, bias, mean, rstd)
         ctx.mark_non_differentiable(*(t for t in (mean, rstd) if t is not None))
         ctx.eps = eps
@@ -811,25 +815,30 @@ def _norm_grads(op: str, ctx, dy):
 
 def _layer_norm_grad(ctx, dy, _dmean, _drstd):
     dx, dw, db = _norm_grads("layer_norm", ctx, dy)
-    return dx, dw, db, None
+    return dx, dw, db, None, None
 
 
 def _rms_norm_grad(ctx, dy, _drstd):
     dx, dw, _ = _norm_grads("rms_norm", ctx, dy)
-    return dx, dw, None
+    return dx, dw, None, None
+
+
+def _or_no_stats(t: Optional[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    return t if t is not None else torch.empty(0, dtype=_stats_dtype(x), device=x.device)
 
 
 def _register_public_norm_ops() -> None:
     """``tko::layer_norm`` / ``tko::rms_norm`` return only the output: CompositeImplicitAutograd
-    kernels over the ``*_fwd`` ops, so autograd and torch.compile see the op that saves stats."""
+    kernels over the ``*_fwd`` ops, so autograd and torch.compile see the op that saves stats;
+    the stats are asked for only when a gradient is wanted."""
     global _LIB
     _LIB = torch.library.Library("tko", "FRAGMENT")
     _LIB.define("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor")
     _LIB.define("rms_norm(Tensor x, Tensor? weight, float eps) -> Tensor")
-    _LIB.impl("layer_norm", lambda x, weight, bias, eps:
-              torch.ops.tko.layer_norm_fwd(x, weight, bias, eps)[0], "CompositeImplicitAutograd")
-    _LIB.impl("rms_norm", lambda x, weight, eps: torch.ops.tko.rms_norm_fwd(x, weight, eps)[0],
-              "CompositeImplicitAutograd")
+    _LIB.impl("layer_norm", lambda x, weight, bias, eps: torch.ops.tko.layer_norm_fwd(
+        x, weight, bias, eps, _wants_grad(x, weight, bias))[0], "CompositeImplicitAutograd")
+    _LIB.impl("rms_norm", lambda x, weight, eps: torch.ops.tko.rms_norm_fwd(
+        x, weight, eps, _wants_grad(x, weight))[0], "CompositeImplicitAutograd")
 
 
 def _register_ops() -> bool:
