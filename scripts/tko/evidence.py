@@ -961,48 +961,91 @@ def from_trials(ev: Evidence, doc: dict | None, label: str) -> None:
 
 def _cause_text(causes: list[dict]) -> str:
     parts = []
-    for c in causes or []:
-        bound = f", at most {c['at_most_x']:.2f}x" if isinstance(c.get("at_most_x"), (int, float)) else ""
+    for c in causes:
+        bound = f", at most {c['at_most_x']:.2f}x" if _num(c.get("at_most_x")) is not None else ""
         parts.append(f"{c.get('cause')} ({c.get('detail')}" + (f"; {c['remedy']}" if c.get("remedy") else "")
                      + f"{bound})")
     return "; ".join(parts) or "no cause named"
 
 
-def _costly_text(costly: dict | None) -> str:
-    src = (costly or {}).get("source") or {}
-    return ", ".join(f"{op} x{n}" for op, n in sorted(src.items(), key=lambda kv: -kv[1])) or "none named"
+def _costly_text(costly: dict[str, int | float]) -> str:
+    return ", ".join(f"{op} x{n}" for op, n in sorted(costly.items(), key=lambda kv: -kv[1])) or "none named"
+
+
+SOL_NUMBERS = ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin")
+
+
+@dataclass(frozen=True)
+class SpeedOfLight:
+    """A ``speed_of_light/1`` (speed_of_light.py): the kernel against its memory twin and copy floor.
+    ``numbers``, ``causes`` and ``bandwidth`` are shown as they are (checked to be objects)."""
+    kernel: str | None
+    sol_class: str | None                 # classification.class
+    says: str | None
+    numbers: dict                         # classification.numbers
+    causes: list[dict]
+    costly_ops: dict[str, int | float]    # classification.costly_ops.source: {op: count}
+    offline: bool | None
+    timer: str | None
+    twin_valid: bool | None
+    peak_source: str | None
+    unique_bytes: int | float | None
+    inductor_bytes: int | float | None
+    bytes_upper_bound: bool | None        # byte_model.upper_bound: the byte count is an upper bound
+    bandwidth: dict
+    chart_svg: str | None
+
+    @classmethod
+    def read(cls, doc: dict) -> SpeedOfLight:
+        c, model = _obj(doc.get("classification")), _obj(doc.get("byte_model"))
+        costly = _obj(_obj(c.get("costly_ops")).get("source"))
+        return cls(kernel=_str(doc.get("kernel")), sol_class=_str(c.get("class")), says=_str(c.get("says")),
+                   numbers=_obj(c.get("numbers")), causes=_objs(c.get("causes")),
+                   costly_ops={op: n for op, n in costly.items() if _num(n) is not None},
+                   offline=_bool(doc.get("offline")), timer=_str(doc.get("timer")),
+                   twin_valid=_bool(_obj(doc.get("validity")).get("valid")),
+                   peak_source=_str(_obj(doc.get("peak")).get("source")),
+                   unique_bytes=_num(model.get("unique_bytes")), inductor_bytes=_num(model.get("inductor_bytes")),
+                   bytes_upper_bound=_bool(model.get("upper_bound")), bandwidth=_obj(doc.get("bandwidth")),
+                   chart_svg=_str(doc.get("chart_svg")))
+
+    def number(self, key: str) -> int | float | None:
+        return _num(self.numbers.get(key))
+
+    def above_peak(self) -> list[str]:
+        """The byte counts whose bandwidth beat the copy peak."""
+        return [k for k, b in self.bandwidth.items() if isinstance(b, dict) and b.get("above_peak")]
+
+
+def _sol_section(sol: SpeedOfLight, label: str) -> dict:
+    return {"label": label, "kernel": sol.kernel, "class": sol.sol_class, "says": sol.says,
+            "numbers": sol.numbers, "causes": sol.causes, "offline": sol.offline, "timer": sol.timer,
+            "twin_valid": sol.twin_valid, "peak_source": sol.peak_source, "unique_bytes": sol.unique_bytes,
+            "inductor_bytes": sol.inductor_bytes, "bytes_upper_bound": sol.bytes_upper_bound,
+            "bandwidth": sol.bandwidth, "above_peak": sol.above_peak(), "chart_svg": sol.chart_svg}
 
 
 def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
     """speed_of_light.py: the kernel against its memory twin and its copy floor."""
     if doc is None:
         return
-    c = doc.get("classification") or {}
-    n = c.get("numbers") or {}
-    model = doc.get("byte_model") or {}
-    bw = doc.get("bandwidth") or {}
-    above = [k for k, b in bw.items() if isinstance(b, dict) and b.get("above_peak")]
-    ev.sections["speed_of_light"] = {
-        "label": label, "kernel": doc.get("kernel"), "class": c.get("class"), "says": c.get("says"),
-        "numbers": n, "causes": c.get("causes") or [], "offline": doc.get("offline"), "timer": doc.get("timer"),
-        "twin_valid": (doc.get("validity") or {}).get("valid"), "peak_source": (doc.get("peak") or {}).get("source"),
-        "unique_bytes": model.get("unique_bytes"), "inductor_bytes": model.get("inductor_bytes"),
-        "bytes_upper_bound": model.get("upper_bound"), "bandwidth": bw, "above_peak": above,
-        "chart_svg": doc.get("chart_svg")}
+    sol = SpeedOfLight.read(doc)
+    above = sol.above_peak()
+    ev.sections["speed_of_light"] = _sol_section(sol, label)
     where = f"{label}: classification"
-    ev.fact("sol_class", c.get("class"), f"{where}.class")
-    for key in ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin"):
-        ev.fact(f"sol_{key}", n.get(key), f"{where}.numbers.{key}")
-    one_pass = n.get("one_pass_floor_ms")
-    if n.get("passes_floor_ms") and one_pass and n.get("kernel_ms"):
+    ev.fact("sol_class", sol.sol_class, f"{where}.class")
+    for key in SOL_NUMBERS:
+        ev.fact(f"sol_{key}", sol.number(key), f"{where}.numbers.{key}")
+    one_pass, kernel_ms = sol.number("one_pass_floor_ms"), sol.number("kernel_ms")
+    if sol.number("passes_floor_ms") and one_pass and kernel_ms:
         # a multi-pass kernel: what reading each input once could reach
         ev.fact("sol_one_pass_floor_ms", one_pass, f"{where}.numbers.one_pass_floor_ms")
-        ev.fact("sol_one_pass_gain", n["kernel_ms"] / one_pass, f"{where}.numbers: kernel_ms / one_pass_floor_ms")
-    if c.get("class") == "access_pattern_bound":
-        ev.fact("sol_causes", _cause_text(c.get("causes")), f"{where}.causes")
-    if c.get("class") == "arithmetic_bound":
-        ev.fact("sol_costly_ops", _costly_text(c.get("costly_ops")), f"{where}.costly_ops.source")
-    ev.fact("sol_unique_bytes", model.get("unique_bytes"), f"{label}: byte_model.unique_bytes")
-    ev.fact("sol_inductor_bytes", model.get("inductor_bytes"), f"{label}: byte_model.inductor_bytes")
-    if n.get("kernel_ms"):
+        ev.fact("sol_one_pass_gain", kernel_ms / one_pass, f"{where}.numbers: kernel_ms / one_pass_floor_ms")
+    if sol.sol_class == "access_pattern_bound":
+        ev.fact("sol_causes", _cause_text(sol.causes), f"{where}.causes")
+    if sol.sol_class == "arithmetic_bound":
+        ev.fact("sol_costly_ops", _costly_text(sol.costly_ops), f"{where}.costly_ops.source")
+    ev.fact("sol_unique_bytes", sol.unique_bytes, f"{label}: byte_model.unique_bytes")
+    ev.fact("sol_inductor_bytes", sol.inductor_bytes, f"{label}: byte_model.inductor_bytes")
+    if kernel_ms:
         ev.fact("bytes_above_peak", bool(above), f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")
