@@ -26,12 +26,14 @@ import functools
 import gc
 import json
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import TEXT_FIELD, TritonConfig, normalize_record, record_key, record_label
+from .config import (AMD_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
+                     record_label)
 from .errors import InputError
 
 FMT_EVENTS = "autotune_event"
@@ -96,11 +98,38 @@ def normalize_config(cfg: Any) -> dict | None:
 
 # normalize_config of a config config_problem has passed
 _normalize_checked = normalize_record
+_AMD_OPTIONS = frozenset(AMD_OPTIONS)
+
+
+def _event_config(record: dict) -> dict:
+    """``normalize_record(record)`` of a checked config of a decoded event that is dropped after
+    its line: the usual record (object kwargs free of AMD options, object extras) keeps its own
+    kwargs and extras dicts instead of copies."""
+    kwargs, extras = record.get("kwargs"), record.get("extras")
+    if type(kwargs) is dict and type(extras) is dict and _AMD_OPTIONS.isdisjoint(kwargs):
+        return {"kwargs": kwargs, "num_warps": record.get("num_warps"),
+                "num_stages": record.get("num_stages"), "extras": extras}
+    return normalize_record(record)
 
 
 # Identity of a config record across formats (defaults and key order do not matter), and its label.
 config_key = record_key
 config_label = record_label
+_KWARG_PLAIN = frozenset({int, str})  # values whose repr is equal exactly when they are
+
+
+def _same_config(a: dict, b: dict) -> bool:
+    """``config_key(a) == config_key(b)``.  Two event records with no extras, int or str
+    kwargs and int (or no) warps and stages are told apart without building their keys: their
+    keys are equal exactly when the kwargs, warps and stages are."""
+    ka, kb = a.get("kwargs"), b.get("kwargs")
+    if not a.get("extras") and not b.get("extras") and type(ka) is dict and type(kb) is dict:
+        wa, sa, wb, sb = a.get("num_warps"), a.get("num_stages"), b.get("num_warps"), b.get("num_stages")
+        if type(wa) in _INT_OR_NONE and type(sa) in _INT_OR_NONE and type(wb) in _INT_OR_NONE \
+                and type(sb) in _INT_OR_NONE and _KWARG_PLAIN.issuperset(map(type, ka.values())) \
+                and _KWARG_PLAIN.issuperset(map(type, kb.values())):
+            return wa == wb and sa == sb and ka == kb
+    return record_key(a) == record_key(b)
 
 
 # ---------------------------------------------------------------------------
@@ -114,6 +143,15 @@ class Timing:
     n_spills: int | None = None
     shared: int | None = None
     gb_per_s: float | None = None
+    key: tuple | None = field(default=None, repr=False, compare=False)  # see _timing_key
+
+
+def _timing_key(timing: Timing) -> tuple:
+    """``config_key(timing.config)``, worked out once (parse and summary both match on it)."""
+    key = timing.key
+    if key is None:
+        key = timing.key = config_key(timing.config)
+    return key
 
 
 @dataclass
@@ -382,6 +420,23 @@ def read_events(path: str | Path) -> list[dict]:
     return events
 
 
+def _event_timing(item: Any) -> Timing | None:
+    """One item of an event's ``timings`` (None: it holds no readable config); a time or count
+    of its JSON type is taken as it is, anything else goes through _ms / _int."""
+    cfg = item.get("config") if isinstance(item, dict) else None
+    if not (_plain_config(cfg) or config_problem(cfg) is None):
+        return None
+    get = item.get
+    ms, regs, spills, shared, gbps = (get("ms"), get("n_regs"), get("n_spills"), get("shared"),
+                                      get("gb_per_s"))
+    return Timing(_event_config(cfg),
+                  ms if type(ms) is float and _isfinite(ms) else _ms(ms),
+                  regs if type(regs) is int else _int(regs),
+                  spills if type(spills) is int else _int(spills),
+                  shared if type(shared) is int else _int(shared),
+                  gbps if type(gbps) is float and _isfinite(gbps) else _ms(gbps))
+
+
 class _FileParser:
     def __init__(self, path: Path, out: ParsedLogs):
         self.path = path
@@ -470,7 +525,7 @@ class _FileParser:
             fact.from_cache = True
         configs = get("configs")
         if isinstance(configs, list):
-            fact.configs = list(map(_normalize_checked, configs))  # checked on decoding
+            fact.configs = list(map(_event_config, configs))  # checked on decoding
             fact.declared_configs = len(configs)
         if isinstance(get("num_bytes"), (int, float)) and fact.num_bytes is None:
             fact.num_bytes = int(event["num_bytes"])
@@ -516,18 +571,15 @@ class _FileParser:
                         if statistic else "not recorded")
         rows = tuning.timings
         for item in timings:
-            cfg = item.get("config") if isinstance(item, dict) else None
-            if not (_plain_config(cfg) or config_problem(cfg) is None):
+            timing = _event_timing(item)
+            if timing is None:
                 self.skip(lineno, f"{kind} event: a timing without a readable config")
-                continue
-            get = item.get
-            rows.append(Timing(_normalize_checked(cfg), _ms(get("ms")), _int(get("n_regs")),
-                               _int(get("n_spills")), _int(get("shared")), _ms(get("gb_per_s"))))
-        winner = _normalize_checked(event["winner"]) if event.get("winner") is not None else None
+            else:
+                rows.append(timing)
+        winner = _event_config(event["winner"]) if event.get("winner") is not None else None
         if winner:
             tuning.winner = winner
-            key = config_key(winner)
-            tuning.winner_ms = next((t.ms for t in rows if config_key(t.config) == key), None)
+            tuning.winner_ms = next((t.ms for t in rows if _same_config(t.config, winner)), None)
         self.add_tuning(tuning)
 
     # -- kernel_autotune metric table CSV
@@ -977,9 +1029,9 @@ def _same_tuning(a: Tuning, b: Tuning) -> bool:
     if a.kernel != b.kernel or a.phase != b.phase or len(a.timings) != len(b.timings) \
             or not any(t.ms is not None for t in a.timings):
         return False  # without times two tunings cannot be told apart from two real ones
-    times_b = {config_key(t.config): t.ms for t in b.timings}
+    times_b = {_timing_key(t): t.ms for t in b.timings}
     for t in a.timings:
-        key = config_key(t.config)
+        key = _timing_key(t)
         if key not in times_b:
             return False
         x, y = t.ms, times_b[key]
@@ -991,9 +1043,9 @@ def _same_tuning(a: Tuning, b: Tuning) -> bool:
 
 
 def _merge(into: Tuning, other: Tuning) -> None:
-    by_key = {config_key(t.config): t for t in into.timings}
+    by_key = {_timing_key(t): t for t in into.timings}
     for t in other.timings:
-        mine = by_key[config_key(t.config)]
+        mine = by_key[_timing_key(t)]
         for name in ("n_regs", "n_spills", "shared", "gb_per_s"):
             if getattr(mine, name) is None and getattr(t, name) is not None:
                 setattr(mine, name, getattr(t, name))
@@ -1032,11 +1084,18 @@ def _timing_row(t: Timing, fastest: float | None, num_bytes: int | None) -> dict
             "gb_per_s": _round(gbps, 2)}
 
 
+def _rank_order(timing: Timing) -> tuple:
+    return timing.ms is None, timing.ms or 0.0
+
+
+_timing_ms = operator.attrgetter("ms")
+
+
 def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
     timed = [x for x in t.timings if x.ms is not None]
-    fastest = min((x.ms for x in timed), default=None)
-    slowest = max((x.ms for x in timed), default=None)
-    ranked = sorted(t.timings, key=lambda x: (x.ms is None, x.ms or 0.0))
+    fastest = min(map(_timing_ms, timed), default=None)
+    slowest = max(map(_timing_ms, timed), default=None)
+    ranked = sorted(t.timings, key=_rank_order)
     rows = [_timing_row(x, fastest, num_bytes) for x in ranked]
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank if row["ms"] is not None else None
@@ -1044,12 +1103,11 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
     winner_ms = t.winner_ms
     if winner is None and timed:
         # Inductor and Triton both keep the config with the smallest time
-        best = min(timed, key=lambda x: x.ms)
+        best = min(timed, key=_timing_ms)
         winner, winner_ms = best.config, best.ms
     win_row = None
     if winner is not None:
-        key = config_key(winner)
-        match = next((i for i, x in enumerate(ranked) if config_key(x.config) == key), None)
+        match = next((i for i, x in enumerate(ranked) if _same_config(x.config, winner)), None)
         if match is None:
             win_row = _timing_row(Timing(winner, winner_ms), fastest, num_bytes)
             win_row["ms"] = _round(winner_ms)
