@@ -173,13 +173,13 @@ def markdown(result: dict) -> str:
     from . import markdown as md
 
     lines = ["# Eager-fallback A/B", "", f"Command: {md.code(' '.join(result['command']))}",
-             f"Disabled: {', '.join(md.code(d) for d in result['disable'])}", "",
-             "| arm | runs | median ms | spread (max/min) | time from |", "|---|---|---|---|---|"]
+             f"Disabled: {', '.join(md.code(d) for d in result['disable'])}", ""]
+    rows = []
     for arm in result["arms"]:
         med = f"{arm['median_ms']:.4f}" if arm["median_ms"] is not None else "n/a"
         spread = f"{arm['spread']:.3f}" if arm["spread"] else "n/a"
-        lines.append(f"| {md.text(arm['name'])} | {arm['runs']} | {med} | {spread} | "
-                     f"{md.text(arm['metric_from'])} |")
+        rows.append([md.text(arm["name"]), str(arm["runs"]), med, spread, md.text(arm["metric_from"])])
+    lines += md.table(["arm", "runs", "median ms", "spread (max/min)", "time from"], rows)
     sp = result["speedup_fallback_over_compiled"]
     lines += ["", f"Speedup of the fallback: {sp:.3f}x" if sp else "Speedup: n/a",
               f"Verdict: {md.text(result['verdict'])}",

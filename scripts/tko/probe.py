@@ -609,8 +609,8 @@ def markdown_table(payload: dict) -> str:
              f"{md.text(payload['base']['config'].get('num_warps'))} "
              f"({md.text(payload['base']['config_source'])}).", "",
              "Cells: verdict · loads buffer/global(+flat) · stores buffer/global(+flat) · widest load width"
-             " · atomics buffer/global (when any).", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+             " · atomics buffer/global (when any).", ""]
+    rows = []
     by_key = {(r["variant"], r["arch"]): r for r in payload["results"]}
     for variant in [v["name"] for v in payload["variants"]]:
         cells = [md.code(variant)]
@@ -632,7 +632,8 @@ def markdown_table(payload: dict) -> str:
                 if r.get("changes_vs_baseline"):
                     cell = f"**{cell}**"
                 cells.append(cell)
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines += md.table(header, rows)
     lines += ["", "Bold: differs from baseline on that target.", "", "## Findings", ""]
     lines += [f"- {md.text(f)}" for f in payload["findings"]] or ["- none"]
     claims = [(v["name"], c) for v in payload["variants"] for c in v["claims"]]
