@@ -432,6 +432,11 @@ def test_kernel_ops_pass_opcheck():
     for op, args in ((tko.row_softmax, (x,)), (tko.row_log_softmax, (x,)),
                      (tko.layer_norm_fwd, (x, w, b, 1e-5, True)), (tko.rms_norm_fwd, (x, None, 1e-6, True)),
                      (tko.layer_norm_fwd, (x.detach(), None, None, 1e-5, False)),
+                     # a transposed input is refused: the reference results must be laid out
+                     # as the fake ones say
+                     (tko.rms_norm_fwd, (x.t(), None, 1e-6, True)), (tko.row_softmax, (x.t(),)),
+                     (tko.rms_norm_bwd, (dy.t(), x.detach().t(), None, stat[:1].expand(9), False)),
+                     (tko.row_log_softmax_bwd, (dy.t(), -torch.rand(5, 9).t())),
                      (tko.row_softmax_bwd, (dy, torch.rand(5, 9))),
                      (tko.row_log_softmax_bwd, (dy, -torch.rand(5, 9))),
                      (tko.layer_norm_bwd, (dy, x.detach(), w.detach(), None, stat - 1, stat, True, False)),

@@ -694,19 +694,19 @@ def _register_softmax_ops() -> None:
 
     @torch.library.custom_op(OP_NAMES["softmax"], mutates_args=())
     def row_softmax(x: torch.Tensor) -> torch.Tensor:
-        return _softmax_forward("softmax", x)[0]
+        return _dense(_softmax_forward("softmax", x)[0])
 
     @torch.library.custom_op(OP_NAMES["log_softmax"], mutates_args=())
     def row_log_softmax(x: torch.Tensor) -> torch.Tensor:
-        return _softmax_forward("log_softmax", x)[0]
+        return _dense(_softmax_forward("log_softmax", x)[0])
 
     @torch.library.custom_op(INTERNAL_OP_NAMES["softmax"][1], mutates_args=())
     def row_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _softmax_backward("softmax", dy, y)
+        return _dense(_softmax_backward("softmax", dy, y))
 
     @torch.library.custom_op(INTERNAL_OP_NAMES["log_softmax"][1], mutates_args=())
     def row_log_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return _softmax_backward("log_softmax", dy, y)
+        return _dense(_softmax_backward("log_softmax", dy, y))
 
     for op, fwd, bwd in (("softmax", row_softmax, row_softmax_bwd),
                          ("log_softmax", row_log_softmax, row_log_softmax_bwd)):
@@ -714,6 +714,13 @@ def _register_softmax_ops() -> None:
         bwd.register_fake(fake_bwd)
         torch.library.register_autograd(OP_NAMES[op], _softmax_grad(op, bwd),
                                         setup_context=_save_output)
+
+
+def _dense(*tensors):
+    """The ops' results contiguous whatever the path (a reference result follows the input's
+    layout), as the fake implementations promise; a no-op for kernel results."""
+    out = tuple(t.contiguous() for t in tensors)
+    return out[0] if len(out) == 1 else out
 
 
 def _save_output(ctx, inputs, output):
@@ -739,20 +746,21 @@ def _register_norm_ops() -> None:
     def fake_bwd(dy, x, weight, bias, mean, rstd, need_dw, need_db):
         def like(p, want):
             return torch.empty_like(p) if want and p is not None else x.new_empty(0)
-        return torch.empty_like(x), like(weight, need_dw), like(bias, need_db)
+        dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        return dx, like(weight, need_dw), like(bias, need_db)
 
     # stats=False (no gradient wanted): empty stats, so an inference call writes none
     @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][0], mutates_args=())
     def layer_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                        eps: float, stats: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, mean, rstd, _ = _norm_forward("layer_norm", x, weight, bias, eps, stats)
-        return out, _or_no_stats(mean, x), _or_no_stats(rstd, x)
+        return _dense(out, _or_no_stats(mean, x), _or_no_stats(rstd, x))
 
     @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][0], mutates_args=())
     def rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
                      stats: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         out, _, rstd, _ = _norm_forward("rms_norm", x, weight, None, eps, stats)
-        return out, _or_no_stats(rstd, x)
+        return _dense(out, _or_no_stats(rstd, x))
 
     # unwanted gradients come back as empty tensors: a custom op returns no None
     @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][1], mutates_args=())
@@ -760,13 +768,13 @@ def _register_norm_ops() -> None:
                        bias: Optional[torch.Tensor], mean: torch.Tensor, rstd: torch.Tensor,
                        need_dw: bool, need_db: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dx, dw, db = _norm_backward("layer_norm", dy, x, weight, bias, mean, rstd, need_dw, need_db)
-        return dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db
+        return _dense(dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db)
 
     @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][1], mutates_args=())
     def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
                      rstd: torch.Tensor, need_dw: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         dx, dw, _ = _norm_backward("rms_norm", dy, x, weight, None, None, rstd, need_dw, False)
-        return dx, x.new_empty(0) if dw is None else dw
+        return _dense(dx, x.new_empty(0) if dw is None else dw)
 
     layer_norm_fwd.register_fake(fake_fwd)
     rms_norm_fwd.register_fake(lambda x, weight, eps, stats: fake_fwd(x, weight, None, eps, stats)[::2])
@@ -785,11 +793,9 @@ def _save_norm(op: str):
             (x, weight, bias, eps, stats), (_, mean, rstd) = inputs, output
         else:
             (x, weight, eps, stats), (_, rstd), bias, mean = inputs, output, None, None
-        if not stats:
-            raise RuntimeError(f"tko::{op}_fwd ran without stats=True where a gradient is wanted")
         ctx.save_for_backward(x, weight, bias, mean, rstd)
         ctx.mark_non_differentiable(*(t for t in (mean, rstd) if t is not None))
-        ctx.eps = eps
+        ctx.eps, ctx.has_stats = eps, stats
     return setup_context
 
 
@@ -799,6 +805,8 @@ def _norm_grads(op: str, ctx, dy):
     need = ctx.needs_input_grad
     need_dw = weight is not None and need[1]
     need_db = op == "layer_norm" and bias is not None and need[2]
+    if not ctx.has_stats:  # a direct call with stats=False: the backward needs them all the same
+        mean, rstd = norm_stats_ref(x, ctx.eps, op == "layer_norm")
     if torch.is_grad_enabled():
         # create_graph=True: torch ops on stats recomputed from x, so the result
         # differentiates again (the saved stats carry no graph)
