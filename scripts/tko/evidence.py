@@ -790,7 +790,8 @@ class FallbackAB:
     @classmethod
     def read(cls, doc: dict) -> FallbackAB:
         return cls(disable=_list_or_none(doc.get("disable")), arms=_objs_or_none(doc.get("arms")),
-                   speedup=_positive(doc.get("speedup_fallback_over_compiled")), noise_spread=_num(doc.get("noise_spread")),
+                   speedup=_positive(doc.get("speedup_fallback_over_compiled")),
+                   noise_spread=_num(doc.get("noise_spread")),
                    verdict=_str(doc.get("verdict")), output_check=_obj_or_none(doc.get("output_check")))
 
     def outputs_equal(self) -> bool | None:
@@ -801,7 +802,8 @@ def from_ab(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         return
     ab = FallbackAB.read(doc)
-    ev.sections["fallback_ab"] = {"disable": ab.disable, "arms": ab.arms, "speedup_fallback_over_compiled": ab.speedup,
+    ev.sections["fallback_ab"] = {"disable": ab.disable, "arms": ab.arms,
+                                  "speedup_fallback_over_compiled": ab.speedup,
                                   "noise_spread": ab.noise_spread, "verdict": ab.verdict,
                                   "output_check": ab.output_check}
     # measured end to end: the eager fallback's speed-up, and whether it is beyond the run-to-run spread
@@ -829,7 +831,8 @@ class Env:
         devices = _list(doc.get("devices"))
         dev = _obj(devices[0]) if devices else {}
         return cls(torch=_str(_obj(doc.get("torch")).get("version")),
-                   triton=_str(_obj(doc.get("triton")).get("version")), device=_str(dev.get("name")), arch=_str(dev.get("arch")),
+                   triton=_str(_obj(doc.get("triton")).get("version")),
+                   device=_str(dev.get("name")), arch=_str(dev.get("arch")),
                    platform_kind=_str(doc.get("platform_kind")),
                    arch_check=_str(_obj(doc.get("arch_check")).get("message")),
                    buffer_ops=_obj_or_none(doc.get("buffer_ops")))
@@ -862,41 +865,89 @@ TUNING_ARMS = ("coordinate_descent", "max_autotune_no_cudagraphs", "pinned")
 
 def _noise_pct(noise: Any) -> float | None:
     """A max/min spread (1.03) as +- percent (3.0)."""
-    return round(100.0 * (noise - 1.0), 2) if isinstance(noise, (int, float)) and noise >= 1.0 else None
+    return round(100.0 * (noise - 1.0), 2) if _num(noise) is not None and noise >= 1.0 else None
 
 
-def _arm_x(arm: dict) -> str:
-    return f"{arm['name']} {arm['x_baseline']:.2f}x"
+@dataclass(frozen=True)
+class Arm:
+    """One ``arms[]`` entry of a ``remedy_trials/1``; ``index`` is its place in ``arms``."""
+    index: int
+    name: str | None
+    status: str | None
+    reason: str | None
+    median_ms: int | float | None
+    x_baseline: int | float | None
+    spread: int | float | None
+    noise: int | float | None
+    beyond_noise: bool | None
+    outputs: str | None           # outputs.result: equal / different / unknown
+    outputs_reason: str | None
+    change: str | None
+    proposed_by: str | None
+
+    @classmethod
+    def read(cls, index: int, a: dict) -> Arm:
+        out = _obj(a.get("outputs"))
+        return cls(index=index, name=_str(a.get("name")), status=_str(a.get("status")), reason=_str(a.get("reason")),
+                   median_ms=_num(a.get("median_ms")), x_baseline=_num(a.get("x_baseline")),
+                   spread=_num(a.get("spread")), noise=_num(a.get("noise")),
+                   beyond_noise=_bool(a.get("beyond_noise")), outputs=_str(out.get("result")),
+                   outputs_reason=_str(out.get("reason")), change=_str(a.get("change")),
+                   proposed_by=_str(a.get("proposed_by")))
+
+    def x_text(self) -> str:
+        return f"{self.name} {self.x_baseline:.2f}x"
 
 
-def trial_outcome(doc: dict) -> dict:
-    """What a ``remedy_trials/1`` document measured: the arms that ran, the winner (the fastest arm
-    beyond noise with equal outputs, as try_remedies.py picks it), the faster arms that do not count."""
-    arms = [a for a in doc.get("arms") or [] if isinstance(a, dict)]
-    ran = [a for a in arms if a.get("name") != "baseline" and a.get("status") == "ok"
-           and isinstance(a.get("x_baseline"), (int, float))]
-    faster = [a for a in ran if a.get("beyond_noise") is True and a["x_baseline"] > 1.0]
-    equal = [a for a in faster if (a.get("outputs") or {}).get("result") == "equal"]
-    winner = max(equal, key=lambda a: a["x_baseline"]) if equal else None
-    tuning = [a for a in ran if a["name"] in TUNING_ARMS]
-    noise_pct = _noise_pct(doc.get("noise"))
+@dataclass(frozen=True)
+class RemedyTrials:
+    """A ``remedy_trials/1`` (try_remedies.py): every arm of the program measured end to end."""
+    arms: list[Arm]
+    noise: int | float | None
+    runs: int | None
+    metric_from: str | None
+    device: str | None
+    command: list | None
+
+    @classmethod
+    def read(cls, doc: dict) -> RemedyTrials:
+        arms = [Arm.read(i, a) for i, a in enumerate(_list(doc.get("arms"))) if isinstance(a, dict)]
+        return cls(arms=arms, noise=_num(doc.get("noise")), runs=_int(doc.get("runs")),
+                   metric_from=_str(doc.get("metric_from")), device=_str(_obj(doc.get("device")).get("name")),
+                   command=_list_or_none(doc.get("command")))
+
+
+def _outcome(trials: RemedyTrials) -> dict:
+    """The arms that ran, the winner (the fastest arm beyond noise with equal outputs, as
+    try_remedies.py picks it), the faster arms that do not count."""
+    ran = [a for a in trials.arms if a.name != "baseline" and a.status == "ok" and a.x_baseline is not None]
+    faster = [a for a in ran if a.beyond_noise is True and a.x_baseline > 1.0]
+    equal = [a for a in faster if a.outputs == "equal"]
+    winner = max(equal, key=lambda a: a.x_baseline) if equal else None
+    noise_pct = _noise_pct(trials.noise)
     if winner:
-        what = f"{winner.get('change') or winner['name']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+        what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
     elif ran:
         what = ("nothing tried beat the baseline beyond run-to-run noise"
                 + (f" (+-{noise_pct:.1f} %)" if noise_pct is not None else ""))
     else:
         what = "no remedy arm finished a run: nothing measured"
-    return {"ran": ran, "faster": faster, "winner": winner, "tuning": tuning, "noise_pct": noise_pct,
-            "not_equal": [a for a in faster if a is not winner and (a.get("outputs") or {}).get("result") != "equal"],
+    return {"ran": ran, "faster": faster, "winner": winner, "tuning": [a for a in ran if a.name in TUNING_ARMS],
+            "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
+
+
+def trial_outcome(doc: dict) -> dict:
+    """What a ``remedy_trials/1`` document measured (:func:`_outcome`; the arms as :class:`Arm`)."""
+    return _outcome(RemedyTrials.read(doc))
 
 
 def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
     """Facts of a ``remedy_trials/1`` document, for the kernel rules and the program rules."""
     if not doc:
         return {}
-    o = trial_outcome(doc)
+    trials = RemedyTrials.read(doc)
+    o = _outcome(trials)
     facts: dict[str, Fact] = {}
 
     def put(name, value, where):
@@ -904,48 +955,47 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
             facts[name] = Fact(value, f"{label}: {where}")
 
     put("trials_ran", bool(o["ran"]), "arms[] (status ok, besides the baseline)")
-    put("trials_noise_pct", o["noise_pct"], f"noise {doc.get('noise')}")
+    put("trials_noise_pct", o["noise_pct"], f"noise {trials.noise}")
     if o["ran"]:
-        put("remedy_tried", ", ".join(_arm_x(a) for a in o["ran"]), "arms[].x_baseline")
+        put("remedy_tried", ", ".join(a.x_text() for a in o["ran"]), "arms[].x_baseline")
     w = o["winner"]
     if w:
-        i = next(i for i, a in enumerate(doc["arms"]) if a is w)
-        put("remedy_winner", w["name"], f"arms[{i}] (fastest ok arm, beyond_noise, outputs equal)")
-        put("remedy_x", w["x_baseline"], f"arms[{i}].x_baseline")
-        put("remedy_change", w.get("change") or w["name"], f"arms[{i}].change")
-        put("remedy_noise_pct", _noise_pct(w.get("noise")), f"arms[{i}].noise {w.get('noise')}")
+        i = w.index
+        put("remedy_winner", w.name, f"arms[{i}] (fastest ok arm, beyond_noise, outputs equal)")
+        put("remedy_x", w.x_baseline, f"arms[{i}].x_baseline")
+        put("remedy_change", w.change or w.name, f"arms[{i}].change")
+        put("remedy_noise_pct", _noise_pct(w.noise), f"arms[{i}].noise {w.noise}")
     elif o["ran"]:
         put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
     if o["not_equal"]:
         put("remedy_faster_outputs_differ", ", ".join(
-            f"{_arm_x(a)} (outputs {(a.get('outputs') or {}).get('result', 'unknown')})" for a in o["not_equal"]),
+            f"{a.x_text()} (outputs {a.outputs or 'unknown'})" for a in o["not_equal"]),
             "arms[] faster beyond noise, outputs not equal")
     if o["tuning"]:
         gained = [a for a in o["tuning"] if a in o["faster"]]
-        put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(a["name"] for a in o["tuning"])
+        put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(str(a.name) for a in o["tuning"])
             + (" (none beyond noise)" if not gained else ""))
-        put("tuning_arms", ", ".join(_arm_x(a) for a in o["tuning"]), "arms[].x_baseline")
-    replaced = [a for a in o["ran"] if a.get("name") == "replace"]
+        put("tuning_arms", ", ".join(a.x_text() for a in o["tuning"]), "arms[].x_baseline")
+    replaced = [a for a in o["ran"] if a.name == "replace"]
     if replaced:  # the bundled row kernels measured in the program: the offer stands only if they helped
         put("replace_measured_no_faster", replaced[0] not in o["faster"],
-            f"arms[] replace {replaced[0]['x_baseline']:.2f}x")
+            f"arms[] replace {replaced[0].x_baseline:.2f}x")
     return facts
+
+
+TRIAL_ROW = ("name", "status", "reason", "median_ms", "x_baseline", "spread", "noise_pct", "beyond_noise", "outputs",
+             "outputs_reason", "change", "proposed_by")
 
 
 def trials_section(doc: dict, label: str) -> dict:
     """The measured trial table a report shows (every arm, the baseline first)."""
-    o = trial_outcome(doc)
-    rows = [{"name": a.get("name"), "status": a.get("status"), "reason": a.get("reason"),
-             "median_ms": a.get("median_ms"), "x_baseline": a.get("x_baseline"), "spread": a.get("spread"),
-             "noise_pct": _noise_pct(a.get("noise")), "beyond_noise": a.get("beyond_noise"),
-             "outputs": (a.get("outputs") or {}).get("result"), "outputs_reason": (a.get("outputs") or {}).get("reason"),
-             "change": a.get("change"), "proposed_by": a.get("proposed_by")}
-            for a in doc.get("arms") or [] if isinstance(a, dict)]
-    return {"label": label, "rows": rows, "winner": (o["winner"] or {}).get("name"),
-            "what_to_change": o["what_to_change"], "noise": doc.get("noise"), "noise_pct": o["noise_pct"],
-            "runs": doc.get("runs"), "metric_from": doc.get("metric_from"),
-            "device": (doc.get("device") or {}).get("name"), "command": doc.get("command"),
-            "not_equal": [a["name"] for a in o["not_equal"]]}
+    trials = RemedyTrials.read(doc)
+    o = _outcome(trials)
+    rows = [{k: _noise_pct(a.noise) if k == "noise_pct" else getattr(a, k) for k in TRIAL_ROW} for a in trials.arms]
+    return {"label": label, "rows": rows, "winner": o["winner"].name if o["winner"] else None,
+            "what_to_change": o["what_to_change"], "noise": trials.noise, "noise_pct": o["noise_pct"],
+            "runs": trials.runs, "metric_from": trials.metric_from, "device": trials.device,
+            "command": trials.command, "not_equal": [a.name for a in o["not_equal"]]}
 
 
 def from_trials(ev: Evidence, doc: dict | None, label: str) -> None:
@@ -1048,4 +1098,5 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
     ev.fact("sol_unique_bytes", sol.unique_bytes, f"{label}: byte_model.unique_bytes")
     ev.fact("sol_inductor_bytes", sol.inductor_bytes, f"{label}: byte_model.inductor_bytes")
     if kernel_ms:
-        ev.fact("bytes_above_peak", bool(above), f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")
+        ev.fact("bytes_above_peak", bool(above),
+                f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")
