@@ -39,7 +39,7 @@ def local_arch() -> str:
 
 
 def build_parser() -> ArgumentParser:
-    from tko.probe import DEFAULT_VARIANTS
+    from tko.compile_probe import DEFAULT_VARIANTS
 
     p = ArgumentParser(prog="probe_compile.py", example='python scripts/probe_compile.py autotune_kernels/triton_poi_fused_add_0.py --arch gfx942 --json-out probe.json', description=__doc__.split("\n\n")[0])
     p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
@@ -86,7 +86,7 @@ def read_launch_event(path: str, kernel_names: set[str]) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from tko import kernel_source, offline_compile, probe
+    from tko import compile_probe, kernel_source, offline_compile
     from tko.artifact import write_artifact
     from tko.atomic import write_text
     from tko.versions import package_version
@@ -109,16 +109,16 @@ def main(argv=None) -> int:
         names = {chosen["name"], (chosen.get("inductor_facts") or {}).get("kernel_name")} - {None}
         launch = read_launch_event(args.launch_event, names)
 
-    result = probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
+    result = compile_probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
                              config=config, signature=signature, launch=launch, timeout=args.timeout,
                              workers=args.jobs, keep_dir=args.keep_dir)
-    payload = probe.assemble(result, arches, package_version("triton"))
+    payload = compile_probe.assemble(result, arches, package_version("triton"))
     payload["kernel_file"] = os.path.abspath(args.kernel_file)
     if args.keep_dir:
         payload["work_dir"] = result["work_dir"]
     write_artifact(args.json_out, SCHEMA, "probe_compile.py", payload)
     if args.markdown_out:
-        write_text(args.markdown_out, probe.markdown_table(payload))
+        write_text(args.markdown_out, compile_probe.markdown_table(payload))
     ok = sum(1 for r in payload["results"] if r["status"] == "ok")
     failed = sum(1 for r in payload["results"] if r["status"] == "error")
     print(f"probe_compile.py: {ok} compiled, {failed} failed, "

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SCRIPTS
+from conftest import ROOT, SCRIPTS
 from tko import atomic, capture, markdown
 from tko.autotune_log import parse_files
-from tko.errors import InputError
 
 RECORDED = ROOT / "examples" / "recorded_h200"
 HOSTILE = "evil\n# injected heading | x <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)>"

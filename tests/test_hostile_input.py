@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from tko import artifact, decide, errors, kernel_source
 from tko.autotune_log import parse_files, render_markdown, summarize
 from tko.errors import InputError
-from tko.profile_formats import parse_chrome_trace, read_profile
+from tko.profile_formats import parse_chrome_trace
 from tko.profile_rank import attribute_launches, rank_profile
 
 FUZZ = settings(max_examples=100, deadline=None,

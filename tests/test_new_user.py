@@ -93,6 +93,7 @@ def test_summarize_reads_the_log_of_a_capture_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr
     direct = run("summarize_autotune_log.py", CAPTURE / "autotune_kernels" / "autotune.log",
                  "--json-out", tmp_path / "d.json")
+    assert direct.returncode == 0, direct.stderr
     a, b = (json.loads((tmp_path / n).read_text()) for n in ("s.json", "d.json"))
     assert [k["kernel"] for k in a["kernels"]] == [k["kernel"] for k in b["kernels"]] != []
     empty = tmp_path / "empty"

@@ -23,7 +23,7 @@ Main entry for other modules::
                         extra_attrs=None, signature=None, env=None, launch=None) -> CompileOutcome
 
 A worker mode (``python -m tko.offline_compile --worker spec.json``) compiles in a fresh process and
-writes the stages to files; ``tko.probe`` uses it because old Tritons read ``AMDGCN_USE_BUFFER_OPS``
+writes the stages to files; ``tko.compile_probe`` uses it because old Tritons read ``AMDGCN_USE_BUFFER_OPS``
 at import.
 """
 

@@ -82,7 +82,7 @@ def markdown(payload: dict, top: int = 25) -> str:
     t = payload["totals"]
     unit = "us per step" if payload["basis"] == "per step" else "us, total"
     lines = ["# Profile comparison", "", md.text(payload["summary"]), "",
-             f"| | before | after | after/before |", "|---|---|---|---|",
+             "| | before | after | after/before |", "|---|---|---|---|",
              f"| GPU kernel time ({unit}) | {t['kernel_time_us']['before']:.1f} | {t['kernel_time_us']['after']:.1f} | "
              + (f"{t['kernel_time_us']['ratio']:.3f} |" if t["kernel_time_us"]["ratio"] is not None else "- |"),
              f"| launches | {t['dispatches']['before']:g} | {t['dispatches']['after']:g} | |"]

@@ -495,8 +495,8 @@ def mangled_base(name: str) -> str:
                 break
         return parts[-1] if parts else name
     s = re.sub(r"^void\s+", "", name.strip())
-    depth, cut = 0, len(s)
-    for i, ch in enumerate(s):  # stop at the first '<' or '(' outside template brackets
+    cut = len(s)
+    for i, ch in enumerate(s):  # stop at the first '<' or '('
         if ch in "<(":
             cut = i
             break

@@ -444,6 +444,6 @@ def markdown(payload: dict) -> str:
 
 
 def _ls(summary: dict) -> str:
-    from .probe import LOAD_STORE_FAMILIES
+    from .compile_probe import LOAD_STORE_FAMILIES
 
     return ", ".join(f"{fam} {summary[fam]}" for fam in LOAD_STORE_FAMILIES if summary.get(fam)) or "none"

@@ -4,7 +4,7 @@ Variants are derived around the captured winner (the first config of the standal
 ``_TKO_SPEC``): block-size constexprs x2 and /2, ``num_warps`` x2 and /2, ``num_stages`` +/-1 when the
 kernel has a loop (pipelining needs one), ``waves_per_eu`` on a HIP build, and the hint variants that a
 ``compile_probe/1`` JSON found to compile AND change the ISA (source edits are the probe's own edits,
-re-derived with ``tko.probe.build_variants`` / ``rewrite_source``).
+re-derived with ``tko.compile_probe.build_variants`` / ``rewrite_source``).
 
 Every variant runs in a worker process bound to one device (``tko.sweep_worker``), on the captured
 inputs, checked against the captured winner's output on the same inputs; only variants that pass are
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import kernel_source, offline_compile, probe, standalone
+from . import compile_probe, kernel_source, offline_compile, standalone
 from .config import OPTION_KEYS, TritonConfig
 from .errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
@@ -37,7 +37,7 @@ BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
 WAVES_PER_EU = (1, 2, 4)
 SOURCE_HINTS = ("assume", "multiple_of")
-ENV_HINTS = {"buffer_ops_on": {probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {probe.BUFFER_OPS_ENV: "0"}}
+ENV_HINTS = {"buffer_ops_on": {compile_probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {compile_probe.BUFFER_OPS_ENV: "0"}}
 SCRIPTS_DIR = str(Path(__file__).resolve().parents[1])
 
 
@@ -96,7 +96,7 @@ def is_block_key(key: str, value: Any) -> bool:
 
 
 def _has_loop(text: str, function: str) -> bool:
-    node = probe._function_node(text, function)
+    node = compile_probe._function_node(text, function)
     return any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(node))
 
 
@@ -306,25 +306,25 @@ def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel
         for p in parts:
             env.update(ENV_HINTS.get(p, {}))
         if env and not hip:
-            notes.append(f"probe variant {name}: {probe.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
+            notes.append(f"probe variant {name}: {compile_probe.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
             continue
         source_parts = [p for p in parts if p in SOURCE_HINTS]
         label = "+".join((["pointer_range"] if pointer_range else []) + parts)
         if env:
-            notes.append(f"{label}: {probe.BUFFER_OPS_ENV} is set in the worker before the compile; Triton <= 3.3 "
+            notes.append(f"{label}: {compile_probe.BUFFER_OPS_ENV} is set in the worker before the compile; Triton <= 3.3 "
                          "reads it at import, so there this variant compiles like the baseline")
         if not source_parts and not pointer_range:
             out.append(Variant(label, "env", f"environment {env}", dict(flat0), grid0, kernel_file, env=env))
             continue
         new_text, descriptions, claims = text, [], []
         if source_parts:
-            derived = probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
+            derived = compile_probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
             if derived.skipped:
                 notes.append(f"probe variant {name}: {derived.skipped}")
                 continue
             top = derived.source_lines.get("top", [])
             after = {int(k): v for k, v in derived.source_lines.items() if k != "top"}
-            new_text = probe.rewrite_source(text, kernel["name"], top, after)
+            new_text = compile_probe.rewrite_source(text, kernel["name"], top, after)
             descriptions.append(derived.description)
             claims += derived.claims
         if pointer_range:
@@ -363,7 +363,7 @@ def inductor_pointer_range_edit(text: str, kernel_name: str, spec: dict) -> tupl
     """The kernel's ``triton_meta`` with ``['tt.pointer_range', 32]`` added for pointer arguments
     whose recorded storage is under 2 GiB: what Inductor's ``emit_pointer_range_32`` (torch >= 2.13)
     emits on HIP itself.  (new text or None, claims or the reason it does not apply)."""
-    func = probe._function_node(text, kernel_name)
+    func = compile_probe._function_node(text, kernel_name)
     meta = None
     for dec in func.decorator_list:
         if isinstance(dec, ast.Call):
