@@ -379,7 +379,9 @@ if tl is not None:
                 xhat = tl.where(mask, (x - tl.load(Mean + row)) * rstd, 0.0)
             else:
                 xhat = x * rstd
-            g = dy * w if HAS_W else dy
+            g = dy
+            if HAS_W:
+                g = dy * w
             dx = g - xhat * (tl.sum(g * xhat, axis=0) / n_cols)
             if CENTER:
                 dx = dx - tl.sum(g, axis=0) / n_cols
