@@ -127,21 +127,19 @@ def _device_info(props) -> list[dict]:
     return [{k: d[k] for k in keep if k in d} for d in props if isinstance(d, dict)]
 
 
-def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict:
+def _regex(flag: str, pattern: str):
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise InputError(f"{flag} {pattern!r}: bad regular expression ({exc})") from None
+
+
+def _read_sources(sources: list[tuple[str, str]], run_info: dict | None, problems: list, formats: list):
+    """(path, parsed) of the one kernel profile among the inputs, and the HIP API statistics."""
     from tko import profile_formats as pf
-    from tko import profile_rank as pr
 
-    triton_names = []
-    for pat in args.triton_name:
-        try:
-            triton_names.append(re.compile(pat))
-        except re.error as exc:
-            raise InputError(f"--triton-name {pat!r}: bad regular expression ({exc})") from None
-
-    problems: list[str] = []
     kernel_src = None
     api_stats = None
-    formats = []
     for flag, path in sources:
         parsed = pf.read_profile(path)
         formats.append({"flag": flag, "path": str(path), "format": parsed.format})
@@ -169,8 +167,28 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
     if kernel_src is None:
         raise InputError("no kernel statistics among the inputs (a .hiptrace.csv / 'HIP API statistics' "
                          "table lists API calls only; pass the .hipkernel.csv of the same run)")
+    return kernel_src, api_stats
 
-    path, parsed = kernel_src
+
+def _join_pmc(args, rows: list, summary: dict, problems: list, formats: list) -> None:
+    from tko import profile_formats as pf
+    from tko import profile_rank as pr
+
+    pmc = pf.read_profile(args.pmc)
+    if pmc.format != "hipprof_pmc":
+        raise InputError(f"{args.pmc}: is not hipprof PMC text (found {pmc.format})")
+    problems += [f"{Path(args.pmc).name}: {m}" for m in pmc.problems]
+    summary["pmc_kernels_joined"] = pr.join_pmc(rows, pmc.pmc)
+    formats.append({"flag": "--pmc", "path": str(args.pmc), "format": pmc.format})
+
+
+def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict:
+    from tko import profile_rank as pr
+
+    triton_names = [_regex("--triton-name", pat) for pat in args.triton_name]
+    problems: list[str] = []
+    formats: list[dict] = []
+    (path, parsed), api_stats = _read_sources(sources, run_info, problems, formats)
     payload: dict = {"source": {"inputs": formats}}
     if run_info:
         payload["source"].update(run_info)
@@ -181,10 +199,7 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
     if args.within:
         if parsed.trace is None:
             raise InputError("--within needs a Chrome trace (summary tables and kernel traces have no ranges)")
-        try:
-            within = re.compile(args.within)
-        except re.error as exc:
-            raise InputError(f"--within {args.within!r}: bad regular expression ({exc})") from None
+        within = _regex("--within", args.within)
     rows, summary, rank_problems = pr.rank_profile(parsed, args.include_compile, triton_names, within)
     problems += rank_problems
     if parsed.trace is not None:
@@ -196,12 +211,7 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
                          "pass --include-compile to rank them anyway")
     rows, summary, ranking = pr.finish(rows, summary, args.top)
     if args.pmc:
-        pmc = pf.read_profile(args.pmc)
-        if pmc.format != "hipprof_pmc":
-            raise InputError(f"{args.pmc}: is not hipprof PMC text (found {pmc.format})")
-        problems += [f"{Path(args.pmc).name}: {m}" for m in pmc.problems]
-        summary["pmc_kernels_joined"] = pr.join_pmc(rows, pmc.pmc)
-        formats.append({"flag": "--pmc", "path": str(args.pmc), "format": pmc.format})
+        _join_pmc(args, rows, summary, problems, formats)
     payload["summary"] = summary
     payload["kernels"] = rows
     payload["ranking"] = ranking

@@ -85,87 +85,101 @@ def assume_lines(kernel: dict, plan_signature: dict) -> tuple[list[str], list[st
     return lines, claims
 
 
-def multiple_of_lines(text: str, kernel: dict) -> tuple[dict, list[str]]:
-    """Insert hints only where the claim follows from the code: program_id * BLOCK (+ arange)."""
-    func = _function_node(text, kernel["name"])
-    constexprs = {p["name"] for p in kernel["params"] if p["kind"] == "constexpr"}
-    pid_vars: set[str] = set()
-    block_multiple: dict[str, str] = {}     # var -> BLOCK it is a multiple of
-    inserts: dict[int, list[str]] = {}
-    claims: list[str] = []
+class _BlockFacts:
+    """What the kernel body so far proves: which names hold program_id, which a multiple of a BLOCK."""
 
-    def is_pid(node: ast.AST) -> bool:
+    def __init__(self, constexprs: set[str]):
+        self.constexprs = constexprs
+        self.pid_vars: set[str] = set()
+        self.block_multiple: dict[str, str] = {}     # var -> BLOCK it is a multiple of
+
+    def is_pid(self, node: ast.AST) -> bool:
         if isinstance(node, ast.Name):
-            return node.id in pid_vars
+            return node.id in self.pid_vars
         if isinstance(node, ast.Call):
             name = ast.unparse(node.func)
             if name.endswith("program_id"):
                 return True
             if name.endswith(".to") and isinstance(node.func, ast.Attribute):
-                return is_pid(node.func.value)
+                return self.is_pid(node.func.value)
         return False
 
-    def multiple_of_block(node: ast.AST) -> str | None:
+    def multiple_of_block(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
-            return block_multiple.get(node.id)
+            return self.block_multiple.get(node.id)
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for a, b in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(b, ast.Name) and b.id in constexprs and is_pid(a):
+                if isinstance(b, ast.Name) and b.id in self.constexprs and self.is_pid(a):
                     return b.id
         return None
 
-    def arange_block(node: ast.AST) -> str | None:
-        if isinstance(node, ast.Subscript):
-            node = node.value
-        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("arange") \
-                and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) \
-                and node.args[0].value == 0 and isinstance(node.args[1], ast.Name):
-            return node.args[1].id
+
+def _arange_block(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("arange") \
+            and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) \
+            and node.args[0].value == 0 and isinstance(node.args[1], ast.Name):
+        return node.args[1].id
+    return None
+
+
+def _hint_values(node: ast.AST, block: str) -> str | None:
+    """``BLOCK`` for a 1-D range; ``[BLOCK, 1]`` for ``arange(...)[:, None]`` (one value per dim)."""
+    if not isinstance(node, ast.Subscript):
+        return block
+    dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+    values = []
+    for dim in dims:
+        if isinstance(dim, ast.Slice):
+            values.append(block)
+        elif isinstance(dim, ast.Constant) and dim.value is None:
+            values.append("1")
+        else:
+            return None
+    return values[0] if len(values) == 1 else "[" + ", ".join(values) + "]"
+
+
+def _contiguous_range(facts: _BlockFacts, target: str, value: ast.AST) -> tuple[str, str] | None:
+    """(hint line, claim) for ``target = multiple_of_BLOCK + arange(0, BLOCK)``, else None."""
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
         return None
+    for a, b in ((value.left, value.right), (value.right, value.left)):
+        block_a, block_r = facts.multiple_of_block(a), _arange_block(b)
+        if block_a and block_a == block_r:
+            values = _hint_values(b, block_a)
+            if values is None:
+                continue
+            return (f"{target} = tl.max_contiguous(tl.multiple_of({target}, {values}), {values})",
+                    f"{target} = {ast.unparse(value)}: starts at a multiple of {block_a} "
+                    f"and runs {block_a} contiguous elements")
+    return None
 
-    def hint_values(node: ast.AST, block: str) -> str | None:
-        """``BLOCK`` for a 1-D range; ``[BLOCK, 1]`` for ``arange(...)[:, None]`` (one value per dim)."""
-        if not isinstance(node, ast.Subscript):
-            return block
-        dims = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        values = []
-        for dim in dims:
-            if isinstance(dim, ast.Slice):
-                values.append(block)
-            elif isinstance(dim, ast.Constant) and dim.value is None:
-                values.append("1")
-            else:
-                return None
-        return values[0] if len(values) == 1 else "[" + ", ".join(values) + "]"
 
+def multiple_of_lines(text: str, kernel: dict) -> tuple[dict, list[str]]:
+    """Insert hints only where the claim follows from the code: program_id * BLOCK (+ arange)."""
+    func = _function_node(text, kernel["name"])
+    facts = _BlockFacts({p["name"] for p in kernel["params"] if p["kind"] == "constexpr"})
+    inserts: dict[int, list[str]] = {}
+    claims: list[str] = []
     for stmt in func.body:
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                 and isinstance(stmt.targets[0], ast.Name)):
             continue
         target, value = stmt.targets[0].id, stmt.value
-        indent_claim = None
-        if is_pid(value):
-            pid_vars.add(target)
+        if facts.is_pid(value):
+            facts.pid_vars.add(target)
             continue
-        block = multiple_of_block(value)
+        block = facts.multiple_of_block(value)
         if block:
-            block_multiple[target] = block
+            facts.block_multiple[target] = block
             inserts.setdefault(stmt.end_lineno, []).append(f"{target} = tl.multiple_of({target}, {block})")
-            indent_claim = f"{target} = {ast.unparse(value)} is program_id * {block}: a multiple of {block}"
-        elif isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-            for a, b in ((value.left, value.right), (value.right, value.left)):
-                block_a, block_r = multiple_of_block(a), arange_block(b)
-                if block_a and block_a == block_r:
-                    values = hint_values(b, block_a)
-                    if values is None:
-                        continue
-                    inserts.setdefault(stmt.end_lineno, []).append(
-                        f"{target} = tl.max_contiguous(tl.multiple_of({target}, {values}), {values})")
-                    indent_claim = (f"{target} = {ast.unparse(value)}: starts at a multiple of {block_a} "
-                                    f"and runs {block_a} contiguous elements")
-                    break
-        if indent_claim:
-            claims.append(indent_claim)
+            claims.append(f"{target} = {ast.unparse(value)} is program_id * {block}: a multiple of {block}")
+            continue
+        hinted = _contiguous_range(facts, target, value)
+        if hinted:
+            inserts.setdefault(stmt.end_lineno, []).append(hinted[0])
+            claims.append(hinted[1])
     return inserts, claims
 
 

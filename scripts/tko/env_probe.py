@@ -954,11 +954,8 @@ def arch_check(devices: list[dict], expected: Sequence[str]) -> dict:
 
 # --------------------------------------------------------------------------- whole probe
 
-def probe(expected_archs: Sequence[str], smoke: bool = False,
-          smoke_targets: Sequence[str] = (), tool_timeout: float = TOOL_TIMEOUT_S,
-          runtime_timeout: float = RUNTIME_TIMEOUT_S, smoke_timeout: float = SMOKE_TIMEOUT_S) -> dict:
-    """Run every probe and return the ``triton_env/1`` payload (without header)."""
-    warnings: list[str] = []
+def _run_probes(tool_timeout: float, runtime_timeout: float) -> tuple:
+    """(torch, triton, native runtime, tools, DCU stack, NVIDIA stack) records."""
     roots = [p for p, _ in _install_roots()]
     # The probes are independent processes: run them side by side (a torch import
     # takes seconds, and so may rocminfo on a busy node).
@@ -977,6 +974,13 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
         native = f_native.result()
         torch_info = _import_record(f_torch.result(), "torch")
         triton_info = _import_record(f_triton.result(), "triton")
+    for key in ("child_seconds", "child_timed_out", "child_rc"):
+        native.pop(key, None)
+    return torch_info, triton_info, native, tools, dcu_stack, nvidia_stack
+
+
+def _package_records(torch_info: dict, triton_info: dict, warnings: list):
+    """Moves the active target into the triton record, adds versions; returns Triton's package dir."""
     for key in ("active_target", "active_target_error"):
         if f"triton_{key}" in torch_info:
             triton_info[key] = torch_info.pop(f"triton_{key}")
@@ -988,36 +992,47 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
         warnings.append(f"torch is not importable: {torch_info.get('error')}")
     if not triton_info.get("importable"):
         warnings.append(f"triton is not importable: {triton_info.get('error')}")
+    return pkg
 
-    for key in ("child_seconds", "child_timed_out", "child_rc"):
-        native.pop(key, None)
 
+def _devices(torch_info: dict, dcu_stack: dict, nvidia_stack: dict, warnings: list) -> list:
+    """The devices torch sees, else those the system tools list (and why torch does not)."""
     devices = list(torch_info.get("devices") or [])
+    if devices:
+        return devices
+    devices = list((dcu_stack.get("rocminfo") or {}).get("gpus") or [])
+    for i, d in enumerate(devices):
+        d.setdefault("index", i)
     if not devices:
-        devices = list((dcu_stack.get("rocminfo") or {}).get("gpus") or [])
-        for i, d in enumerate(devices):
-            d.setdefault("index", i)
-        if not devices:
-            devices = _hysmi_devices(dcu_stack.get("hy_smi") or {})
-        if not devices and nvidia_stack.get("nvidia_smi"):
-            for row in nvidia_stack["nvidia_smi"]["gpus"]:
-                devices.append({"source": "nvidia-smi", "vendor": "nvidia", **row})
-        if devices and torch_info.get("importable"):
-            vendors = {d.get("vendor") for d in devices}
-            if torch_info.get("cuda") and vendors & {"hygon", "amd"}:
-                warnings.append(f"torch {torch_info.get('version')} is a CUDA build on a DCU/AMD "
-                                "machine: it cannot see the device; install the DTK/ROCm build of torch")
-            elif torch_info.get("hip") and vendors == {"nvidia"}:
-                warnings.append(f"torch {torch_info.get('version')} is a HIP build on an NVIDIA machine")
-            else:
-                warnings.append("torch sees no GPU but system tools do: is this a CPU-only torch "
-                                "build, or is the device hidden (*_VISIBLE_DEVICES)?")
+        devices = _hysmi_devices(dcu_stack.get("hy_smi") or {})
+    if not devices and nvidia_stack.get("nvidia_smi"):
+        for row in nvidia_stack["nvidia_smi"]["gpus"]:
+            devices.append({"source": "nvidia-smi", "vendor": "nvidia", **row})
+    if devices and torch_info.get("importable"):
+        vendors = {d.get("vendor") for d in devices}
+        if torch_info.get("cuda") and vendors & {"hygon", "amd"}:
+            warnings.append(f"torch {torch_info.get('version')} is a CUDA build on a DCU/AMD "
+                            "machine: it cannot see the device; install the DTK/ROCm build of torch")
+        elif torch_info.get("hip") and vendors == {"nvidia"}:
+            warnings.append(f"torch {torch_info.get('version')} is a HIP build on an NVIDIA machine")
+        else:
+            warnings.append("torch sees no GPU but system tools do: is this a CPU-only torch "
+                            "build, or is the device hidden (*_VISIBLE_DEVICES)?")
+    return devices
+
+
+def probe(expected_archs: Sequence[str], smoke: bool = False,
+          smoke_targets: Sequence[str] = (), tool_timeout: float = TOOL_TIMEOUT_S,
+          runtime_timeout: float = RUNTIME_TIMEOUT_S, smoke_timeout: float = SMOKE_TIMEOUT_S) -> dict:
+    """Run every probe and return the ``triton_env/1`` payload (without header)."""
+    warnings: list[str] = []
+    torch_info, triton_info, native, tools, dcu_stack, nvidia_stack = _run_probes(tool_timeout, runtime_timeout)
+    pkg = _package_records(torch_info, triton_info, warnings)
+    devices = _devices(torch_info, dcu_stack, nvidia_stack, warnings)
     check = arch_check(devices, expected_archs)
     if check["status"] == "unexpected":
         warnings.append(check["message"])
-
-    hip = torch_info.get("hip")
-    if hip and not torch_info.get("cuda_available"):
+    if torch_info.get("hip") and not torch_info.get("cuda_available"):
         warnings.append("torch is a HIP build but no device is available "
                         "(HIP_VISIBLE_DEVICES / driver / permissions?)")
     buffer_ops = buffer_ops_record(triton_info, pkg)
@@ -1026,7 +1041,6 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
     platform_kind = _platform_kind(devices)
     if platform_kind in ("dcu", "amd") and missing_dcu:
         warnings.append(f"not found: {', '.join(missing_dcu)} (needed for profiling / ISA checks)")
-
     payload: dict[str, Any] = {
         "python": {"executable": sys.executable, "version": platform.python_version()},
         "host": {"system": platform.system(), "machine": platform.machine(),
