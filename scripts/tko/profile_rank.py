@@ -267,78 +267,83 @@ def select_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo
     return keep, counts
 
 
+def _add_dispatch(a: "_Acc", d: Dispatch, info: LaunchInfo | None) -> None:
+    a.calls += 1
+    a.total += d.dur_us
+    a.lo = d.dur_us if a.lo is None else min(a.lo, d.dur_us)
+    a.hi = d.dur_us if a.hi is None else max(a.hi, d.dur_us)
+    a.devices.add(str(d.device))
+    a.streams.add(str(d.stream))
+    if d.launch:
+        a.launch_variants.add(repr(sorted(d.launch.items())))
+        if a.launch is None:
+            a.launch = d.launch
+    if not info:
+        return
+    op = _launch_op(info.chain, info.inductor, d.name)
+    a.launch_ops[op] += d.dur_us
+    if a.chain is None or (op and a.launch_ops[op] >= max(a.launch_ops.values())):
+        a.chain = info.chain
+        a.python_stack = info.python_stack
+    if info.inductor and a.inductor is None:
+        a.inductor = info.inductor
+    # Inductor wraps each Triton launch in a range named after the kernel (its args,
+    # kernel_backend etc., are exported only with record_shapes)
+    if (info.inductor and info.inductor.get("kernel_backend") == "triton") or (
+            info.chain and info.chain[0] == d.name):
+        a.triton_launch = True
+    if op and op.startswith("aten::"):
+        a.aten_launch = True
+
+
+def _kernel_row(a: "_Acc", kernel_total: float, with_launches: bool, triton_names) -> dict:
+    row = {
+        "name": a.name,
+        "origin": classify(a.name, a.triton_launch, triton_names, a.aten_launch),
+        "calls": a.calls,
+        "total_us": round(a.total, 3),
+        "mean_us": round(a.total / a.calls, 3),
+        "min_us": round(a.lo, 3),
+        "max_us": round(a.hi, 3),
+        "share": (a.total / kernel_total) if kernel_total > 0 else 0.0,
+    }
+    if with_launches:
+        ops = [(op, t) for op, t in a.launch_ops.most_common() if op is not None]
+        row["launch_op"] = ops[0][0] if ops else None
+        row["launch_ops"] = [{"op": op, "total_us": round(t, 3)} for op, t in ops[:VARIANT_LIMIT]]
+        row["op_chain"] = a.chain or []
+        if a.python_stack:
+            row["python_stack"] = a.python_stack
+            row["user_frame"] = _user_frame(a.python_stack)
+        if a.inductor:
+            row["inductor"] = a.inductor
+    if a.launch is not None:
+        row["launch"] = a.launch
+        row["launch_variants"] = len(a.launch_variants)
+    row["devices"] = sorted(a.devices)
+    row["streams"] = sorted(a.streams)
+    return row
+
+
 def rank_dispatches(dispatches: list[Dispatch], launches: dict[int, LaunchInfo] | None = None,
                     include_compile: bool = False, triton_names=None,
                     within: re.Pattern | None = None) -> tuple[list[dict], dict]:
-    accs: dict[str, _Acc] = {}
+    accs: dict = {}
     keep, counts = select_dispatches(dispatches, launches, include_compile, within)
     kept: list[Dispatch] = []
     for i, d in enumerate(dispatches):
-        info = launches.get(i) if launches else None
         if not keep[i]:
             continue
+        info = launches.get(i) if launches else None
         kept.append(d)
         # Inductor names kernels per graph, so two graphs can both have a triton_poi_fused_add_0:
         # the kernel hash (exported with record_shapes) keeps them apart
         key = (d.name, info.inductor.get("kernel_hash") if info and info.inductor else None)
-        a = accs.get(key)
-        if a is None:
-            a = accs[key] = _Acc(d.name)
-        a.calls += 1
-        a.total += d.dur_us
-        a.lo = d.dur_us if a.lo is None else min(a.lo, d.dur_us)
-        a.hi = d.dur_us if a.hi is None else max(a.hi, d.dur_us)
-        a.devices.add(str(d.device))
-        a.streams.add(str(d.stream))
-        if d.launch:
-            sig = repr(sorted(d.launch.items()))
-            a.launch_variants.add(sig)
-            if a.launch is None:
-                a.launch = d.launch
-        if info:
-            op = _launch_op(info.chain, info.inductor, d.name)
-            a.launch_ops[op] += d.dur_us
-            if a.chain is None or (op and a.launch_ops[op] >= max(a.launch_ops.values())):
-                a.chain = info.chain
-                a.python_stack = info.python_stack
-            if info.inductor and a.inductor is None:
-                a.inductor = info.inductor
-            # Inductor wraps each Triton launch in a range named after the kernel (its args,
-            # kernel_backend etc., are exported only with record_shapes)
-            if (info.inductor and info.inductor.get("kernel_backend") == "triton") or (
-                    info.chain and info.chain[0] == d.name):
-                a.triton_launch = True
-            if op and op.startswith("aten::"):
-                a.aten_launch = True
+        if key not in accs:
+            accs[key] = _Acc(d.name)
+        _add_dispatch(accs[key], d, info)
     kernel_total = sum(a.total for a in accs.values())
-    rows = []
-    for a in accs.values():
-        row = {
-            "name": a.name,
-            "origin": classify(a.name, a.triton_launch, triton_names, a.aten_launch),
-            "calls": a.calls,
-            "total_us": round(a.total, 3),
-            "mean_us": round(a.total / a.calls, 3),
-            "min_us": round(a.lo, 3),
-            "max_us": round(a.hi, 3),
-            "share": (a.total / kernel_total) if kernel_total > 0 else 0.0,
-        }
-        if launches is not None:
-            ops = [(op, t) for op, t in a.launch_ops.most_common() if op is not None]
-            row["launch_op"] = ops[0][0] if ops else None
-            row["launch_ops"] = [{"op": op, "total_us": round(t, 3)} for op, t in ops[:VARIANT_LIMIT]]
-            row["op_chain"] = a.chain or []
-            if a.python_stack:
-                row["python_stack"] = a.python_stack
-                row["user_frame"] = _user_frame(a.python_stack)
-            if a.inductor:
-                row["inductor"] = a.inductor
-        if a.launch is not None:
-            row["launch"] = a.launch
-            row["launch_variants"] = len(a.launch_variants)
-        row["devices"] = sorted(a.devices)
-        row["streams"] = sorted(a.streams)
-        rows.append(row)
+    rows = [_kernel_row(a, kernel_total, launches is not None, triton_names) for a in accs.values()]
     rows.sort(key=lambda r: (-r["total_us"], r["name"]))
     busy = _span_union([(d.start_us, d.start_us + d.dur_us) for d in kept])
     summary = {
