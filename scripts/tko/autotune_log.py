@@ -101,12 +101,18 @@ _normalize_checked = normalize_record
 _AMD_OPTIONS = frozenset(AMD_OPTIONS)
 
 
+_RECORD_FIELDS = ("kwargs", "num_warps", "num_stages", "extras")
+
+
 def _event_config(record: dict) -> dict:
     """``normalize_record(record)`` of a checked config of a decoded event that is dropped after
     its line: the usual record (object kwargs free of AMD options, object extras) keeps its own
-    kwargs and extras dicts instead of copies."""
+    kwargs and extras dicts instead of copies, and is itself the result when it has just the
+    record's fields in the record's order."""
     kwargs, extras = record.get("kwargs"), record.get("extras")
     if type(kwargs) is dict and type(extras) is dict and _AMD_OPTIONS.isdisjoint(kwargs):
+        if tuple(record) == _RECORD_FIELDS:
+            return record
         return {"kwargs": kwargs, "num_warps": record.get("num_warps"),
                 "num_stages": record.get("num_stages"), "extras": extras}
     return normalize_record(record)
@@ -135,7 +141,7 @@ def _same_config(a: dict, b: dict) -> bool:
 # ---------------------------------------------------------------------------
 # parsed records
 
-@dataclass
+@dataclass(slots=True)
 class Timing:
     config: dict
     ms: float | None            # None: the config failed or was skipped (Inductor's inf)
@@ -154,7 +160,7 @@ def _timing_key(timing: Timing) -> tuple:
     return key
 
 
-@dataclass
+@dataclass(slots=True)
 class Tuning:
     """One benchmarking of a kernel's configs (an autotune or a coordinate descent)."""
 
@@ -1075,13 +1081,30 @@ def _round(value: float | None, digits: int = 6) -> float | None:
 
 
 def _timing_row(t: Timing, fastest: float | None, num_bytes: int | None) -> dict:
-    gbps = t.gb_per_s
-    if gbps is None and num_bytes and t.ms:
-        gbps = num_bytes / 1e9 / (t.ms / 1e3)
-    return {"config": t.config, "label": config_label(t.config), "ms": _round(t.ms),
-            "x_fastest": _round(t.ms / fastest, 4) if t.ms and fastest else None,
+    ms, gbps = t.ms, t.gb_per_s
+    if gbps is None and num_bytes and ms:
+        gbps = num_bytes / 1e9 / (ms / 1e3)
+    return {"config": t.config, "label": _label(t.config),
+            "ms": None if ms is None else round(ms, 6),
+            "x_fastest": round(ms / fastest, 4) if ms and fastest else None,
             "n_regs": t.n_regs, "n_spills": t.n_spills, "shared": t.shared,
-            "gb_per_s": _round(gbps, 2)}
+            "gb_per_s": None if gbps is None else round(gbps, 2)}
+
+
+def _label(config: dict) -> str:
+    """``config_label(config)``; the label of a plain event record (int or str kwargs, no
+    extras, int or no warps and stages) is made once per distinct record."""
+    kwargs, warps, stages = config.get("kwargs"), config.get("num_warps"), config.get("num_stages")
+    if type(kwargs) is dict and not config.get("extras") and type(warps) in _INT_OR_NONE \
+            and type(stages) in _INT_OR_NONE and _KWARG_PLAIN.issuperset(map(type, kwargs.values())):
+        return _plain_label(tuple(kwargs.items()), warps, stages)
+    return config_label(config)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain_label(kwargs: tuple, warps: int | None, stages: int | None) -> str:
+    # the key holds no bool or float, so equal keys are records with equal labels
+    return config_label({"kwargs": dict(kwargs), "num_warps": warps, "num_stages": stages})
 
 
 def _rank_order(timing: Timing) -> tuple:
