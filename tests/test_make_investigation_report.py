@@ -196,3 +196,100 @@ def test_launch_latency_cut_comes_from_the_rules(run_script, tmp_path):
     md = (tmp_path / "r.md").read_text()
     assert "device time 0.0062 ms (profiler, L2 flushed) |" in md
     assert "launch latency" not in md
+
+
+# ----------------------------------------------------------------------------- wrong-typed fields
+
+def _good_inputs(fixtures_dir) -> tuple[str, dict]:
+    """One well-formed document per input of the report, all naming the same kernel."""
+    from conftest import ROOT
+
+    from tko.isa import scan_path
+
+    kernel = "triton_poi_fused_x_0"
+
+    def load(path):
+        return json.loads((ROOT / path).read_text())
+
+    isa = [{**r, "name": kernel} for r in scan_path(fixtures_dir / "isa" / "gfx90a-nopr" / "matmul_spill.amdgcn")]
+    profile = load("examples/recorded_h200/pointwise_chain/profile/profile.json")
+    profile["kernels"][0]["name"] = kernel
+    return kernel, {
+        "profile": profile,
+        "autotune_summary": {"kernels": [{
+            "kernel": kernel, "kind": "pointwise", "winner": {"ms": 0.01, "gb_per_s": 100.0, "label": "XBLOCK=1024",
+                                                                "config": {"num_warps": 4}},
+            "configs": [{"ms": 0.01, "label": "XBLOCK=1024"}, {"ms": 0.02, "label": "XBLOCK=512"}], "spread": 2.0,
+            "flags": ["wide_spread"], "statistic": "min", "from_cache": False, "num_bytes": 10, "winner_from": "log",
+            "launch": {"args": [{"name": "in_ptr0", "shape": [4]}], "grid": [1], "num_bytes": 10, "bytes_source": "x"}}]},
+        "meta": {"source": "k.py", "entry_kernel": kernel, "kernels": [{
+            "name": kernel, "kind": "pointwise",
+            "memory_ops": [{"op": "load", "kind": "gather", "indirect": False, "bases": ["in_ptr0"]},
+                           {"op": "load", "kind": "contiguous", "indirect": False, "bases": ["in_ptr0"]},
+                           {"op": "store", "kind": "scatter", "indirect": True, "bases": ["out_ptr0"]}],
+            "atomics": [{"kind": "scatter", "indirect": True}],
+            "params": [{"name": "in_ptr0", "kind": "pointer", "dtype": "fp32"}, {"name": "ks0", "kind": "scalar"}],
+            "pointer_hints": {"in_ptr0": {"tt.divisibility": 16, "tt.pointer_range": 32}},
+            "hint_calls": [{"text": "tl.assume(x >= 0)"}], "reductions": [{"op": "sum"}], "findings": ["f"],
+            "inductor_facts": {"num_load": 2}}]},
+        "isa": {"kernels": isa},
+        "run": load("tests/fixtures/kernel_runs_h200/run_triton_per_fused_native_layer_norm_0.json"),
+        "probe": load("tests/fixtures/sweep/tiny_inductor_probe.json"),
+        "benchmark": load("tests/fixtures/sweep_h200/long_row_softmax_sweep_1gpu.json"),
+        "ab": load("examples/recorded_h200/dynamic_shapes/fallback_ab.json"),
+        "artifacts": {"kernels": [{"kernel": kernel, "missing": [{"kind": "model_code_frames", "reason": "r"}],
+                                   "model_code": {"aten_ops": ["aten.add"], "source_nodes": ["add"],
+                                                  "frames": [{"file": "m.py", "line": 3, "qualname": "f"}],
+                                                  "unmapped_nodes": []}}]},
+        "trials": load("examples/recorded_h200/trials/row_reduction/trials.json"),
+        "sol": load("tests/fixtures/sol_h200/table/transposed_add_rep1.json"),
+        "env": load("examples/recorded_h200/scatter_index_add/triton_env.json"),
+    }
+
+
+WRONG = ("x", 7, -1.5, True, None, [], {}, [1, "a"], {"a": 1})
+
+
+def _mutations(value, path=(), depth=0):
+    """(path, wrong-typed value) for every field of ``value`` down to depth 4 (first two list items)."""
+    children = (list(value.items()) if isinstance(value, dict)
+                else list(enumerate(value[:2])) if isinstance(value, list) else [])
+    for n, (key, child) in enumerate(children):
+        wrong = [w for w in WRONG if type(w) is not type(child)]
+        yield path + (key,), wrong[(len(path) + n) % len(wrong)]
+        if depth < 4:
+            yield from _mutations(child, path + (key,), depth + 1)
+
+
+def _with(doc, path, value):
+    import copy
+
+    out = copy.deepcopy(doc)
+    target = out
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    return out
+
+
+def test_a_wrong_typed_field_in_any_input_reads_as_missing_never_an_exception(fixtures_dir):
+    from tko import decide, report
+
+    kernel, docs = _good_inputs(fixtures_dir)
+    rules = decide.load_rules()
+    labels = {k: f"{k}.json" for k in docs}
+    full = report.build(kernel, docs, labels, peak_override=4000.0, rules=rules)
+    assert {"profile", "autotune", "meta", "isa", "probe", "tuning_runs", "fallback_ab", "model_code", "trials",
+            "speed_of_light", "env"} <= set(full["sections"])
+    checked = 0
+    for key, doc in docs.items():
+        for n, (path, wrong) in enumerate(_mutations(doc)):
+            bad = {**docs, key: _with(doc, path, wrong)}
+            try:
+                result = report.build(kernel, bad, labels, peak_override=4000.0, rules=rules)
+                if n % 25 == 0:
+                    report.render_markdown(result, rules)
+            except Exception as exc:  # noqa: BLE001 - the test names the field that broke
+                raise AssertionError(f"{key}: {'.'.join(map(str, path))} = {wrong!r}: {exc!r}") from exc
+            checked += 1
+    assert checked > 500

@@ -70,6 +70,13 @@ def _objs_or_none(value: Any) -> list[dict] | None:
     return _objs(value) if isinstance(value, list) else None
 
 
+def _numbers_in(rec: dict, keys: tuple[str, ...] | None = None) -> dict:
+    """``rec`` with the values of ``keys`` (default: all) that are not numbers set to None: an
+    object the report shows as it is, with the fields the template formats as numbers made safe."""
+    return {k: v if v is None or _num(v) is not None or (keys is not None and k not in keys) else None
+            for k, v in rec.items()}
+
+
 def _strs(value: Any) -> list[str]:
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
@@ -261,6 +268,16 @@ def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
 
 # ----------------------------------------------------------------------------- autotune summary
 
+CONFIG_NUMBERS = ("ms", "x_fastest", "gb_per_s")
+
+
+def _launch(value: Any) -> dict | None:
+    """The recorded launch (input shapes, grid, bytes) as shown; its ``args`` a list of objects."""
+    if not isinstance(value, dict):
+        return None
+    return {**value, "args": _objs(value["args"])} if "args" in value else value
+
+
 @dataclass(frozen=True)
 class AutotuneKernel:
     """One ``kernels[]`` entry of an ``autotune_summary/1``; the objects shown as they are
@@ -272,7 +289,7 @@ class AutotuneKernel:
     fastest_ms: int | float | None
     slowest_ms: int | float | None
     spread: int | float | None
-    configs: list[dict] | None
+    configs: list[dict]                 # the numbers the report formats (ms, x_fastest, gb_per_s) checked
     flags: list[str] | None
     statistic: str | None
     from_cache: bool | None
@@ -288,11 +305,11 @@ class AutotuneKernel:
         return cls(kernel=_str(rec.get("kernel")), kind=_str(rec.get("kind")), winner=_obj_or_none(rec.get("winner")),
                    winner_from=_str(rec.get("winner_from")), fastest_ms=_num(rec.get("fastest_ms")),
                    slowest_ms=_num(rec.get("slowest_ms")), spread=_num(rec.get("spread")),
-                   configs=_objs_or_none(rec.get("configs")), flags=_strs(flags) if isinstance(flags, list) else None,
+                   configs=[_numbers_in(c, CONFIG_NUMBERS) for c in _objs(rec.get("configs"))], flags=_strs(flags) if isinstance(flags, list) else None,
                    statistic=_str(rec.get("statistic")), from_cache=_bool(rec.get("from_cache")),
                    num_bytes=_num(rec.get("num_bytes")), bytes_source=_str(rec.get("bytes_source")),
                    standalone_file=_str(rec.get("standalone_file")), notes=_list_or_none(rec.get("notes")),
-                   launch=_obj_or_none(rec.get("launch")))
+                   launch=_launch(rec.get("launch")))
 
     def winner_ms(self) -> int | float | None:
         return _num((self.winner or {}).get("ms"))
@@ -317,7 +334,7 @@ def from_summary(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.gaps.append(f"{label}: kernel not in the autotune summary (no capture of it)")
         return
     where = f"{label}: kernels[{i}]"
-    timed = [c for c in rec.configs or [] if c.get("ms") is not None]
+    timed = [c for c in rec.configs if c.get("ms") is not None]
     ev.sections["autotune"] = {k: getattr(rec, k) for k in AUTOTUNE_SECTION}
     if rec.launch:
         ev.sections["inputs"] = rec.launch
@@ -471,7 +488,7 @@ class IsaKernel:
     widths: dict | None
     resources: dict | None
     occupancy: dict | None
-    findings: list | None
+    findings: list
     families: dict[str, int]
     mix: dict
     totals: dict[str, int] | None       # None: absent (a scan older than the field) or malformed
@@ -486,7 +503,7 @@ class IsaKernel:
                    source=_str(rec.get("source")), verdict=_str(rec.get("verdict")),
                    data_ops=_obj_or_none(rec.get("data_ops")), widths=_obj_or_none(rec.get("widths")),
                    resources=_obj_or_none(rec.get("resources")), occupancy=_obj_or_none(rec.get("occupancy")),
-                   findings=_list_or_none(rec.get("findings")),
+                   findings=_list(rec.get("findings")),
                    families={k: v for k, v in _obj(rec.get("families")).items() if _int(v) is not None},
                    mix=_obj(rec.get("mix")), totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
                    num_warps=_int(_obj(rec.get("triton_metadata")).get("num_warps")))
@@ -780,7 +797,7 @@ def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
 @dataclass(frozen=True)
 class FallbackAB:
     """A ``fallback_ab/1`` (eager_fallback_ab.py); ``arms`` and ``output_check`` are shown as they are."""
-    disable: list | None
+    disable: list
     arms: list[dict] | None
     speedup: int | float | None       # speedup_fallback_over_compiled (a ratio: > 0)
     noise_spread: int | float | None
@@ -789,7 +806,7 @@ class FallbackAB:
 
     @classmethod
     def read(cls, doc: dict) -> FallbackAB:
-        return cls(disable=_list_or_none(doc.get("disable")), arms=_objs_or_none(doc.get("arms")),
+        return cls(disable=_list(doc.get("disable")), arms=_objs_or_none(doc.get("arms")),
                    speedup=_positive(doc.get("speedup_fallback_over_compiled")),
                    noise_spread=_num(doc.get("noise_spread")),
                    verdict=_str(doc.get("verdict")), output_check=_obj_or_none(doc.get("output_check")))
@@ -1022,6 +1039,7 @@ def _costly_text(costly: dict[str, int | float]) -> str:
     return ", ".join(f"{op} x{n}" for op, n in sorted(costly.items(), key=lambda kv: -kv[1])) or "none named"
 
 
+BANDWIDTH_NUMBERS = ("bytes", "gb_per_s", "pct_of_copy")
 SOL_NUMBERS = ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin")
 
 
@@ -1049,14 +1067,16 @@ class SpeedOfLight:
     def read(cls, doc: dict) -> SpeedOfLight:
         c, model = _obj(doc.get("classification")), _obj(doc.get("byte_model"))
         costly = _obj(_obj(c.get("costly_ops")).get("source"))
+        bandwidth = {k: _numbers_in(b, BANDWIDTH_NUMBERS) for k, b in _obj(doc.get("bandwidth")).items()
+                     if isinstance(b, dict)}
         return cls(kernel=_str(doc.get("kernel")), sol_class=_str(c.get("class")), says=_str(c.get("says")),
-                   numbers=_obj(c.get("numbers")), causes=_objs(c.get("causes")),
+                   numbers=_numbers_in(_obj(c.get("numbers"))), causes=_objs(c.get("causes")),
                    costly_ops={op: n for op, n in costly.items() if _num(n) is not None},
                    offline=_bool(doc.get("offline")), timer=_str(doc.get("timer")),
                    twin_valid=_bool(_obj(doc.get("validity")).get("valid")),
                    peak_source=_str(_obj(doc.get("peak")).get("source")),
                    unique_bytes=_num(model.get("unique_bytes")), inductor_bytes=_num(model.get("inductor_bytes")),
-                   bytes_upper_bound=_bool(model.get("upper_bound")), bandwidth=_obj(doc.get("bandwidth")),
+                   bytes_upper_bound=_bool(model.get("upper_bound")), bandwidth=bandwidth,
                    chart_svg=_str(doc.get("chart_svg")))
 
     def number(self, key: str) -> int | float | None:
