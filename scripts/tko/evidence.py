@@ -1,8 +1,11 @@
 """Gather one kernel's evidence from the artifacts of the other scripts.
 
-Each artifact is optional. ``gather`` returns the sections the report shows and the facts the
-decision rules read (``tko.decide.Fact`` with the artifact and field each value came from);
-an artifact that is absent or does not mention the kernel becomes a listed gap, never an error.
+Each artifact is optional. The ``from_*`` adapters (tko.report calls them in order) fill an
+:class:`Evidence` with the sections the report shows and the facts the decision rules read
+(``tko.decide.Fact`` with the artifact and field each value came from); an artifact that is absent
+or does not mention the kernel becomes a listed gap, never an error. Each artifact is first read
+into a frozen record (``Profile``, ``AutotuneKernel``, ``MetaKernel``, ``IsaKernel``, ``KernelRun``,
+...) that checks the types of its fields once: a field of the wrong type reads as missing.
 """
 
 from __future__ import annotations
@@ -316,9 +319,6 @@ class AutotuneKernel:
 
     def winner_gb_per_s(self) -> int | float | None:
         return _num((self.winner or {}).get("gb_per_s"))
-
-    def winner_num_warps(self) -> int | None:
-        return _int(_obj((self.winner or {}).get("config")).get("num_warps"))
 
 
 AUTOTUNE_SECTION = ("kind", "winner", "winner_from", "fastest_ms", "slowest_ms", "spread", "configs", "flags",
