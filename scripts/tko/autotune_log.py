@@ -426,6 +426,15 @@ def read_events(path: str | Path) -> list[dict]:
     return events
 
 
+@functools.lru_cache(maxsize=64)
+def _event_basis(benchmarker: str | None) -> str:
+    """The statistic_basis of a capture-patch tuning (one string per benchmarker, not per event)."""
+    return "recorded by the capture patch" + (f" (benchmarker: {benchmarker})" if benchmarker else "")
+
+
+_arg_saved = operator.methodcaller("get", "saved")
+
+
 def _event_timing(item: Any) -> Timing | None:
     """One item of an event's ``timings`` (None: it holds no readable config); a time or count
     of its JSON type is taken as it is, anything else goes through _ms / _int."""
@@ -558,9 +567,8 @@ class _FileParser:
                                   "standalone_file": event.get("standalone_file"),
                                   "origin": self.where(lineno)})
         saved_inputs = fact.saved_inputs
-        for arg in args:  # each an object (checked on decoding)
-            saved = arg.get("saved")
-            if isinstance(saved, str) and saved not in saved_inputs:
+        for saved in map(_arg_saved, args):  # each arg an object (checked on decoding)
+            if saved is not None and isinstance(saved, str) and saved not in saved_inputs:
                 saved_inputs.append(saved)
 
     def _event_tuning(self, lineno: int, event: dict, kernel: str, kind: str) -> None:
@@ -569,11 +577,10 @@ class _FileParser:
         if not isinstance(timings, list):
             self.skip(lineno, f"{kind} event without a 'timings' list")
             return
-        statistic, benchmarker = event.get("statistic"), event.get("benchmarker")
+        statistic = event.get("statistic")
         tuning = Tuning(kernel=kernel, origin=self.where(lineno), fmt=FMT_EVENTS, phase=kind,
                         pid=_int(event.get("pid")), statistic=str(statistic or "unknown"),
-                        statistic_basis=("recorded by the capture patch"
-                                         + (f" (benchmarker: {benchmarker})" if benchmarker else ""))
+                        statistic_basis=_event_basis(event.get("benchmarker"))
                         if statistic else "not recorded")
         rows = tuning.timings
         for item in timings:
