@@ -404,3 +404,62 @@ def test_a_file_without_records_among_several_is_listed_not_fatal(run_script, tm
     empty.write_text("")
     res = run_script("summarize_autotune_log.py", plain, empty)
     assert res.returncode == 2 and "no autotune records" in res.stderr
+
+
+# --------------------------------------------------------------------------- fast paths
+# The large-log fast paths must give what the general code gives, value for value and byte for
+# byte (tests/bench/bench_parsers.py times them).
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from tko import artifact  # noqa: E402
+from tko.autotune_log import _label, _same_config, config_label  # noqa: E402
+from tko.autotune_summary_json import kernel_json, summary_chunks, write_summary  # noqa: E402
+
+_VALUE = st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from([1.0, -0.0, 0.0, 2.5]) \
+    | st.sampled_from(["1", "a", ""])
+_RECORD = st.fixed_dictionaries(
+    {"kwargs": st.dictionaries(st.sampled_from(["XBLOCK", "YBLOCK", "waves_per_eu"]), _VALUE,
+                               max_size=2)},
+    optional={"num_warps": _VALUE, "num_stages": _VALUE,
+              "extras": st.none() | st.dictionaries(st.sampled_from(["num_ctas", "maxnreg"]), _VALUE,
+                                                    max_size=2)})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=_RECORD, b=_RECORD)
+def test_config_match_and_label_fast_paths_agree_with_config_key_and_label(a, b):
+    assert _same_config(a, b) == (config_key(a) == config_key(b))
+    assert _label(a) == config_label(a) and _label(b) == config_label(b)
+
+
+def _summaries():
+    logs = sorted(Path(__file__).resolve().parents[1].glob(
+        "examples/recorded_h200/*/autotune_kernels/autotune.log"))
+    return [summarize(parse_files([log])) for log in logs] + [summarize(parse_files([EVENTS]))]
+
+
+def test_summary_json_is_write_artifacts_text_byte_for_byte():
+    for summary in _summaries():
+        doc = artifact.make_artifact("autotune_summary/1", "t", summary)
+        assert "".join(summary_chunks(doc)) == "".join(artifact._compact_chunks(doc))
+
+
+def test_kernel_json_falls_back_on_nan_and_on_data_that_looks_like_its_stand_ins():
+    kernel = next(k for s in _summaries() for k in s["kernels"] if k["launch"] and k["configs"])
+    for odd in (float("nan"), "\x00tko:L", "\x00tko:C\"", ["\x00tko:W"]):
+        kernel["launch"]["args"].append({"name": "x", "kind": "scalar", "value": odd})
+        assert kernel_json(kernel) == artifact._compact(kernel)
+        kernel["launch"]["args"].pop()
+
+
+def test_write_summary_writes_what_write_artifact_writes(tmp_path, monkeypatch):
+    summary = _summaries()[0]
+    for limit in (artifact.COMPACT_ABOVE, 100):  # indented (small) and compact (large)
+        monkeypatch.setattr(artifact, "COMPACT_ABOVE", limit)
+        write_summary(tmp_path / "a.json", "autotune_summary/1", "t", summary)
+        artifact.write_artifact(tmp_path / "b.json", "autotune_summary/1", "t", summary)
+        a, b = ((tmp_path / n).read_text() for n in ("a.json", "b.json"))
+        assert a.count("\n") == b.count("\n") and json.loads(a) == {**json.loads(b),
+                                                                     "created": json.loads(a)["created"]}

@@ -1179,9 +1179,11 @@ def _summarize(parsed: ParsedLogs, spread_threshold: float) -> dict:
 def _kernel_summary(name: str, fact: KernelFacts, mine: list[Tuning], spread_threshold: float) -> dict:
     """One kernel of the summary: its tunings, the config it runs, and the flags."""
     auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
-    coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"]
+    coord = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "coordesc"] \
+        if len(auto) < len(mine) else []
     # the headline is the autotune that timed the most configs (the latest on a tie)
-    head = max(reversed(auto), key=lambda v: (v["timed"], len(v["configs"])), default=None)
+    head = auto[0] if len(auto) == 1 else \
+        max(reversed(auto), key=lambda v: (v["timed"], len(v["configs"])), default=None)
     winner = head["winner"] if head else None
     final = coord[-1]["winner"] if coord and coord[-1]["winner"] else None
     chosen = final or winner

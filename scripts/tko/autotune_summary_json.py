@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import os
 from typing import Any, Iterator
 
@@ -110,13 +111,14 @@ def _unranked_row_json(winner: Any, rows: list, texts: list[str]) -> str | None:
         return None
     config = winner.get("config")
     for row, text in zip(rows, texts):
-        if row.get("config") is config and len(row) == len(winner) + 1:
+        if type(row) is dict and row.get("config") is config and len(row) == len(winner) + 1:
             break
     else:
         return None
-    *items, (last, rank) = row.items()
-    if last != "rank" or not (rank is None or type(rank) is int) \
-            or any(k != key or v is not value for (k, v), (key, value) in zip(items, winner.items())):
+    *keys, last = row
+    rank = row[last]
+    if last != "rank" or not (rank is None or type(rank) is int) or keys != list(winner) \
+            or not all(map(operator.is_, winner.values(), row.values())):
         return None
     tail = ',"rank":' + ("null" if rank is None else repr(rank)) + "}"
     return text[:-len(tail)] + "}" if text.endswith(tail) else None
