@@ -242,12 +242,16 @@ def _int(value: Any) -> int | None:
 # the line parser
 
 _DECODER = json.JSONDecoder()
+_SCAN = _DECODER.scan_once
 
 
 def decode_event(text: str) -> tuple[dict | None, str | None]:
     """One ``autotune_event/1`` line -> (event, None), or (None, why it cannot be read)."""
     try:
-        event, end = _DECODER.raw_decode(text)  # ``text`` is stripped: json.loads less its regex
+        try:  # JSONDecoder.raw_decode less its frame: ``text`` is stripped, json.loads less its regex
+            event, end = _SCAN(text, 0)
+        except StopIteration as err:
+            raise json.JSONDecodeError("Expecting value", text, err.value) from None
         if end != len(text):
             raise json.JSONDecodeError("Extra data", text, end)
     except json.JSONDecodeError as exc:

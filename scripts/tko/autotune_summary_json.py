@@ -158,4 +158,19 @@ def write_summary(path: str | os.PathLike, schema: str, tool: str, summary: dict
     else:
         artifact.write_artifact(path, schema, tool, summary)  # small: indented, as always
         return
-    atomic.write_chunks(path, (c.encode("utf-8") for c in itertools.chain(head, chunks)))
+    atomic.write_chunks(path, _batched_bytes(itertools.chain(head, chunks)))
+
+
+def _batched_bytes(chunks: Iterator[str], size: int = 1 << 20) -> Iterator[bytes]:
+    """``chunks`` joined into pieces of about ``size`` characters, as UTF-8 (a few writes of a
+    megabyte rather than one per kernel)."""
+    batch: list[str] = []
+    held = 0
+    for chunk in chunks:
+        batch.append(chunk)
+        held += len(chunk)
+        if held >= size:
+            yield "".join(batch).encode("utf-8")
+            batch, held = [], 0
+    if batch:
+        yield "".join(batch).encode("utf-8")
