@@ -1145,15 +1145,15 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
         if match is None:
             win_row = _timing_row(Timing(winner, winner_ms), fastest, num_bytes)
             win_row["ms"] = _round(winner_ms)
-        else:  # the winner's row, without its rank
-            win_row = {k: v for k, v in rows[match].items() if k != "rank"}
+        else:  # the winner's row, without its rank (its last item)
+            win_row = dict(rows[match])
+            del win_row["rank"]
     return {"phase": t.phase, "format": t.fmt, "origins": t.origins, "pid": t.pid,
             "statistic": t.statistic, "statistic_basis": t.statistic_basis,
             "duration_s": t.duration_s, "configs": rows, "winner": win_row,
             "fastest_ms": _round(fastest), "slowest_ms": _round(slowest),
             "spread": _round(slowest / fastest, 4) if fastest and slowest and len(timed) > 1 else None,
-            "timed": len(timed), "failed": sum(1 for x in t.timings if x.ms is None)
-            if t.fmt != FMT_TRITON else 0}
+            "timed": len(timed), "failed": len(t.timings) - len(timed) if t.fmt != FMT_TRITON else 0}
 
 
 def summarize(parsed: ParsedLogs, spread_threshold: float | None = None) -> dict:
