@@ -447,7 +447,7 @@ def _case_result(variant) -> dict:
     return {"name": variant.name, "config": variant.config(), "status": None, "reason": None,
             "checks": [], "post_timing_check": None, "timing": None, "median_ms": None,
             "p20_ms": None, "p80_ms": None, "gb_per_s": None, "pct_of_peak": None,
-            "rank": None, "x_best": None, "speedup_vs_baseline": None, "ties_best": None}
+            "rank": None, "x_best": None, "x_vs_baseline": None, "ties_best": None}
 
 
 def _case_skip_reason(variant, device, probe_inputs, size) -> str | None:
@@ -527,7 +527,7 @@ def _case_ranking(core, case, variants) -> None:
         r = by_name[entry["name"]]
         r["rank"], r["x_best"], r["ties_best"] = entry["rank"], entry["x_best"], entry["ties_best"]
         if base and base["median_ms"]:
-            r["speedup_vs_baseline"] = base["median_ms"] / r["median_ms"]
+            r["x_vs_baseline"] = base["median_ms"] / r["median_ms"]
 
 
 def core_check(core, outs, refs, dtypes) -> dict:
@@ -609,7 +609,7 @@ def markdown_report(doc: dict) -> str:
             lines.append(
                 f"| {r['rank'] or '-'} | {r['name']} | {r['status']} | {ms} | "
                 f"{_fmt(r['gb_per_s'], '.1f')} | {_fmt(r['pct_of_peak'], '.1f')} | "
-                f"{_fmt(r['speedup_vs_baseline'], '.3f')} | {_fmt(rel, '.2e')} | "
+                f"{_fmt(r['x_vs_baseline'], '.3f')} | {_fmt(rel, '.2e')} | "
                 f"{note.replace('|', '/')} |")
     lines += ["", "Failed, skipped and errored variants are never ranked."]
     return "\n".join(lines) + "\n"
