@@ -22,6 +22,8 @@ from tko.errors import InputError
 from tko.profile_formats import parse_chrome_trace
 from tko.profile_rank import attribute_launches, rank_profile
 
+RECORDED = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200"
+
 FUZZ = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
@@ -95,6 +97,22 @@ def test_collect_and_probe_readers_skip_wrong_typed_events(tmp_path):
     log = tmp_path / "autotune.log"
     log.write_text("\n".join([json.dumps(GOOD)] + list(BAD_LINES.values())) + "\n")
     assert [e["kernel"] for e in read_events(log)] == ["good"]
+
+
+def test_an_integer_past_a_floats_range_never_raises(tmp_path):
+    # JSON integers have no bound: 10**400 in any numeric field of a real event line
+    import re
+
+    from tko.autotune_log import read_events
+
+    line = (RECORDED / "pointwise_chain" / "autotune_kernels" / "autotune.log").read_text().splitlines()[0]
+    numbers = list(re.finditer(r"(?<=: )-?[0-9][0-9.e+-]*", line))
+    assert len(numbers) > 5
+    for m in numbers:
+        log = tmp_path / "autotune.log"
+        log.write_text(line[:m.start()] + "1" + "0" * 400 + line[m.end():] + "\n")
+        read_events(log)
+        render_markdown(summarize(parse_files([log])))
 
 
 EVENT_KEYS = ["args", "num_bytes", "configs", "winner", "timings", "grid", "inductor_meta",

@@ -291,7 +291,10 @@ _TYPE_WORDS = {int: "an integer", float: "a number", str: "a string", dict: "an 
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, _NUMBER) and not isinstance(value, bool) and math.isfinite(value)
+    # an int is finite however large (math.isfinite would raise OverflowError past a float's range)
+    if isinstance(value, bool) or not isinstance(value, _NUMBER):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def config_problem(cfg: Any) -> str | None:
