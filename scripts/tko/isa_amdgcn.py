@@ -738,9 +738,7 @@ def memory_verdict(families: dict) -> tuple[str, dict]:
     return (used[0] if len(used) == 1 else "mixed"), counts
 
 
-def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[str]:
-    """What the counts mean for the kernel, in plain words (references/optimization_patterns.md)."""
-    fam, widths, res = scan["families"], scan["widths"], scan["resources"]
+def _addressing_findings(verdict: str, counts: dict, widths: dict) -> list[str]:
     out: list[str] = []
     total = counts["buffer"] + counts["global"] + counts["flat"]
     if verdict == "none" and counts["mls"]:
@@ -767,6 +765,11 @@ def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[s
         out.append(f"mixed addressing ({parts}; {share}% buffer): some pointers got buffer ops "
                    f"and others did not; compare their offset formulas and hints argument by "
                    f"argument")
+    return out
+
+
+def _width_findings(widths: dict) -> list[str]:
+    out: list[str] = []
     load_widths = [lane_bytes(f, w) for f in LOAD_FAMILIES for w in widths.get(f, {})]
     if load_widths and min(load_widths) >= 4 and max(load_widths) < 16:
         widest = max(load_widths)
@@ -782,6 +785,12 @@ def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[s
         out.append("sub-dword accesses (" + ", ".join(narrow) + "): 8/16-bit elements are moved "
                    "one at a time, not vectorised; check contiguity and divisibility hints "
                    "(tl.multiple_of, strides divisible by 16)")
+    return out
+
+
+def _hazard_findings(scan: dict, fam: dict, res: dict, arch: str | None) -> list[str]:
+    """Atomics, spills and matrix instructions."""
+    out: list[str] = []
     cas = fam.get("global_atomic_cas", 0)
     if cas:
         out.append(f"{cas} global_atomic_cmpswap: the atomic is emulated with compare-and-swap "
@@ -805,6 +814,11 @@ def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[s
                    "listing was likely compiled for an AMD proxy target")
     if fam.get("mmac"):
         out.append(f"{fam['mmac']} Hygon v_mmac_* matrix instruction(s)")
+    return out
+
+
+def _mix_findings(scan: dict, fam: dict) -> list[str]:
+    out: list[str] = []
     waits = scan["waitcnt"]
     loads = sum(fam.get(f, 0) for f in LOAD_FAMILIES)
     mix = mix_summary(scan)
@@ -820,6 +834,13 @@ def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[s
         out.append(f"{waits['vmcnt_0']} s_waitcnt vmcnt(0) for {loads} vector loads: each load "
                    f"is waited for before the next is used; little memory-level parallelism")
     return out
+
+
+def findings(scan: dict, verdict: str, counts: dict, arch: str | None) -> list[str]:
+    """What the counts mean for the kernel, in plain words (references/optimization_patterns.md)."""
+    fam, widths, res = scan["families"], scan["widths"], scan["resources"]
+    return (_addressing_findings(verdict, counts, widths) + _width_findings(widths)
+            + _hazard_findings(scan, fam, res, arch) + _mix_findings(scan, fam))
 
 
 def mix_summary(scan: dict) -> dict:
