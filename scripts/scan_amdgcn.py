@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Count load/store/atomic/LDS/matrix instruction families in AMDGCN, PTX or SASS dumps.
 
-ARTIFACTS is a listing (.amdgcn, .s, .ptx, .sass, .cubin), a Triton <name>.json
+INPUT is a listing (.amdgcn, .s, .ptx, .sass, .cubin), a Triton <name>.json
 (its listing is read from the same folder), or a tree: a Triton cache directory,
 a TorchInductor cache root, or the output folder of collect_inductor_artifacts.py.
 
@@ -31,7 +31,7 @@ SCHEMA = "isa_scan/1"
 def build_parser() -> ArgumentParser:
     parser = ArgumentParser(prog="scan_amdgcn.py", example='python scripts/scan_amdgcn.py triton_artifacts --kernel triton_poi_fused_add_0 --json-out isa_scan.json', description=__doc__.split("\n\n")[0],
                             epilog="Output contract: references/json_contracts.md (isa_scan/1).")
-    parser.add_argument("artifacts", metavar="ARTIFACTS",
+    parser.add_argument("artifacts", metavar="INPUT",
                         help="listing, Triton <name>.json, or a folder to search")
     parser.add_argument("--kernel", help="keep kernels whose name equals this, else contains it")
     parser.add_argument("--arch", help="judge occupancy for this arch (default: the listing's "
