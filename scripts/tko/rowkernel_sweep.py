@@ -21,7 +21,6 @@ reference ``rowkernels.<op>_ref``; a mode that raises is ``failed`` and the swee
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from typing import Callable, Iterable
 
@@ -141,28 +140,15 @@ def timer_label() -> str:
     return "triton.testing.do_bench median" if why is None else f"cpu wall clock median ({why})"
 
 
-def cpu_wall_ms(fn: Callable, warmup_ms: float, rep_ms: float, max_calls: int = 1000) -> float:
-    """Median wall time of ``fn()`` in ms: calls for ``warmup_ms``, then timed calls for
-    ``rep_ms`` (at least 3)."""
-    end = time.perf_counter() + warmup_ms / 1e3
-    fn()
-    while time.perf_counter() < end:
-        fn()
-    times: list[float] = []
-    end = time.perf_counter() + rep_ms / 1e3
-    while len(times) < 3 or (time.perf_counter() < end and len(times) < max_calls):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def time_ms(fn: Callable, warmup_ms: float, rep_ms: float, on_gpu: bool) -> float:
     if on_gpu:
         from .bench import time_fn
 
         return time_fn(fn, warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms
-    return cpu_wall_ms(fn, warmup_ms, rep_ms)
+    from .bench import cpu_wall_bench
+
+    # always one untimed call first, even at warm-up 0
+    return cpu_wall_bench(fn, max(warmup_ms, 1e-9), rep_ms, min_calls=3, max_calls=1000)
 
 
 # --------------------------------------------------------------------------- modes
