@@ -371,12 +371,19 @@ if tl is not None:
         dw_acc = tl.zeros([BLOCK], dtype=tl.float32)
         db_acc = tl.zeros([BLOCK], dtype=tl.float32)
         first = pid * rows_per_program
-        for row in range(first, tl.minimum(first + rows_per_program, n_rows)):
-            x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(DY + row * stride_dy + cols, mask=mask, other=0.0).to(tl.float32)
-            rstd = tl.load(Rstd + row)
+        # a fixed trip count, rows past the end masked off (they load zeros and add nothing); a
+        # while loop, since Triton 3.3's interpreter cannot take a runtime int as a range() bound
+        i = 0
+        while i < rows_per_program:
+            row = first + i
+            i += 1
+            row_mask = cols < tl.where(row < n_rows, n_cols, 0)   # a row past the end: no column
+            x = tl.load(X + row * stride_x + cols, mask=row_mask, other=0.0).to(tl.float32)
+            dy = tl.load(DY + row * stride_dy + cols, mask=row_mask, other=0.0).to(tl.float32)
+            last = tl.minimum(row, n_rows - 1)    # in bounds: a masked-off row's x and dy are 0
+            rstd = tl.load(Rstd + last)
             if CENTER:
-                xhat = tl.where(mask, (x - tl.load(Mean + row)) * rstd, 0.0)
+                xhat = tl.where(row_mask, (x - tl.load(Mean + last)) * rstd, 0.0)
             else:
                 xhat = x * rstd
             g = dy
@@ -385,7 +392,7 @@ if tl is not None:
             dx = g - xhat * (tl.sum(g * xhat, axis=0) / n_cols)
             if CENTER:
                 dx = dx - tl.sum(g, axis=0) / n_cols
-            tl.store(DX + row * stride_dx + cols, (dx * rstd).to(DX.dtype.element_ty), mask=mask)
+            tl.store(DX + row * stride_dx + cols, (dx * rstd).to(DX.dtype.element_ty), mask=row_mask)
             if HAS_DW:
                 dw_acc += dy * xhat
             if HAS_DB:

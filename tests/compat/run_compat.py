@@ -57,6 +57,7 @@ DEFAULT_TESTS = [
     "tests/test_probe_compile.py",              # offline compile for gfx942 / sm_90
     "tests/test_scan_amdgcn.py",                # ISA scan of offline-compiled kernels
     "tests/test_summarize_autotune_log.py",     # summarize
+    "tests/test_rowkernels.py",                 # bundled row kernels, forward and backward, interpreter
 ]
 
 TEST_DEPS = ["pytest", "hypothesis", "pyyaml", "jinja2", "numpy"]
