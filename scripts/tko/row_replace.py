@@ -66,13 +66,24 @@ def _interpreting() -> bool:
     return rowkernels.interpreting()
 
 
-def _note(key: str) -> None:
-    # Traced by torch.compile, this is a constant False branch: the count is of eager calls; the
-    # custom op itself counts each launch at run time (rowkernels.call_counts()).
+def _note(key: str, x=None) -> None:
+    # The count is of eager calls; the custom op itself counts each launch at run time
+    # (rowkernels.call_counts()). Traced by Dynamo this is a constant False branch; torch <= 2.9
+    # also runs the wrapper itself on fake tensors while it compiles (example values, AOT
+    # tracing), which is no call of the program either.
     import torch
 
-    if not torch.compiler.is_compiling():
-        _counts[key] += 1
+    if torch.compiler.is_compiling() or _is_fake(x):
+        return
+    _counts[key] += 1
+
+
+def _is_fake(x) -> bool:
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:
+        return False
+    return is_fake(x)
 
 
 def _kernel_call_ok(x, *, dim=-1, dtype=None) -> bool:
@@ -93,10 +104,10 @@ def _softmax_like(op: str, original):
         # F.softmax's _stacklevel only steers a warning about an implicit dim
         routable = not args and set(kwargs) <= {"_stacklevel"}
         if dim is None or not routable or not _kernel_call_ok(x, dim=dim, dtype=dtype):
-            _note(f"{op}: passed over")
+            _note(f"{op}: passed over", x)
             return original(x, dim, *args, dtype=dtype, **kwargs) if dtype is not None \
                 else original(x, dim, *args, **kwargs)
-        _note(f"{op}: routed")
+        _note(f"{op}: routed", x)
         import torch
 
         return getattr(torch.ops.tko, f"row_{op}")(x)
@@ -117,9 +128,9 @@ def _norm_ok(x, normalized_shape, params) -> bool:
 def _layer_norm(original):
     def replaced(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         if not _norm_ok(x, normalized_shape, (weight, bias)):
-            _note("layer_norm: passed over")
+            _note("layer_norm: passed over", x)
             return original(x, normalized_shape, weight, bias, eps)
-        _note("layer_norm: routed")
+        _note("layer_norm: routed", x)
         import torch
 
         return torch.ops.tko.layer_norm(x, weight, bias, float(eps))
@@ -131,9 +142,9 @@ def _layer_norm(original):
 def _rms_norm(original):
     def replaced(x, normalized_shape, weight=None, eps=None):
         if not _norm_ok(x, normalized_shape, (weight,)):
-            _note("rms_norm: passed over")
+            _note("rms_norm: passed over", x)
             return original(x, normalized_shape, weight, eps)
-        _note("rms_norm: routed")
+        _note("rms_norm: routed", x)
         import torch
 
         # F.rms_norm's default eps is the dtype's machine epsilon

@@ -58,6 +58,7 @@ DEFAULT_TESTS = [
     "tests/test_scan_amdgcn.py",                # ISA scan of offline-compiled kernels
     "tests/test_summarize_autotune_log.py",     # summarize
     "tests/test_rowkernels.py",                 # bundled row kernels, forward and backward, interpreter
+    "tests/test_row_replace.py",                # their routing through the launcher, eager and compiled
 ]
 
 TEST_DEPS = ["pytest", "hypothesis", "pyyaml", "jinja2", "numpy"]
