@@ -10,13 +10,12 @@ with about a third less encoding.  A small summary (compact JSON up to
 
 from __future__ import annotations
 
-import itertools
 import json
 import operator
 import os
 from typing import Any, Iterator
 
-from . import artifact, atomic
+from . import artifact
 
 
 def _no_default(value: Any) -> Any:
@@ -142,35 +141,5 @@ def summary_chunks(doc: dict) -> Iterator[str]:
 
 
 def write_summary(path: str | os.PathLike, schema: str, tool: str, summary: dict) -> None:
-    """:func:`artifact.write_artifact`'s file (same header, same compact-or-indented choice,
-    same atomic write), the large summary's kernels by :func:`kernel_json`."""
-    doc = artifact.make_artifact(schema, tool, summary)
-    if os.path.isdir(path):
-        artifact.write_artifact(path, schema, tool, summary)  # raises its own error
-    head: list[str] = []
-    size = 0
-    chunks = summary_chunks(doc)
-    for chunk in chunks:
-        head.append(chunk)
-        size += len(chunk)
-        if size > artifact.COMPACT_ABOVE:
-            break
-    else:
-        artifact.write_artifact(path, schema, tool, summary)  # small: indented, as always
-        return
-    atomic.write_chunks(path, _batched_bytes(itertools.chain(head, chunks)))
-
-
-def _batched_bytes(chunks: Iterator[str], size: int = 1 << 20) -> Iterator[bytes]:
-    """``chunks`` joined into pieces of about ``size`` characters, as UTF-8 (a few writes of a
-    megabyte rather than one per kernel)."""
-    batch: list[str] = []
-    held = 0
-    for chunk in chunks:
-        batch.append(chunk)
-        held += len(chunk)
-        if held >= size:
-            yield "".join(batch).encode("utf-8")
-            batch, held = [], 0
-    if batch:
-        yield "".join(batch).encode("utf-8")
+    """:func:`artifact.write_artifact`'s file, the large summary's kernels by :func:`kernel_json`."""
+    artifact.write_artifact(path, schema, tool, summary, compact_chunks=summary_chunks)
