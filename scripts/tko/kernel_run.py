@@ -1,8 +1,8 @@
 """Run a standalone captured kernel in a subprocess and turn its result lines into ``kernel_run/1``.
 
 The runner (``tko.standalone_runner``, stamped by ``tko.standalone``) prints one line per timed
-config: ``RESULT_PREFIX`` + JSON. This module is the one parser of those lines.  A kernel that crashes, times out or prints
-no result line is a failure, never an empty success.
+config: ``RESULT_PREFIX`` + JSON. This module is the one parser of those lines. A kernel that
+crashes, times out or prints no result line is a failure, never an empty success.
 """
 
 from __future__ import annotations
