@@ -385,11 +385,13 @@ def test_backward_refusals_return_the_reference_and_say_why():
 
 def check_backward_refusals():
     limit = rk.ROW_LIMITS["interpreter"]
-    long = _x(2, limit.max_row_elements + 1, torch.float32)
-    dy = _x(2, limit.max_row_elements + 1, torch.float32, seed=1)
+    # fp16 rows: the fp32 reference's own rounding over a 16k-long row varies with the CPU's
+    # reduction kernels and can exceed the fp32 tolerance; it stays far inside fp16's
+    long = _x(2, limit.max_row_elements + 1, torch.float16)
+    dy = _x(2, limit.max_row_elements + 1, torch.float16, seed=1)
     for op in rk.OPS:
         before = rk.call_counts()
-        check_backward(op, long, _params(op, long.shape[-1], torch.float32, 0), dy, torch.float32,
+        check_backward(op, long, _params(op, long.shape[-1], torch.float16, 0), dy, torch.float16,
                        kernel=False)
         new = {k for k, v in rk.call_counts().items() if v != before.get(k, 0)}
         assert any(k.startswith(f"{op}_bwd: reference (row of") and "exceeds" in k for k in new), new
