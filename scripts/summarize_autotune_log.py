@@ -16,23 +16,22 @@ from __future__ import annotations
 import os
 import sys
 
-from tko import atomic
+from tko import artifact, atomic
 from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
-from tko.autotune_summary_json import write_summary
 from tko.errors import ArgumentParser, InputError, run_main
 
-SCHEMA = "autotune_summary/1"
+SCHEMA = "autotune_summary/2"
 
 
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog="summarize_autotune_log.py", example='python scripts/summarize_autotune_log.py autotune_kernels/autotune.log --json-out autotune_summary.json --markdown-out autotune_summary.md',
                        description=__doc__.split("\n\n")[0],
-                       epilog="Output contract: references/json_contracts.md, autotune_summary/1.")
+                       epilog="Output contract: references/json_contracts.md, autotune_summary/2.")
     p.add_argument("logs", nargs="+", metavar="LOG",
                    help="autotune.log, log_profile.txt, metric_table_kernel_autotune.csv, ...; a capture "
                         "folder stands for the autotune.log in it")
-    p.add_argument("--json-out", metavar="PATH", help="write the autotune_summary/1 JSON here")
+    p.add_argument("--json-out", metavar="PATH", help="write the autotune_summary/2 JSON here")
     p.add_argument("--markdown-out", metavar="PATH", help="write a Markdown report here")
     p.add_argument("--spread-threshold", type=float, default=None, metavar="RATIO",
                    help="flag a kernel 'flat_spread' when slowest/fastest config time is below "
@@ -56,7 +55,7 @@ def summarize_logs(args) -> tuple[int, int]:
     when this returns, so the garbage collector resumes on an empty heap."""
     summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
     if args.json_out:
-        write_summary(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
+        artifact.write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
     markdown = render_markdown(summary)
     if args.markdown_out:
         atomic.write_text(args.markdown_out, markdown)

@@ -13,8 +13,8 @@ TAG = re.compile(r"[a-z_]+/\d+")
 
 
 def written_schemas() -> set[str]:
-    """Every schema tag the code writes: the schema argument of write_artifact / make_artifact (or
-    autotune_summary_json.write_summary, which writes write_artifact's text), or the value of a "schema" key in a dict literal (JSON Lines records), as a string or a module
+    """Every schema tag the code writes: the schema argument of write_artifact / make_artifact, or
+    the value of a "schema" key in a dict literal (JSON Lines records), as a string or a module
     constant (SCHEMA = "kernel_run/1", also through an import alias: rs.SCHEMA). A tag that is only
     read, quoted in a docstring or compared against does not count."""
     consts, refs, literal = {}, set(), set()
@@ -38,7 +38,7 @@ def written_schemas() -> set[str]:
                 consts.update({(mod, t.id): node.value.value for t in node.targets if isinstance(t, ast.Name)})
             elif isinstance(node, ast.Call):
                 func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-                index = {"write_artifact": 1, "make_artifact": 0, "write_summary": 1}.get(func)
+                index = {"write_artifact": 1, "make_artifact": 0}.get(func)
                 if index is not None and len(node.args) > index:
                     ref(node.args[index])
             elif isinstance(node, ast.Dict):

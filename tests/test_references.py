@@ -533,7 +533,7 @@ def test_hint_effects_runs_match_a_fresh_compile(tmp_path, env_value):
 
 # Output file names the documents use -> the schema tag documented in json_contracts.md.
 ARTIFACT_SCHEMAS = {
-    "triton_env": "triton_env/1", "autotune_summary": "autotune_summary/1",
+    "triton_env": "triton_env/1", "autotune_summary": "autotune_summary/2",
     "manifest": "artifact_manifest/1", "meta": "triton_meta/1", "isa_scan": "isa_scan/1",
     "probe": "compile_probe/1", "run": "kernel_run/1", "profile": "kernel_profile/1",
     "ab": "fallback_ab/1", "bench": "benchmark/1",

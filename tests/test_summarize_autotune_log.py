@@ -10,9 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tko import artifact
-from tko.autotune_log import (_label, _same_config, config_key, config_label, parse_config_str,
-                              parse_files, summarize)
-from tko.autotune_summary_json import kernel_json, summary_chunks, write_summary
+from tko.autotune_log import (HEADLINE_SHARED, _label, _same_config, config_key, config_label,
+                              full_tuning, parse_config_str, parse_files, summarize)
 from tko.contracts import contract_problems
 from tko.errors import InputError
 
@@ -93,7 +92,7 @@ def test_cli_writes_contract_conforming_outputs(run_script, tmp_path):
                      "--markdown-out", out_md, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     doc = json.loads(out_json.read_text())
-    assert doc["schema"] == "autotune_summary/1"
+    assert doc["schema"] == "autotune_summary/2"
     assert contract_problems(doc) == []
     assert {k["kernel"] for k in doc["kernels"]} == {"add_one_kernel", "_fwd_kernel",
                                                      "matmul_kernel"}
@@ -296,7 +295,7 @@ def test_real_capture_log_row_reduction():
         assert c["gb_per_s"] == pytest.approx(k["num_bytes"] / 1e9 / (c["ms"] / 1e3), rel=1e-3)
     assert k["standalone_file"].endswith(f"{ROW_KERNEL}.py")
     # input shapes of the first launch, for the report
-    launch = k["launch"]
+    launch = k["launches"][0]
     assert launch["grid"] == [4096, 1, 1] and launch["num_bytes"] == k["num_bytes"]
     x = launch["args"][0]
     assert (x["name"], x["shape"], x["stride"], x["dtype"]) == (
@@ -438,26 +437,48 @@ def _summaries():
     return [summarize(parse_files([log])) for log in logs] + [summarize(parse_files([EVENTS]))]
 
 
-def test_summary_json_is_write_artifacts_text_byte_for_byte():
+def test_the_headline_tuning_holds_only_what_the_kernel_does_not():
+    seen = 0
     for summary in _summaries():
-        doc = artifact.make_artifact("autotune_summary/1", "t", summary)
-        assert "".join(summary_chunks(doc)) == "".join(artifact._compact_chunks(doc))
+        for k in summary["kernels"]:
+            heads = [t for t in k["tunings"] if t["headline"]]
+            assert len(heads) == (1 if k["tunings"] else 0)
+            if not heads:
+                continue
+            seen += 1
+            (head,) = heads
+            assert not set(HEADLINE_SHARED) & set(head) and "configs" in k
+            full = full_tuning(k, head)
+            assert full["configs"] is k["configs"] and full["spread"] == k["spread"]
+            assert full["winner"] == (k["winner"] if k["winner_from"] == "autotune" else head["winner"])
+            assert "launch" not in k  # launches[0] is the first launch
+            other = [t for t in k["tunings"] if not t["headline"]]
+            assert all(full_tuning(k, t) is t and "configs" in t for t in other)
+    assert seen > 10
 
 
-def test_kernel_json_falls_back_on_nan_and_on_data_that_looks_like_its_stand_ins():
-    kernel = next(k for s in _summaries() for k in s["kernels"] if k["launch"] and k["configs"])
-    for odd in (float("nan"), "\x00tko:L", "\x00tko:C\"", ["\x00tko:W"]):
-        kernel["launch"]["args"].append({"name": "x", "kind": "scalar", "value": odd})
-        assert kernel_json(kernel) == artifact._compact(kernel)
-        kernel["launch"]["args"].pop()
-
-
-def test_write_summary_writes_what_write_artifact_writes(tmp_path, monkeypatch):
+def test_a_large_summary_is_written_compact_with_the_same_content(tmp_path, monkeypatch):
     summary = _summaries()[0]
-    for limit in (artifact.COMPACT_ABOVE, 100):  # indented (small) and compact (large)
-        monkeypatch.setattr(artifact, "COMPACT_ABOVE", limit)
-        write_summary(tmp_path / "a.json", "autotune_summary/1", "t", summary)
-        artifact.write_artifact(tmp_path / "b.json", "autotune_summary/1", "t", summary)
-        a, b = ((tmp_path / n).read_text() for n in ("a.json", "b.json"))
-        # the same text but for the time each was made
-        assert a.replace(json.loads(a)["created"], json.loads(b)["created"]) == b
+    small = artifact.write_artifact(tmp_path / "a.json", "autotune_summary/2", "t", summary)
+    monkeypatch.setattr(artifact, "COMPACT_ABOVE", 100)
+    artifact.write_artifact(tmp_path / "b.json", "autotune_summary/2", "t", summary)
+    a, b = ((tmp_path / n).read_text() for n in ("a.json", "b.json"))
+    assert a.count("\n") > 100 and b.count("\n") == 1  # indented, then compact
+    assert json.loads(a) == json.loads(b) == json.loads(artifact.dumps(small))
+
+
+def test_compact_encoding_is_json_dumps_and_falls_back_on_what_json_lacks():
+    for summary in _summaries():
+        for k in summary["kernels"]:
+            assert artifact._compact(k) == json.dumps(k, separators=(",", ":"))
+    odd = {"x": float("nan"), "p": Path("/a"), "t": (1, 2), "s": {3}}
+    assert json.loads(artifact._compact(odd)) == {"x": "nan", "p": "/a", "t": [1, 2], "s": [3]}
+
+
+def test_the_report_reads_the_first_launch_of_either_version():
+    from tko.evidence import AutotuneKernel
+    k = next(k for s in _summaries() for k in s["kernels"] if len(k["launches"]) > 1)
+    assert AutotuneKernel.read(k).launch == k["launches"][0]
+    v1 = {key: v for key, v in k.items() if key != "launches"} | {"launch": k["launches"][1]}
+    assert AutotuneKernel.read(v1).launch == k["launches"][1]
+    assert AutotuneKernel.read(dict(k, launches=[])).launch is None

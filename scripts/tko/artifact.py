@@ -76,9 +76,33 @@ COMPACT_ABOVE = 8_000_000
 _COMPACT = json.JSONEncoder(default=_jsonable, allow_nan=False, separators=(",", ":"))
 
 
+def _compact_encoder():
+    """``_COMPACT.encode`` less its cycle check (an artifact is a tree: a cycle would end in
+    RecursionError), with the C encoder built once instead of per call; ``_COMPACT.encode``
+    itself where the C encoder is missing or gives other text."""
+    try:
+        from json.encoder import c_make_encoder, encode_basestring_ascii
+
+        chunks = c_make_encoder(None, _jsonable, encode_basestring_ascii, None, ":", ",",
+                                False, False, False)
+
+        def encode(value: Any) -> str:
+            return "".join(chunks(value, 0))
+
+        probe = {"a": [1, 2.5, None, True, "\u00e9\"x", (3,)], "b": {}}
+        if encode(probe) == _COMPACT.encode(probe):
+            return encode
+    except (ImportError, TypeError, ValueError):
+        pass
+    return _COMPACT.encode
+
+
+_ENCODE = _compact_encoder()
+
+
 def _compact(obj: Any) -> str:
     try:
-        return _COMPACT.encode(obj)
+        return _ENCODE(obj)
     except (ValueError, TypeError):  # NaN / infinity, or a key JSON has no form for: as dumps()
         return _COMPACT.encode(_clean_floats(obj))
 
@@ -99,20 +123,18 @@ def _compact_chunks(doc: dict):
     yield "}\n"
 
 
-def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dict,
-                   compact_chunks=None) -> dict:
+def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dict) -> dict:
     """Build the artifact and write it atomically; returns the document written.
 
     An artifact whose compact JSON stays under ``COMPACT_ABOVE`` bytes is written indented
     (:func:`dumps`); a larger one compact, streamed to the temp file in pieces of about a
-    megabyte (same content, same header, same atomic rename). ``compact_chunks`` replaces
-    :func:`_compact_chunks` for a document that can encode its own parts faster (same text)."""
+    megabyte (same content, same header, same atomic rename)."""
     doc = make_artifact(schema, tool, payload)
     if Path(path).is_dir():
         raise InputError(f"{path}: is a directory, expected a file path for the {schema} JSON")
     head: list[str] = []
     size = 0
-    chunks = (compact_chunks or _compact_chunks)(doc)
+    chunks = _compact_chunks(doc)
     for chunk in chunks:
         head.append(chunk)
         size += len(chunk)

@@ -1183,6 +1183,21 @@ def _summarize(parsed: ParsedLogs, spread_threshold: float) -> dict:
             "kernels": kernels, "skipped": parsed.skipped}
 
 
+# The fields of the headline tuning that the kernel's entry carries (autotune_summary/2 writes
+# them once, there); :func:`full_tuning` puts them back.
+HEADLINE_SHARED = ("statistic", "statistic_basis", "configs", "fastest_ms", "slowest_ms", "spread")
+
+
+def full_tuning(kernel: dict, tuning: dict) -> dict:
+    """A ``tunings[]`` entry of a summary kernel with every field, the headline's included."""
+    if not tuning.get("headline"):
+        return tuning
+    shared = {key: kernel.get(key) for key in HEADLINE_SHARED}
+    if "winner" not in tuning:
+        shared["winner"] = kernel.get("winner")
+    return {**shared, **tuning}
+
+
 def _kernel_summary(name: str, fact: KernelFacts, mine: list[Tuning], spread_threshold: float) -> dict:
     """One kernel of the summary: its tunings, the config it runs, and the flags."""
     auto = [_tuning_view(t, fact.num_bytes) for t in mine if t.phase == "autotune"]
@@ -1200,7 +1215,9 @@ def _kernel_summary(name: str, fact: KernelFacts, mine: list[Tuning], spread_thr
         chosen = _timing_row(Timing(fact.configs[0], None), None, fact.num_bytes)
         chosen_from = "from_cache" if fact.from_cache else "only_config"
     statistic = head["statistic"] if head else (coord[0]["statistic"] if coord else "unknown")
-    return {
+    configs = head["configs"] if head else []
+    flags = _kernel_flags(fact, auto, coord, head, final, chosen, spread_threshold)
+    entry = {
         "kernel": name,
         "kind": fact.kind,
         "source_files": fact.source_files,
@@ -1214,16 +1231,23 @@ def _kernel_summary(name: str, fact: KernelFacts, mine: list[Tuning], spread_thr
         "fastest_ms": head["fastest_ms"] if head else None,
         "slowest_ms": head["slowest_ms"] if head else None,
         "spread": head["spread"] if head else None,
-        "configs": head["configs"] if head else [],
+        "configs": configs,
         "num_bytes": fact.num_bytes,
         "bytes_source": fact.bytes_source,
-        "launch": fact.launches[0] if fact.launches else None,
         "launches": fact.launches,
         "tunings": auto,
         "coordesc": coord,
-        "flags": _kernel_flags(fact, auto, coord, head, final, chosen, spread_threshold),
+        "flags": flags,
         "notes": fact.notes,
     }
+    for view in auto:
+        view["headline"] = view is head
+    if head:  # the headline's rows and figures are the kernel's own fields: written once
+        for key in HEADLINE_SHARED:
+            del head[key]
+        if head["winner"] is chosen:
+            del head["winner"]
+    return entry
 
 
 def _kernel_flags(fact: KernelFacts, auto: list[dict], coord: list[dict], head: dict | None,
@@ -1312,12 +1336,13 @@ def render_markdown(summary: dict) -> str:
             lines.append(f"Statistic: {md.text(k['statistic'])} ({md.text(k['statistic_basis'])})")
         if k["num_bytes"]:
             lines.append(f"Bytes per launch: {md.text(k['num_bytes'])} ({md.text(k['bytes_source'])})")
-        if k["launch"]:
+        if k["launches"]:
+            first = k["launches"][0]
             args = ", ".join(
                 f"{a.get('name')}: {a.get('dtype')}{list(a['shape'])}" if a.get("kind") == "tensor"
-                else f"{a.get('name')}={a.get('value')}" for a in k["launch"]["args"]
+                else f"{a.get('name')}={a.get('value')}" for a in first["args"]
                 if isinstance(a, dict))
-            lines.append(f"Inputs (first launch, grid {md.text(k['launch']['grid'])}): {md.text(args)}"
+            lines.append(f"Inputs (first launch, grid {md.text(first['grid'])}): {md.text(args)}"
                          + (f"; {len(k['launches'])} argument signatures" if len(k["launches"]) > 1
                             else ""))
         if k["configs"]:

@@ -274,6 +274,14 @@ def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
 CONFIG_NUMBERS = ("ms", "x_fastest", "gb_per_s")
 
 
+def _first_launch(rec: dict) -> Any:
+    """The kernel's first recorded launch: ``launches[0]`` (autotune_summary/2), ``launch`` (/1)."""
+    launches = rec.get("launches")
+    if isinstance(launches, list) and launches:
+        return launches[0]
+    return rec.get("launch")
+
+
 def _launch(value: Any) -> dict | None:
     """The recorded launch (input shapes, grid, bytes) as shown; its ``args`` a list of objects."""
     if not isinstance(value, dict):
@@ -283,7 +291,7 @@ def _launch(value: Any) -> dict | None:
 
 @dataclass(frozen=True)
 class AutotuneKernel:
-    """One ``kernels[]`` entry of an ``autotune_summary/1``; the objects shown as they are
+    """One ``kernels[]`` entry of an ``autotune_summary`` (/1 or /2); the objects shown as they are
     (``winner``, ``configs``, ``launch``) are checked to be objects."""
     kernel: str | None
     kind: str | None
@@ -312,7 +320,7 @@ class AutotuneKernel:
                    statistic=_str(rec.get("statistic")), from_cache=_bool(rec.get("from_cache")),
                    num_bytes=_num(rec.get("num_bytes")), bytes_source=_str(rec.get("bytes_source")),
                    standalone_file=_str(rec.get("standalone_file")), notes=_list_or_none(rec.get("notes")),
-                   launch=_launch(rec.get("launch")))
+                   launch=_launch(_first_launch(rec)))
 
     def winner_ms(self) -> int | float | None:
         return _num((self.winner or {}).get("ms"))

@@ -10,8 +10,8 @@ in its own Python process; its peak RSS is that process's ``resource.getrusage``
 
 Target (issue 15): summarize_autotune_log.py within 4x of the bare pass, under 500 MiB peak RSS;
 scan_amdgcn.py within 4x of its bare pass.
-The summary of a large log is written compact (``artifact.COMPACT_ABOVE``, by
-``tko.autotune_summary_json``) and its Markdown caps kernels and rows (``autotune_log.MD_MAX_*``),
+The summary of a large log is written compact (``artifact.COMPACT_ABOVE``) and its Markdown
+caps kernels and rows (``autotune_log.MD_MAX_*``),
 so the run also times those paths.  ``--repeat N`` measures the summarize pair (bare pass, then
 summarize) N times on the same input: on a shared machine one figure is not to be trusted.
 """
