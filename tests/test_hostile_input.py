@@ -13,9 +13,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
+from conftest import fuzz_settings
 from tko import artifact, decide, errors, kernel_source
 from tko.autotune_log import parse_files, render_markdown, summarize
 from tko.errors import InputError
@@ -24,8 +25,7 @@ from tko.profile_rank import attribute_launches, rank_profile
 
 RECORDED = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200"
 
-FUZZ = settings(max_examples=100, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = fuzz_settings()
 
 # JSON values of every type, NaN and infinities included (Python's json writes and reads them).
 SCALARS = (st.none() | st.booleans() | st.integers(-2**40, 2**40)
