@@ -91,3 +91,12 @@ def test_missing_executable_names_it(tmp_path):
     with pytest.raises(FileNotFoundError) as exc:
         subproc.run([missing, "--version"], timeout=5)
     assert missing in str(exc.value)
+
+
+def test_output_file_gets_stdout_and_stderr_interleaved(tmp_path):
+    log = tmp_path / "log.txt"
+    log.write_text("before\n")
+    code = "import sys; print('a', flush=True); print('b', file=sys.stderr, flush=True); print('c')"
+    done = subproc.run([sys.executable, "-c", code], timeout=30, output=log)
+    assert done.returncode == 0 and done.stdout == done.stderr == ""
+    assert log.read_text().split() == ["before", "a", "b", "c"]

@@ -24,25 +24,29 @@ class Completed:
 
 
 def run(cmd: Sequence[str], *, timeout: float | None, env: dict | None = None, cwd: str | None = None,
-        input: str | None = None, capture: bool = True, grace_s: float = 5.0) -> Completed:
+        input: str | None = None, capture: bool = True, grace_s: float = 5.0,
+        output: str | os.PathLike | None = None) -> Completed:
     """Run ``cmd`` to completion in a new session; past ``timeout`` (or on Ctrl-C, which no longer
     reaches a child in its own session) the whole process group is killed (:func:`kill_group`).
 
     Output goes to temporary files, not pipes: a chatty child never blocks on a full pipe, and a
     group member that keeps stdout open after the child exits cannot hold the wait. With
     ``capture=False`` stdout and stderr stay the caller's (``Completed.stdout`` is empty).
+    ``output``: a file that stdout and stderr are appended to, interleaved as the child wrote
+    them (``Completed.stdout`` and ``stderr`` are then empty).
     ``input``: None leaves stdin the caller's; a string is the child's whole stdin ("": none).
     A missing executable raises Popen's FileNotFoundError, which names it.
     """
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.TemporaryFile() as stdin:
+    with (open(output, "ab") if output is not None else tempfile.TemporaryFile()) as out, \
+            tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as stdin:
         if input is not None:
             stdin.write(input.encode("utf-8"))
             stdin.seek(0)
         t0 = time.perf_counter()
         proc = subprocess.Popen(list(cmd), env=env, cwd=cwd, start_new_session=True,
                                 stdin=None if input is None else stdin,
-                                stdout=out if capture else None, stderr=err if capture else None)
+                                stdout=out if capture or output is not None else None,
+                                stderr=subprocess.STDOUT if output is not None else err if capture else None)
         timed_out = False
         try:
             proc.wait(timeout=timeout)
@@ -54,7 +58,7 @@ def run(cmd: Sequence[str], *, timeout: float | None, env: dict | None = None, c
             raise
         proc.wait()  # kill_group returns early when the group is already gone
         seconds = time.perf_counter() - t0
-        stdout, stderr = (_read(f) for f in (out, err))
+        stdout, stderr = ("", "") if output is not None else (_read(f) for f in (out, err))
     return Completed(proc.returncode, stdout, stderr, timed_out, seconds)
 
 

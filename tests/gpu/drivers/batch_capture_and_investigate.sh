@@ -7,7 +7,7 @@ EXAMPLES=${EXAMPLES:-row_reduction,tiny_launches,mlp_train_step,dynamic_shapes,u
 LIMIT=${LIMIT:-470}
 mkdir -p "$OUT/suite" /tmp/ab
 AB=${AB:-dynamic_shapes}   # examples whose compiled f is A/B-ed against eager (eager_fallback_ab.py)
-( CUDA_VISIBLE_DEVICES=1 timeout "$LIMIT" python examples/recorded_h200/record.py run --work /tmp/rec \
+( CUDA_VISIBLE_DEVICES=1 timeout "$LIMIT" python tests/gpu/recorder.py run investigate --work /tmp/rec --out "$OUT" \
     --examples "$EXAMPLES" --budget-s $((LIMIT - 240)) > "$OUT/investigate_log.txt" 2>&1
   for ex in ${AB//,/ }; do
     CUDA_VISIBLE_DEVICES=1 timeout 150 python scripts/eager_fallback_ab.py --disable __main__:f --runs 3 \
@@ -19,8 +19,6 @@ CUDA_VISIBLE_DEVICES=0 timeout "$LIMIT" python tests/gpu/drivers/run_gpu_suite.p
     --examples "${SUITE_EXAMPLES:-tiny_launches,mlp_train_step,dynamic_shapes,pointwise_chain,row_reduction,scatter_index_add,user_autotune_kernel}" \
     --timer all --budget-s $((LIMIT - 120)) > "$OUT/suite/stdout.txt" 2>&1
 wait $inv
-python examples/recorded_h200/record.py prune /tmp/rec /tmp/rec_pruned > /dev/null 2>&1
-tar czf "$OUT/recorded.tar.gz" -C /tmp rec_pruned
 # the reports and indexes of each online run (not the capture, which the pruned copy holds)
 (cd /tmp/rec && tar czf "$OUT/investigations.tar.gz" --exclude='*/capture' --exclude='*.pt' --exclude='*.so' \
     --exclude='*.cubin' --exclude='*.llir' .)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tarfile
 import time
@@ -28,27 +27,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-EXAMPLES = {  # name -> extra args
-    "pointwise_chain": [], "row_reduction": [], "scatter_index_add": [], "tiny_launches": [],
-    "mlp_train_step": [], "dynamic_shapes": [], "user_autotune_kernel": [],
-}
+from recorder import EXAMPLES, run_logged  # noqa: E402  (tests/gpu/recorder.py)
+
 STEPS = 200
 MAX_STANDALONE_PER_EXAMPLE = 5
 MAX_SIGNATURES = 4          # standalone files (argument signatures) run per kernel
-
-
-def run(cmd, env, log, timeout):
-    t0 = time.time()
-    try:
-        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout, cwd=str(ROOT))
-        out, rc = proc.stdout, proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        out, rc = (exc.stdout or b"").decode() if isinstance(exc.stdout, bytes) else (exc.stdout or ""), 124
-    with open(log, "a") as fh:
-        fh.write(f"$ {' '.join(map(str, cmd))}\n{out}\n[rc={rc} {time.time() - t0:.1f}s]\n")
-    return rc, out
 
 
 def read_events(log: Path):
@@ -124,13 +109,13 @@ def main() -> int:
         env = dict(os.environ, PYTHONUNBUFFERED="1", TRITON_CAPTURE_DIR=str(cap),
                    TRITON_CAPTURE_FORCE_RETUNE="1", TORCHINDUCTOR_CACHE_DIR=str(exdir / "inductor_cache"))
         script = str(ROOT / "examples" / f"{name}.py")
-        common = ["--steps", str(STEPS), "--warmup", "10", "--device", opts.device, *EXAMPLES[name]]
-        rc1, _ = run([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
+        common = ["--steps", str(STEPS), "--warmup", "10", "--device", opts.device]
+        rc1 = run_logged([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
                       str(exdir / "with_capture.json"), "--capture", script, "--", *common], env, log, 300)
         env_plain = {k: v for k, v in env.items() if not k.startswith("TRITON_CAPTURE")}
         rc2 = None
         if opts.plain:
-            rc2, _ = run([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
+            rc2 = run_logged([sys.executable, str(ROOT / "tests/gpu/drivers/profiled_example.py"), "--out",
                           str(exdir / "plain.json"), script, "--", *common], env_plain, log, 300)
         with_cap = json.loads((exdir / "with_capture.json").read_text()) if rc1 == 0 else {}
         plain = json.loads((exdir / "plain.json").read_text()) if rc2 == 0 else {}
@@ -177,7 +162,7 @@ def main() -> int:
                 if time.time() - start > opts.budget_s:
                     break
                 jout = exdir / f"run_{Path(fpath).stem}.json"
-                rc, text = run([sys.executable, str(ROOT / "scripts/run_captured_kernel.py"), fpath, "--timeout",
+                rc = run_logged([sys.executable, str(ROOT / "scripts/run_captured_kernel.py"), fpath, "--timeout",
                                 "120", "--warmup", "10", "--rep", "50", "--timer", opts.timer, "--json-out", str(jout)], env_plain, log, 150)
                 doc = json.loads(jout.read_text()) if jout.exists() else {}
                 prof = prof_kernels.get(info["function"] or kname, {})
