@@ -61,7 +61,7 @@ def build_parser() -> ArgumentParser:
 def _check_arch(text: str, flag: str) -> str:
     name = archs.normalize(text)
     if not (name.startswith("gfx") and len(name) > 3) and not (
-            name.startswith("sm_") and name[3:].isdigit()):
+            name.startswith("sm_") and name[3:].isascii() and name[3:].isdigit()):
         raise InputError(f"{flag} {text!r}: expected an arch such as gfx936, gfx942 or sm_90")
     return name
 
@@ -69,7 +69,10 @@ def _check_arch(text: str, flag: str) -> str:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.show:
-        doc = artifact.read_artifact(args.show, "triton_env/1")
+        try:
+            doc = artifact.read_artifact(args.show, "triton_env/1")
+        except ValueError as exc:   # a schema tag whose version int() refuses ("triton_env/²")
+            raise InputError(f"{args.show}: unreadable schema tag ({exc})") from None
         try:
             lines = env_probe.summary_lines(doc)
         except (AttributeError, TypeError, KeyError, ValueError) as exc:

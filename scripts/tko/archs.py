@@ -82,7 +82,7 @@ def normalize(arch: str) -> str:
     text = text.split(":", 1)[0]
     if text.startswith("amdgcn-amd-amdhsa--"):
         text = text[len("amdgcn-amd-amdhsa--"):]
-    if text.isdigit():
+    if text.isascii() and text.isdigit():     # '²'.isdigit() is true too
         return f"sm_{text}"
     if text.startswith("sm") and not text.startswith("sm_"):
         text = "sm_" + text[2:]

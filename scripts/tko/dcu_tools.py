@@ -51,10 +51,24 @@ GPU_DEVICE_TYPES = ("GPU", "HCU", "DCU")
 _BANNER = re.compile(r"\bmodule\b.*\bis loaded$")
 
 
+# No count or size a tool prints has more digits; int() refuses more than 4300 of them.
+_MAX_DIGITS = 30
+
+
+def _digits_int(digits: str) -> int | None:
+    """int of a run of decimal digits (a sign allowed); None when it is too long to be a count."""
+    return int(digits) if len(digits.lstrip("-")) <= _MAX_DIGITS else None
+
+
+def _index(cell: str) -> int | None:
+    """A card / agent number: decimal digits only (``'²'.isdigit()`` is true, int() refuses it)."""
+    return _digits_int(cell) if cell.isdecimal() else None
+
+
 def _int_value(value: str) -> int | None:
     """'80', '8192(0x2000) KB' -> int; sizes stay in the unit printed (see callers)."""
     m = _NUM.match(value.strip())
-    return int(m.group(1)) if m else None
+    return _digits_int(m.group(1)) if m else None
 
 
 def _new_agent(index: int | None) -> dict:
@@ -107,7 +121,7 @@ class _RocminfoParser:
         m = _AGENT.match(stripped)
         if m:
             self.in_system = False
-            self.agent = _new_agent(int(m.group(1)))
+            self.agent = _new_agent(_digits_int(m.group(1)))
             self.agents.append(self.agent)
             self.section = self.pool = self.isa = None
             return True
@@ -117,10 +131,10 @@ class _RocminfoParser:
         if self.agent is None or not (pm or im):
             return False
         if pm and self.section == "pools":
-            self.pool = {"pool": int(pm.group(1))}
+            self.pool = {"pool": _digits_int(pm.group(1))}
             self.agent["pools"].append(self.pool)
         elif im and self.section == "isa":
-            self.isa = {"isa": int(im.group(1))}
+            self.isa = {"isa": _digits_int(im.group(1))}
             self.agent["isas"].append(self.isa)
         return True
 
@@ -195,10 +209,11 @@ def _pool_bytes(pool: dict) -> int | None:
     if size is None:
         return None
     m = _NUM.match(size.strip())
-    if not m:
+    number = _digits_int(m.group(1)) if m else None
+    if number is None:
         return None
     unit = (m.group(2) or "KB").upper()
-    return int(m.group(1)) * {"KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}[unit]
+    return number * {"KB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}[unit]
 
 
 def rocminfo_device(agent: dict) -> dict:
@@ -288,12 +303,13 @@ def parse_hysmi_table(text: str | bytes) -> dict:
                 columns = line.split()
             continue
         cells = line.split()
-        if not cells or not cells[0].isdigit():
+        index = _index(cells[0]) if cells else None
+        if index is None:
             continue
         raw = dict(zip(columns, cells))
         util_key = f"{style}%"
         devices.append({
-            "index": int(cells[0]),
+            "index": index,
             "temp_c": _num(raw.get("Temp", "")),
             "avg_power_w": _num(raw.get("AvgPwr", "")),
             "perf": raw.get("Perf"),
@@ -377,7 +393,7 @@ def parse_smi_json(text: str | bytes) -> dict:
             continue
         card: dict[str, Any] = {"card": key}
         m = re.match(r"card(\d+)$", key)
-        card["index"] = int(m.group(1)) if m else None
+        card["index"] = _index(m.group(1)) if m else None
         temps = {}
         for raw_key, value in obj.items():
             norm = _SMI_JSON_KEYS.get(raw_key)
@@ -397,6 +413,8 @@ def parse_smi_json(text: str | bytes) -> dict:
 
 # --------------------------------------------------------------------------- hipcc --version
 
+_CLANG_VERSION = re.compile(r"clang version", re.IGNORECASE)
+
 def parse_hipcc_version(text: str | bytes) -> dict:
     """Parse ``hipcc --version`` (DTK: ``dcc version: 25.10.0-0``; ROCm: ``HIP version: 6.3...``).
 
@@ -413,8 +431,9 @@ def parse_hipcc_version(text: str | bytes) -> dict:
             out["dcc_version"] = s.split(":", 1)[1].strip()
         elif low.startswith("hip version:"):
             out["hip_version"] = s.split(":", 1)[1].strip()
-        elif "clang version" in low and out["clang_version"] is None:
-            out["clang_version"] = first_version(s.split("clang version", 1)[1])
+        elif out["clang_version"] is None and _CLANG_VERSION.search(s):
+            # any case: 'Clang version' must not make the split below miss
+            out["clang_version"] = first_version(s[_CLANG_VERSION.search(s).end():])
             out["clang_line"] = s
         elif low.startswith("target:"):
             out["target"] = s.split(":", 1)[1].strip()

@@ -42,6 +42,18 @@ def verdict(status: str, reason: str, **details: Any) -> dict:
     return {"status": status, "reason": reason, "details": details}
 
 
+def _positive(value: Any) -> float | None:
+    """A JSON number > 0 as a float; None for anything else (a bool, text, NaN, infinity, or an
+    integer past a float's range, which would raise when formatted)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if 0 < number < float("inf") else None
+
+
 # --------------------------------------------------------------------------- judging functions
 
 def judge_arch_string(arch_full: str | None, compute_units: Any = None) -> dict:
@@ -79,8 +91,8 @@ def judge_rocminfo(text: str, torch_arch: str | None = None, torch_cus: int | No
         problems.append(f"wavefront {dev.get('wave_size')} (expected 64)")
     if dev.get("lds_per_block_bytes") != 64 * 1024:
         problems.append(f"GROUP segment {dev.get('lds_per_block_bytes')} bytes (expected 65536)")
-    if torch_arch and archs.normalize(torch_arch) != dev["arch"]:
-        problems.append(f"torch says {archs.normalize(torch_arch)}, rocminfo {dev['arch']}")
+    if torch_arch and archs.normalize(str(torch_arch)) != dev["arch"]:
+        problems.append(f"torch says {archs.normalize(str(torch_arch))}, rocminfo {dev['arch']}")
     if torch_cus and dev.get("compute_units") != torch_cus:
         problems.append(f"torch says {torch_cus} CUs, rocminfo {dev.get('compute_units')}")
     if problems:
@@ -124,16 +136,20 @@ def judge_hysmi(text: str) -> dict:
 def judge_smoke(variants: dict) -> dict:
     """Smoke kernel per buffer-op setting: each compiled, ran and gave the right result; the ISA
     says which of buffer_* / global_* each setting produced."""
-    if not variants:
+    if not variants or not isinstance(variants, dict):
         return verdict(FAIL, "no smoke run recorded")
     parts, failed, ops = [], [], {}
     for name, rec in variants.items():
-        counts = rec.get("memory_ops") or {}
+        rec = rec if isinstance(rec, dict) else {"error": f"not a smoke record: {rec!r:.60}"}
+        counts = rec.get("memory_ops")
+        counts = [str(k) for k in counts] if isinstance(counts, dict) else []
         kind = ("buffer" if any(k.startswith("buffer_") for k in counts) else
                 "global" if any(k.startswith(("global_", "flat_")) for k in counts) else "none")
         ops[name] = kind
         if not rec.get("ok"):
-            why = rec.get("error") or (rec.get("diagnostics") or ["?"])[0]
+            diagnostics = rec.get("diagnostics")
+            first = diagnostics[0] if isinstance(diagnostics, list) and diagnostics else "?"
+            why = rec.get("error") or first
             failed.append(f"{name}: failed at {rec.get('stage')} ({str(why)[:120]})")
         else:
             parts.append(f"{name}: {kind}")
@@ -209,20 +225,24 @@ def judge_profile(text: str, kernel: str | None = None) -> dict:
 
 def judge_kernel_run(doc: dict) -> dict:
     """A kernel_run/1 of the captured standalone kernel: ok, timed, results checked."""
+    if not isinstance(doc, dict):
+        return verdict(FAIL, f"kernel run record is not an object ({type(doc).__name__})")
     if doc.get("status") != "ok":
         return verdict(FAIL, f"run {doc.get('status')}: {doc.get('error')}")
-    best = doc.get("best") or {}
-    if not best.get("ok") or not (best.get("ms") or 0) > 0:
+    best = doc.get("best") if isinstance(doc.get("best"), dict) else {}
+    ms = _positive(best.get("ms"))
+    if not best.get("ok") or ms is None:
         return verdict(FAIL, "no timed result for the captured config")
-    return verdict(PASS, f"{doc.get('kernel')}: {best['ms']:.4f} ms ({best.get('timer')})",
+    return verdict(PASS, f"{doc.get('kernel')}: {ms:.4f} ms ({best.get('timer')})",
                    kernel=doc.get("kernel"), ms=best["ms"], timer=best.get("timer"))
 
 
 def judge_copy_peak(measured_gbps: Any, peak: dict | None) -> dict:
     """The measured copy bandwidth against the recorded BW1000 copy figure."""
-    if not isinstance(measured_gbps, (int, float)) or measured_gbps <= 0:
-        return verdict(FAIL, f"no copy bandwidth measured ({measured_gbps!r})")
-    ref = (peak or {}).get("copy_gbps")
+    if _positive(measured_gbps) is None:
+        return verdict(FAIL, f"no copy bandwidth measured ({measured_gbps!r:.60})")
+    measured_gbps = _positive(measured_gbps)
+    ref = _positive(peak.get("copy_gbps")) if isinstance(peak, dict) else None
     if not ref:
         return verdict(SKIP, f"measured {measured_gbps:.1f} GB/s; no recorded copy figure to compare")
     ratio = measured_gbps / ref
@@ -287,7 +307,12 @@ def run_probe_child(ctx: Context, check_id: str, name: str, kind: str, args: dic
 
 def platform_from_torch(info: dict) -> dict:
     """kind (dcu / amd / nvidia / cpu), arch and the reason DCU-only checks are skipped."""
-    devices = [d for d in info.get("devices") or [] if d.get("arch")]
+    if not isinstance(info, dict):
+        return {"kind": "cpu", "arch": None, "device": None,
+                "reason": f"no GPU visible (the torch record is not an object: {info!r:.60})"}
+    listed = info.get("devices") if isinstance(info.get("devices"), list) else []
+    # a device without a text arch (or not an object) is one the checks cannot use
+    devices = [d for d in listed if isinstance(d, dict) and isinstance(d.get("arch"), str) and d["arch"]]
     if info.get("child_failed") or not info.get("importable"):
         return {"kind": "cpu", "arch": None, "device": None,
                 "reason": f"no GPU visible (torch not importable: {info.get('error')})"}
@@ -632,6 +657,15 @@ def run_all(out_dir: str | os.PathLike, timeout: float = DEFAULT_TIMEOUT_S,
 
 
 def table_lines(payload: dict) -> list[str]:
+    """The pass / fail / skipped table of a dcu_validation/1 payload."""
+    try:
+        return _table_lines(payload)
+    except (AttributeError, TypeError, KeyError, ValueError, IndexError) as exc:
+        raise InputError(f"dcu_validation/1 payload: a field has the wrong type or is missing "
+                         f"({type(exc).__name__}: {exc})") from None
+
+
+def _table_lines(payload: dict) -> list[str]:
     rows = [(c["id"], c["status"], c["reason"]) for c in payload["checks"]]
     w1 = max([len("check")] + [len(r[0]) for r in rows])
     w2 = max([len("status")] + [len(r[1]) for r in rows])

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import platform
 import re
@@ -361,7 +362,7 @@ def target_for(arch: str) -> tuple[str, Any, int]:
     name = archs.normalize(arch)
     if name.startswith("sm_"):
         digits = name[3:]
-        if not digits.isdigit():
+        if not (digits.isascii() and digits.isdigit()):     # int() refuses '²'
             raise ValueError(f"bad NVIDIA arch {arch!r}")
         return "cuda", int(digits), 32
     if not name.startswith("gfx"):
@@ -782,13 +783,24 @@ def probe_dcu_stack(tools: dict, timeout: float = TOOL_TIMEOUT_S) -> dict:
     return stack
 
 
+def _mib_to_bytes(mib: Any) -> int | None:
+    """MiB as a tool printed them -> bytes; None for NaN, infinity (a number past a float's range)
+    or anything not a number."""
+    if isinstance(mib, bool) or not isinstance(mib, (int, float)):
+        return None
+    if isinstance(mib, float) and not math.isfinite(mib):
+        return None
+    return int(mib * 1024 * 1024)
+
+
 def parse_nvidia_smi_csv(text: str) -> list[dict]:
     """Rows of ``nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap
     --format=csv,noheader,nounits``."""
     rows = []
     for line in dcu_tools.clean_text(text).split("\n"):
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) < 5 or not cells[0].isdigit():
+        # isdecimal, not isdigit: int() refuses '²'; a 5000-digit index is no GPU either
+        if len(cells) < 5 or not cells[0].isdecimal() or len(cells[0]) > 9:
             continue
         cap = cells[4]
         mem = cells[3]
@@ -796,7 +808,7 @@ def parse_nvidia_smi_csv(text: str) -> list[dict]:
             "index": int(cells[0]),
             "name": cells[1],
             "driver_version": cells[2],
-            "memory_bytes": int(float(mem)) * 1024 * 1024 if re.match(r"^\d+(\.\d+)?$", mem) else None,
+            "memory_bytes": _mib_to_bytes(float(mem)) if re.match(r"^\d+(\.\d+)?$", mem) else None,
             "capability": cap if re.match(r"^\d+\.\d+$", cap) else None,
             "arch": "sm_" + cap.replace(".", "") if re.match(r"^\d+\.\d+$", cap) else None,
         })
@@ -1085,7 +1097,7 @@ def _hysmi_devices(hysmi: dict) -> list[dict]:
         mib = card.get("vram_total_mib")
         out.append({"source": "hy-smi", "index": card.get("index"), "name": card.get("series"),
                     "arch": None, "arch_full": None, "vendor": "hygon",
-                    "memory_bytes": int(mib * 1024 * 1024) if isinstance(mib, (int, float)) else None,
+                    "memory_bytes": _mib_to_bytes(mib),
                     "device_id": card.get("device_id")})
     return out
 
@@ -1138,8 +1150,8 @@ def run_smoke_all(torch_info: dict, targets: Sequence[str], timeout: float,
 # --------------------------------------------------------------------------- human summary
 
 def _fmt_bytes(n: Any) -> str:
-    if not isinstance(n, (int, float)) or n <= 0:
-        return "?"
+    if not isinstance(n, (int, float)) or not 0 < n < float("inf") or n >= 2 ** 100:
+        return "?"      # also NaN, infinity and integers whose division overflows a float
     gib = n / 1024 ** 3
     return f"{gib:.0f} GiB" if gib >= 1 else f"{n / 1024 ** 2:.0f} MiB"
 

@@ -72,7 +72,10 @@ def load_store(path: str | os.PathLike | None = None) -> list[dict]:
     p = store_path(path)
     if not p.exists():
         return []
-    doc = read_artifact(p, expect=SCHEMA)
+    try:
+        doc = read_artifact(p, expect=SCHEMA)
+    except ValueError as exc:   # a schema tag whose version int() refuses ("device_peak/²")
+        raise InputError(f"{p}: unreadable schema tag ({exc})") from None
     devices = doc.get("devices")
     if not isinstance(devices, list):
         raise InputError(f"{p}: 'devices' is not a list")
@@ -109,8 +112,12 @@ def load_table(path: str | os.PathLike | None = None) -> list[dict]:
         raise InputError(f"{p}: reading it needs pyyaml ({type(exc).__name__})") from None
     try:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise InputError(f"{p}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except (yaml.YAMLError, ValueError) as exc:
+        # ValueError: a value YAML reads as a date that is no date (2026-13-45)
+        raise InputError(f"{p}: not valid YAML ({(str(exc).splitlines() or [type(exc).__name__])[0]})") \
+            from None
     devices = (doc or {}).get("devices") if isinstance(doc, dict) else None
     if not isinstance(devices, list):
         raise InputError(f"{p}: expected a top-level 'devices' list")
@@ -118,6 +125,28 @@ def load_table(path: str | os.PathLike | None = None) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- lookup
+
+
+def _bad_figure(rec: dict) -> str | None:
+    """The first of copy_gbps / hbm_read_gbps that is set but not a positive finite number
+    (text, a bool, NaN, an integer past a float's range): float() would raise or mislead."""
+    for key in ("copy_gbps", "hbm_read_gbps"):
+        value = rec.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return key
+        try:
+            if not 0 < float(value) < float("inf"):
+                return key
+        except OverflowError:
+            return key
+    return None
+
+
+def _plain(value):
+    """A JSON-writable value: YAML dates (and sets, bytes) become their text."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
 def _result(rec: dict, source: str, where: str, kind: str, notes: list[str]) -> dict | None:
@@ -134,10 +163,10 @@ def _result(rec: dict, source: str, where: str, kind: str, notes: list[str]) -> 
         "source": source,
         "where": where,
         "kind": kind,
-        "device": rec.get("name"),
-        "arch": rec.get("arch"),
-        "date": rec.get("date") or rec.get("measured_at"),
-        "detail": rec.get("source") or rec.get("method"),
+        "device": _plain(rec.get("name")),
+        "arch": _plain(rec.get("arch")),
+        "date": _plain(rec.get("date") or rec.get("measured_at")),
+        "detail": _plain(rec.get("source") or rec.get("method")),
         "notes": notes,
     }
 
@@ -157,6 +186,11 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
         stored, _ = [], notes.append(f"measurement store skipped: {exc}")
     for rec in reversed(stored):            # the newest record wins
         if rec.get("name") == device_name and _norm_arch(rec.get("arch")) == arch_n:
+            bad = _bad_figure(rec)
+            if bad:
+                notes.append(f"measurement store record of {device_name} {arch} skipped: "
+                             f"{bad} is not a positive number")
+                continue
             res = _result(rec, "store", str(store_path(store)), "measured", notes)
             if res:
                 res["field_kinds"] = {"copy_gbps": "measured" if res["copy_gbps"] else None,
@@ -167,7 +201,11 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
     except InputError as exc:
         rows, _ = [], notes.append(f"peak table skipped: {exc}")
     matches = [r for r in rows if _norm_arch(r.get("arch")) == arch_n and any(
-        name_matches(str(n), device_name) for n in [r.get("name", "")] + list(r.get("aliases") or []))]
+        name_matches(str(n), device_name) for n in [r.get("name", "")] + _aliases(r))]
+    for r in [r for r in matches if _bad_figure(r)]:
+        notes.append(f"peak table record {r.get('name')!r:.40} skipped: {_bad_figure(r)} is not a "
+                     "positive number")
+        matches.remove(r)
     if not matches:
         return None
     where = str(Path(table) if table else TABLE_PATH)
@@ -187,6 +225,12 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
     res["field_kinds"] = {"copy_gbps": copy_rec.get("kind") if copy_rec else None,
                           "hbm_read_gbps": read_rec.get("kind") if read_rec else None}
     return res
+
+
+def _aliases(row: dict) -> list:
+    aliases = row.get("aliases")
+    # a list of names; one name written without the brackets is that name, not its letters
+    return list(aliases) if isinstance(aliases, list) else [aliases] if isinstance(aliases, str) else []
 
 
 def percent_of_peak(gbps: float | None, peak: dict | None) -> float | None:
