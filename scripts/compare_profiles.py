@@ -41,7 +41,8 @@ def main(argv=None) -> int:
     check_outputs(a.json_out, a.markdown_out)
     before = read_artifact(a.before, "kernel_profile")
     after = read_artifact(a.after, "kernel_profile")
-    payload = profile_compare.compare(before, after, a.steps_before, a.steps_after)
+    payload = profile_compare.compare(before, after, a.steps_before, a.steps_after,
+                                      labels=(a.before, a.after))
     payload["inputs"] = {"before": os.path.abspath(a.before), "after": os.path.abspath(a.after)}
     markdown = profile_compare.markdown(payload, a.top) if a.markdown_out else None
     write_artifact(a.json_out, SCHEMA, TOOL, payload)

@@ -81,11 +81,11 @@ def _scan_amdgcn(text, arch, shared_bytes, num_warps, default_name) -> dict:
         if warps is None and res.get("max_flat_workgroup_size") and res.get("wavefront_size"):
             warps = res["max_flat_workgroup_size"] // res["wavefront_size"]
         res["num_warps"] = warps
-        occ = amd_occupancy(judge_arch, vgpr_count=res.get("vgpr_total"),
-                            agpr_count=res.get("agpr"),
-                            sgpr_count=res.get("sgprs_for_waves") or res.get("sgpr"),
-                            shared_bytes=res["lds_bytes"], num_warps=warps,
-                            llvm_occupancy=res.get("llvm_occupancy"))
+        occ = amd_occupancy(judge_arch, vgpr_count=_count(res.get("vgpr_total")),
+                            agpr_count=_count(res.get("agpr")),
+                            sgpr_count=_count(res.get("sgprs_for_waves") or res.get("sgpr")),
+                            shared_bytes=_count(res["lds_bytes"]), num_warps=_count(warps, 1),
+                            llvm_occupancy=_count(res.get("llvm_occupancy")))
         verdict, data_ops = isa_amdgcn.memory_verdict(scan["families"])
         notes = isa_amdgcn.findings(scan, verdict, data_ops, judge_arch)
         if shared_bytes is None and res["lds_bytes_static"] == 0 and \
@@ -110,6 +110,18 @@ def _scan_amdgcn(text, arch, shared_bytes, num_warps, default_name) -> dict:
     if not kernels:
         raise InputError("AMDGCN text holds no kernel body")
     return {"format": "amdgcn", "arch": listed_arch, "kernels": kernels}
+
+
+# Above this a register, LDS or warp count is no real kernel's (a damaged listing or .json):
+# the occupancy estimate leaves it out rather than overflow on it.
+_COUNT_LIMIT = 2**31
+
+
+def _count(value, low: int = 0) -> int | None:
+    """``value`` if it is a plausible count (an int, not a bool, in [low, 2**31)), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value < _COUNT_LIMIT:
+        return value
+    return None
 
 
 def _scan_nvidia(text, fmt, arch, shared_bytes, num_warps, resource_usage) -> dict:
@@ -170,9 +182,10 @@ def _metadata_summary(meta: dict | None) -> dict | None:
 
 
 def _scan_file(path: Path, meta: dict | None, arch: str | None) -> list[dict]:
-    shared = meta.get("shared") if meta else None
-    warps = meta.get("num_warps") if meta else None
-    name = (meta or {}).get("name") or path.stem
+    # a hand-edited or foreign .json: a wrong-typed field counts as absent
+    shared = _count((meta or {}).get("shared"))
+    warps = _count((meta or {}).get("num_warps"), 1)
+    name = _name((meta or {}).get("name")) or path.stem
     if path.suffix == ".cubin":
         sass, usage = isa_ptx.disassemble_cubin(path)
         result = scan_text(sass, "sass", arch=arch, shared_bytes=shared, num_warps=warps,
@@ -264,10 +277,14 @@ def scan_path(path: str | os.PathLike, kernel: str | None = None, *,
     return records
 
 
+def _name(value) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def filter_kernels(records: list[dict], wanted: str) -> list[dict]:
     def names(r):
         meta = r.get("triton_metadata") or {}
-        return {r["name"], meta.get("name") or r["name"], Path(r.get("source", "")).stem}
+        return {r["name"], _name(meta.get("name")) or r["name"], Path(r.get("source", "")).stem}
 
     exact = [r for r in records if wanted in names(r)]
     if exact:

@@ -35,6 +35,17 @@ _TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2
                "f16x2": 4, "bf16x2": 4, "b128": 16}
 
 
+# No vector width, register count, thread count or resource figure of a real listing has more
+# digits than this; a longer number (a damaged file) reads as absent: int() refuses past 4300
+# digits, and byte counts that large overflow a float in the ratios.
+_MAX_DIGITS = 20
+
+
+def _decimal(digits: str) -> int | None:
+    """int() of a matched run of ASCII digits, None when too long."""
+    return int(digits) if len(digits) <= _MAX_DIGITS else None
+
+
 def looks_like_ptx(text: str) -> bool:
     return bool(re.search(r"^\s*\.(version|target)\s", text, re.M)) and ".entry" in text
 
@@ -114,7 +125,7 @@ def _ptx_lane_bytes(width: str) -> int:
     parts = width.split(".")
     vec = 1
     for p in parts:
-        if re.fullmatch(r"v\d+", p):
+        if re.fullmatch(r"v\d{1,3}", p):
             vec = int(p[1:])
     for p in reversed(parts):
         if p in _TYPE_BYTES:
@@ -141,11 +152,11 @@ def scan_ptx(text: str) -> dict:
                 continue
             m = re.match(r"^\.reg\s+\.(\w+)\s+%\w+<(\d+)>", code)
             if m:
-                regs[m.group(1)] = regs.get(m.group(1), 0) + int(m.group(2))
+                regs[m.group(1)] = regs.get(m.group(1), 0) + (_decimal(m.group(2)) or 0)
                 continue
             m = re.match(r"^\.(?:reqntid|maxntid)\s+(\d+)", code)
             if m:
-                threads = int(m.group(1))
+                threads = _decimal(m.group(1))
                 continue
             if code.startswith((".", "{", "}", "$")) or code.endswith(":"):
                 continue
@@ -255,16 +266,16 @@ def parse_resource_usage(text: str) -> dict[str, dict]:
             continue
         if current is not None:
             for key, value in re.findall(r"([A-Z_]+(?:\[\d+\])?):(\d+)", line):
-                current[key.lower()] = int(value)
+                current[key.lower()] = _decimal(value)
     return out
 
 
 def _sass_lane_bytes(op: str) -> int:
     """Bytes per thread of LDG/STG/ATOMG/RED from the opcode modifiers (default 32-bit)."""
     for part in op.split(".")[1:]:
-        if part.isdigit():
-            return int(part) // 8                        # LDG.E.128, LDG.E.64
-        m = re.fullmatch(r"[FUSB]F?(\d+)(?:x(\d+))?", part)  # U8, S16, F32x4, BF16x2
+        if part.isascii() and part.isdigit():
+            return int(part) // 8 if len(part) <= 4 else 4  # LDG.E.128, LDG.E.64
+        m = re.fullmatch(r"[FUSB]F?(\d{1,4})(?:x(\d{1,4}))?", part)  # U8, S16, F32x4, BF16x2
         if m:
             return int(m.group(1)) // 8 * int(m.group(2) or 1)
     return 4

@@ -25,19 +25,43 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return (b / a) if a and b is not None else None
 
 
-def compare(before: dict, after: dict, steps_before: int = 1, steps_after: int = 1) -> dict[str, Any]:
+def _number(value: Any, what: str) -> float:
+    """A number field as a float (absent: 0); JSON integers have no bound, so one past a float's
+    range is bad input, not an OverflowError deep in the arithmetic."""
+    try:
+        return float(value or 0.0)
+    except OverflowError:
+        raise InputError(f"{what} is a number too large to compare "
+                         f"({str(value)[:20]}..., {len(str(value))} digits)") from None
+
+
+def _summary(doc: dict, side: str) -> dict:
+    """The summary fields compare() reads, as floats."""
+    s = doc.get("summary") or {}
+    by_origin = s.get("time_by_origin_us") or {}
+    return {"kernel_time_us": _number(s.get("kernel_time_us"), f"{side}: summary.kernel_time_us"),
+            "dispatches": _number(s.get("dispatches"), f"{side}: summary.dispatches"),
+            "time_by_origin_us": {o: _number(v, f"{side}: summary.time_by_origin_us.{o}")
+                                  for o, v in by_origin.items()}}
+
+
+def compare(before: dict, after: dict, steps_before: int = 1, steps_after: int = 1,
+            labels: tuple[str, str] = ("before", "after")) -> dict[str, Any]:
+    """``labels`` name the two profiles in error messages (the scripts pass their paths)."""
     if steps_before < 1 or steps_after < 1:
         raise InputError("step counts must be at least 1")
-    sb, sa = before.get("summary") or {}, after.get("summary") or {}
+    sb, sa = _summary(before, labels[0]), _summary(after, labels[1])
     per = "per step" if (steps_before, steps_after) != (1, 1) else "total"
     rows: dict[str, dict] = {}
-    for side, doc, steps in (("before", before, steps_before), ("after", after, steps_after)):
+    for side, label, doc, steps in (("before", labels[0], before, steps_before),
+                                    ("after", labels[1], after, steps_after)):
         for k in _ranked(doc):
             row = rows.setdefault(k["name"], {"name": k["name"], "origin": k.get("origin"),
                                               "before_us": None, "after_us": None,
                                               "before_calls": None, "after_calls": None})
-            row[f"{side}_us"] = round((k.get("total_us") or 0.0) / steps, 3)
-            row[f"{side}_calls"] = round((k.get("calls") or 0) / steps, 3)
+            where = f"{label}: kernel {k['name'][:60]!r}"
+            row[f"{side}_us"] = round(_number(k.get("total_us"), f"{where} total_us") / steps, 3)
+            row[f"{side}_calls"] = round(_number(k.get("calls"), f"{where} calls") / steps, 3)
             row["origin"] = row["origin"] or k.get("origin")
     for row in rows.values():
         b, a = row["before_us"], row["after_us"]

@@ -262,7 +262,10 @@ def _num(value: str) -> float:
     v = value.strip().replace(",", "")
     if not v:
         raise ValueError("empty")
-    return float(v)
+    number = float(v)
+    if not math.isfinite(number):  # "inf" / "nan" / 1e999 is no measured time or count
+        raise ValueError(f"not a finite number: {v[:20]}")
+    return number
 
 
 # Column aliases of summary tables: canonical field -> header keys seen in the tools.
@@ -452,7 +455,12 @@ def parse_dispatch_csv(text: str) -> Parsed:
     lines = strip_comment_header(text.split("\n"))
     lines = lines[_find_header(lines, _is_dispatch_header) or 0:]
     reader = csv.reader(io.StringIO("\n".join(lines)))
-    header = next(reader)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise InputError("empty file") from None
+    except csv.Error as exc:  # e.g. a quote the header opens and never closes
+        raise InputError(f"not a CSV file ({exc})") from None
     keys = [_canon(h) for h in header]
     cols = _column_map(keys, _DISPATCH_COLUMNS)
     missing = [f for f in ("name", "start", "end") if f not in cols]
@@ -504,6 +512,15 @@ _PMC_FIELD = re.compile(r"^\s+(\S.*?)\s{2,}(\S.*?)\s*$")
 _PMC_VALUE = re.compile(r"^(-?[0-9.]+(?:[eE][-+]?\d+)?)\s*(?:\(([^)]*)\))?$")
 
 
+def _finite(text: str) -> float | None:
+    """``text`` as a finite float, else None ("1.2.3" matches the value pattern too)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def parse_hipprof_pmc(text: str) -> Parsed:
     """``kernel-name:"<mangled>"`` then `` <field, 42 cols><value>[(unit)]`` lines per dispatch."""
     problems: list[str] = []
@@ -525,10 +542,11 @@ def parse_hipprof_pmc(text: str) -> Parsed:
             continue
         key, raw = m.group(1).strip(), m.group(2).strip()
         v = _PMC_VALUE.match(raw)
-        if v:
+        number = _finite(v.group(1)) if v else None
+        if number is not None:
             unit = v.group(2)
             fname = f"{key} ({unit})" if unit else key
-            current.fields[fname] = float(v.group(1))
+            current.fields[fname] = number
         else:
             current.fields[key] = raw
     if not records:
