@@ -76,7 +76,8 @@ NUMBERS = [b"9" * 20, b"1" + b"0" * 400, b"9" * 5000, b"-1", b"1e999", b"NaN", b
            "²".encode(), "٣".encode(), b"0x"]
 SPLICES = (st.binary(max_size=8)
            | st.sampled_from([b"\x00", b"\xff\xfe", b"\xc3", "²".encode(), b"\x1b[31m", b"\r",
-                              b"{", b"}", b":", b'"', b",", b"\n\n", b"  ", b"\t"]))
+                              b"{", b"}", b":", b'"', b",", b"\n\n", b"  ", b"\t", b"[" * 100000,
+                              b"!!timestamp ", b"!!binary ", b"!!set ", b"&a ", b"*a ", b"- "]))
 OPS = ("drop", "dup", "shuffle", "truncate", "splice", "number")
 
 
@@ -243,6 +244,12 @@ def test_fuzz_smi_json_wrong_types(doc, cut):
         if parsed is not None:
             for dev in env_probe._hysmi_devices({"json": parsed}):
                 assert dev["memory_bytes"] is None or isinstance(dev["memory_bytes"], int)
+
+
+def test_smi_json_nested_too_deeply_keeps_the_cards_before():
+    text = '{"card0": {"Card Series": "K100_AI"}, "card1": ' + "[" * 100000
+    parsed = dcu_tools.parse_smi_json(text)
+    assert [c["series"] for c in parsed["cards"]] == ["K100_AI"] and parsed["complete"] is False
 
 
 @pytest.mark.parametrize("mib", ["9" * 400, "NaN", "Infinity"])
@@ -551,6 +558,8 @@ def test_peak_store_record_with_a_wrong_typed_figure_is_skipped(tmp_path, value)
     "devices:\n  - name: BW1000\n    arch: gfx936\n    date: 2026-10-10\n    copy_gbps: 1\n",
     b"devices: [\xff]\n",
     "devices:\n  - name: BW1000\n    arch: gfx936\n    copy_gbps: x\n",
+    "devices:\n  - name: BW1000\n    arch: gfx936\n    date: !!timestamp x\n",
+    "devices: " + "[" * 100000,
     "devices:\n  - name: BW1000\n    arch: gfx936\n    aliases: 5\n    copy_gbps: 1\n",
     "devices:\n  - name: BW1000\n    arch: 936\n    copy_gbps: 1\n",
 ])
@@ -671,3 +680,37 @@ def test_schema_tag_with_a_non_ascii_version_is_one_line_exit_2(tmp_path, capsys
     else:
         with pytest.raises(InputError, match="schema tag"):
             peaks.load_store(path)
+
+
+# --------------------------------------------------------------------------- 7. probe children
+
+CHILD_STDOUT = ("import warning\n" + env_probe.CHILD_MARKER
+                + json.dumps({"importable": True, "version": "2.11.0", "devices": [PROPS_AS_TORCH]}) + "\n")
+
+
+def _fake_run(stdout: bytes):
+    text = stdout.decode("utf-8", errors="replace")
+    return lambda *a, **k: {"argv": [], "rc": 0, "stdout": text, "stderr": text[-200:],
+                            "timed_out": False, "error": None, "seconds": 0.1}
+
+
+def test_child_payload_of_the_real_shape():
+    assert env_probe.child_payload(CHILD_STDOUT)["version"] == "2.11.0"
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_probe_child_output(data, monkeypatch, tmp_path):
+    monkeypatch.setattr(env_probe, "run_command", _fake_run(data.draw(mutated(CHILD_STDOUT))))
+    payload = env_probe.run_child("torch")
+    assert isinstance(payload, dict) and (payload.get("child_failed") or "importable" in payload)
+    ctx = dv.Context(raw=tmp_path, work=tmp_path, timeout=1.0, platform={}, state={})
+    info = dv.run_probe_child(ctx, "platform", "torch", "torch", {})
+    assert isinstance(info, dict)
+    assert dv.platform_from_torch(info)["kind"] in ("dcu", "amd", "nvidia", "cpu")
+
+
+@pytest.mark.parametrize("line", ["5", "[1]", "9" * 5000, "[" * 100000, "null", '{"a": '])
+def test_child_marker_line_that_is_no_json_object_is_a_failed_child(monkeypatch, line):
+    monkeypatch.setattr(env_probe, "run_command", _fake_run((env_probe.CHILD_MARKER + line).encode()))
+    assert env_probe.run_child("torch")["child_failed"] is True

@@ -369,7 +369,7 @@ def _read_object_members(text: str, start: int) -> tuple[dict, bool]:
             while pos < n and text[pos] in " \t\n":
                 pos += 1
             value, pos = decoder.raw_decode(text, pos)
-        except (json.JSONDecodeError, ValueError):
+        except (json.JSONDecodeError, ValueError, RecursionError):   # Recursion: '[[[[...' cut off
             return members, False
         members[str(key)] = value
 

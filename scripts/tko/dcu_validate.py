@@ -294,12 +294,9 @@ def run_probe_child(ctx: Context, check_id: str, name: str, kind: str, args: dic
     code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); from tko import env_probe; "
             f"env_probe.child_main({kind!r}, {json.dumps(args)!r})")
     res = run_logged(ctx, check_id, name, [sys.executable, "-c", code], env=env)
-    for line in res["stdout"].splitlines()[::-1]:
-        if line.startswith(env_probe.CHILD_MARKER):
-            try:
-                return json.loads(line[len(env_probe.CHILD_MARKER):])
-            except json.JSONDecodeError:
-                break
+    payload = env_probe.child_payload(res["stdout"])
+    if payload is not None:
+        return payload
     why = res["error"] or f"exited with status {res['rc']} before reporting"
     tail = env_probe.last_lines(res["stderr"], 1)
     return {"child_failed": True, "error": why + (f": {tail[0][:200]}" if tail else "")}

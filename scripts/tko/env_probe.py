@@ -105,14 +105,7 @@ def run_child(kind: str, args: dict | None = None, env: dict | None = None,
     code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); "
             f"from tko import env_probe; env_probe.child_main({kind!r}, {json.dumps(args or {})!r})")
     res = run_command([sys.executable, "-c", code], timeout=timeout, env=env)
-    payload = None
-    for line in res["stdout"].splitlines()[::-1]:
-        if line.startswith(CHILD_MARKER):
-            try:
-                payload = json.loads(line[len(CHILD_MARKER):])
-            except json.JSONDecodeError:
-                payload = None
-            break
+    payload = child_payload(res["stdout"])
     if payload is None:
         why = res["error"] or f"exited with status {res['rc']} before reporting"
         payload = {"child_failed": True, "error": why,
@@ -130,6 +123,19 @@ def run_child(kind: str, args: dict | None = None, env: dict | None = None,
     if res["stderr"].strip():
         payload.setdefault("stderr_tail", last_lines(res["stderr"]))
     return payload
+
+
+def child_payload(stdout: str) -> dict | None:
+    """The JSON object of a child's last marker line; None when there is none or it is not one
+    (cut off, not an object, an integer past int()'s digit limit, nested too deeply)."""
+    for line in stdout.splitlines()[::-1]:
+        if line.startswith(CHILD_MARKER):
+            try:
+                payload = json.loads(line[len(CHILD_MARKER):])
+            except (ValueError, RecursionError):     # JSONDecodeError is a ValueError
+                return None
+            return payload if isinstance(payload, dict) else None
+    return None
 
 
 def child_main(kind: str, args_json: str) -> None:

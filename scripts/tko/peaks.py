@@ -114,8 +114,9 @@ def load_table(path: str | os.PathLike | None = None) -> list[dict]:
         doc = yaml.safe_load(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except (yaml.YAMLError, ValueError) as exc:
-        # ValueError: a value YAML reads as a date that is no date (2026-13-45)
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError, RecursionError) as exc:
+        # PyYAML's constructors raise more than YAMLError on a bad value: ValueError for a date
+        # that is no date (2026-13-45), AttributeError for '!!timestamp x'; deep nesting recurses
         raise InputError(f"{p}: not valid YAML ({(str(exc).splitlines() or [type(exc).__name__])[0]})") \
             from None
     devices = (doc or {}).get("devices") if isinstance(doc, dict) else None
