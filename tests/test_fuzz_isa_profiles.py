@@ -667,3 +667,17 @@ def test_profile_number_past_a_floats_range_is_one_line_exit_2(tmp_path, capsys,
     rc, err = run_script("compare_profiles", [str(good), str(bad), "--json-out",
                                               str(tmp_path / "c.json")], capsys)
     assert_one_line_exit_2(rc, err, f"{bad}: {needle}", "401 digits")
+
+
+def test_mangled_name_length_past_int_digit_limit(tmp_path, capsys):
+    # the PMC join's name matching was ValueError on _Z<5000 digits>...
+    assert pr.mangled_base("_Z" + H5000 + "abc") == "abc"
+    assert pr.mangled_base("_ZN2at6nativeE") == "native"
+    pmc = tmp_path / "pmc.txt"
+    pmc.write_text(f'kernel-name:"_Z{H5000}k"\n grid size' + " " * 33 + "64\n")
+    out = tmp_path / "p.json"
+    rc, err = run_script("profile_kernels", ["--hipprof", str(PROFILES / "hipprof_kernel_stats_"
+                                                                        "gfx936_1.csv"),
+                                             "--pmc", str(pmc), "--json-out", str(out)], capsys)
+    assert rc == 0, err
+    assert json.loads(out.read_text())["summary"]["pmc_kernels_joined"] == 0

@@ -492,8 +492,10 @@ def mangled_base(name: str) -> str:
             lm = re.match(r"^(\d+)", rest)
             if not lm:
                 break
-            n = int(lm.group(1))
-            rest = rest[len(lm.group(1)):]
+            digits = lm.group(1)
+            rest = rest[len(digits):]
+            # a length past the name's end takes the rest of it; int() refuses past 4300 digits
+            n = int(digits) if len(digits) <= 9 else len(rest)
             parts.append(rest[:n])
             rest = rest[n:]
             if not m.group(1):
