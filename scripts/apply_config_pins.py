@@ -48,6 +48,13 @@ def main(argv=None) -> int:
         parser.error(f"--pins {opts.pins}: no such file")
     if not os.path.isfile(opts.program):
         parser.error(f"no such program: {opts.program}")
+    from tko import pins
+    from tko.errors import InputError
+
+    try:  # a bad pins file named on the command line is a usage error, not a warning
+        pins.load_pins(opts.pins)
+    except InputError as exc:
+        parser.error(str(exc))
     os.environ["TKO_PINS"] = os.path.abspath(opts.pins)
     print(f"apply_config_pins: {_install()} pin(s) loaded from {opts.pins}", file=sys.stderr)
     from tko.cli import run_program

@@ -11,6 +11,7 @@ into a frozen record (``Profile``, ``AutotuneKernel``, ``MetaKernel``, ``IsaKern
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +26,15 @@ GEMM_NAME = re.compile(r"(^|_)(mm|bmm|addmm|baddbmm|matmul|gemm)(_|$)")
 # code below relies on: a field of the wrong type reads as missing (None, or an empty container),
 # never as an exception deep inside a rule or a template.
 
+# An integer past a float's range (JSON integers have no bound) cannot be divided or formatted as
+# a float: it reads as missing, like a field of the wrong type.
+_FLOAT_RANGE = int(sys.float_info.max)
+
+
 def _num(value: Any) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if isinstance(value, int) and abs(value) > _FLOAT_RANGE else value
 
 
 def _positive(value: Any) -> int | float | None:
@@ -263,7 +271,8 @@ def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
     frames = []
     for f in mc.frames:
         target = f"__main__:{f['qualname']}" if f.get("qualname") else None
-        frames.append({**f, "disable_target": target})
+        # the report joins a frame's nodes: a value that is not a list reads as none
+        frames.append({**f, "nodes": _list(f.get("nodes")), "disable_target": target})
     ev.sections["model_code"] = {"source": f"{label}: kernels[{i}].model_code", "aten_ops": mc.aten_ops,
                                  "source_nodes": mc.source_nodes, "frames": frames,
                                  "unmapped_nodes": mc.unmapped_nodes}

@@ -111,9 +111,12 @@ def load_pins(path: str | os.PathLike) -> dict[str, dict]:
 
     doc = read_artifact(path, SCHEMA)
     pins = {}
-    for pin in doc.get("pins") or []:
+    for i, pin in enumerate(doc.get("pins") or []):
         if not isinstance(pin, dict) or not pin.get("kernel") or not isinstance(pin.get("config"), dict):
             raise InputError(f"{path}: a pin needs 'kernel' and a 'config' object")
+        # the config becomes a triton.Config at compile time: a malformed one is refused here
+        if not isinstance(pin["config"].get("kwargs", {}), dict):
+            raise InputError(f"{path}: field 'pins[{i}].config.kwargs' must be an object")
         pins[str(pin["kernel"])] = pin
     return pins
 

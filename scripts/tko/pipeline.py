@@ -230,22 +230,38 @@ def repro_failed(chain: Chain, log: Path) -> None:
 
 def repro_command(cap: Path) -> list[str] | None:
     """The command an online capture ran (``repro_command.json``), when recorded."""
-    return (_load(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
+    command = (_load(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
+    # a command is a list of strings: anything else in the file reads as not recorded
+    return command if isinstance(command, list) and all(isinstance(c, str) for c in command) else None
 
 
 def _load(path: Path) -> dict | None:
+    """A JSON object read back; None when unreadable, not JSON, nested too deeply or not an object."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
         return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _folder_name(name) -> bool:
+    """A kernel name that can be one folder under --out/kernels (no separator, no '..', not too
+    long for a file system): other names in a hand-edited file are skipped."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\\", "\0"}
+            and len(name.encode("utf-8", "surrogatepass")) <= 240)
+
+
+def _rows(value) -> list[dict]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
     names: list[str] = []
     if profile:
-        names = [k["name"] for k in profile.get("kernels", []) if k.get("origin") == "triton"]
+        names = [k.get("name") for k in _rows(profile.get("kernels")) if k.get("origin") == "triton"]
+        names = [n for n in names if _folder_name(n)]
     if not names and summary:
-        names = [k["kernel"] for k in summary.get("kernels", [])]
+        names = [n for n in (k.get("kernel") for k in _rows(summary.get("kernels"))) if _folder_name(n)]
     return names[:top]
 
 
@@ -512,21 +528,24 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
 
 
 def _kernel_entry(kernel: str, kd: Path, out: Path, rep: dict | None, standalone: Path) -> dict:
+    # report.json is read back typed (evidence's readers): a field of the wrong type reads as missing
     rep = rep or {}
-    frames = ((rep.get("sections") or {}).get("model_code") or {}).get("frames", [])
-    sol = (rep.get("sections") or {}).get("speed_of_light") or {}
+    sections, decision = evidence._obj(rep.get("sections")), evidence._obj(rep.get("decision"))
+    frames = evidence._objs(evidence._obj(sections.get("model_code")).get("frames"))
+    sol = evidence._obj(sections.get("speed_of_light"))
     return {"kernel": kernel, "dir": str(kd.relative_to(out)),
-            "verdict": rep.get("decision", {}).get("verdict"),
-            "decision_text": rep.get("decision_text"),
-            "rule": rep.get("decision", {}).get("rule"),
-            "share": (rep.get("facts", {}).get("share") or {}).get("value"),
-            "where": [f"{Path(f['file']).name}:{f['line']}" for f in frames],
-            "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames if f.get("disable_target"))),
+            "verdict": evidence._str(decision.get("verdict")),
+            "decision_text": evidence._str(rep.get("decision_text")),
+            "rule": evidence._str(decision.get("rule")),
+            "share": evidence._num(evidence._obj(evidence._obj(rep.get("facts")).get("share")).get("value")),
+            "where": [f"{Path(f['file']).name}:{f.get('line')}" for f in frames if evidence._str(f.get("file"))],
+            "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames
+                                                  if evidence._str(f.get("disable_target")))),
             "standalone": str(standalone) if standalone.is_file() else None,
             "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
-            "sol_class": sol.get("class"),
-            "sol_over_floor": (sol.get("numbers") or {}).get("kernel_over_floor"),
-            "gaps": len(rep.get("gaps", [])) if rep else None}
+            "sol_class": evidence._str(sol.get("class")),
+            "sol_over_floor": evidence._num(evidence._obj(sol.get("numbers")).get("kernel_over_floor")),
+            "gaps": len(evidence._list(rep.get("gaps"))) if rep else None}
 
 
 def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,

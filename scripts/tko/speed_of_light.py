@@ -269,16 +269,30 @@ def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = 
 
 # --------------------------------------------------------------------------- measuring
 
+def _time_ms(value: Any) -> float | None:
+    """A time read from an artifact: a finite positive number (not a bool) as a float, else None
+    (a wrong type, NaN, or an integer past a float's range reads as missing)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        ms = float(value)
+    except OverflowError:
+        return None
+    return ms if math.isfinite(ms) and ms > 0 else None
+
+
 def pick_ms(run: dict | None) -> tuple[float | None, str | None]:
     """The best config's time from a ``kernel_run/1`` payload, by the preferred timer."""
     if not run or run.get("status") != "ok":
         return None, None
-    best = [r for r in run.get("results", []) if r.get("ok") and r.get("best")]
+    results = run.get("results")
+    best = [r for r in (results if isinstance(results, list) else [])
+            if isinstance(r, dict) and r.get("ok") and r.get("best") and _time_ms(r.get("ms")) is not None]
     for timer in TIMER_PREFERENCE:
         for rec in best:
             if rec.get("timer") == timer:
-                return float(rec["ms"]), timer
-    return (float(best[0]["ms"]), best[0].get("timer")) if best else (None, None)
+                return _time_ms(rec["ms"]), timer
+    return (_time_ms(best[0]["ms"]), best[0].get("timer")) if best else (None, None)
 
 
 def _run_brief(run: dict | None) -> dict | None:
@@ -335,8 +349,11 @@ def chart_bars(numbers: dict, sweep_ms: float | None = None, remedy_ms: float | 
 
 def best_sweep_ms(doc: dict) -> float | None:
     """The best ranked variant's median of a ``variant_sweep/1`` artifact."""
-    ranked = ((doc.get("ranking") or {}).get("ranked")) or []
-    times = [r.get("median_ms") for r in ranked if isinstance(r.get("median_ms"), (int, float))]
+    ranking = doc.get("ranking")
+    ranked = ranking.get("ranked") if isinstance(ranking, dict) else None
+    times = [_time_ms(r.get("median_ms")) for r in (ranked if isinstance(ranked, list) else [])
+             if isinstance(r, dict)]
+    times = [t for t in times if t is not None]
     return min(times) if times else None
 
 
