@@ -299,9 +299,16 @@ def test_fuzz_ptx_and_sass_readers_are_total(case):
     isa_ptx.parse_resource_usage(text)
 
 
+ISA_METADATA = sorted(p for p in ISA_DIR.rglob("*.json"))
+
+
 def _metadata_values():
-    return st.dictionaries(st.sampled_from(["shared", "num_warps", "name", "target", "num_stages",
-                                            "waves_per_eu", "hash"]), JSON, max_size=5)
+    """Triton <name>.json text: fields of random values, or a real one mutated."""
+    fields = st.dictionaries(st.sampled_from(["shared", "num_warps", "name", "target", "num_stages",
+                                              "waves_per_eu", "hash"]), JSON, max_size=5)
+    return fields.map(lambda d: json.dumps({"shared": 0, **d}).encode()) \
+        | mutated(ISA_METADATA).map(lambda case: case[1]) \
+        | st.sampled_from([b"[" * 100000, b'{"shared": 1' + b"0" * 5000 + b"}"])
 
 
 @FUZZ
@@ -314,8 +321,9 @@ def test_fuzz_isa_scan_path_is_total(case, meta, kernel, arch):
         listing = Path(tmp) / seed.name
         listing.write_bytes(raw)
         if meta is not None:
-            listing.with_suffix(".json").write_text(json.dumps({"shared": 0, **meta}))
-        for target in (listing, Path(tmp)):
+            listing.with_suffix(".json").write_bytes(meta)
+        targets = [listing, Path(tmp)] + ([listing.with_suffix(".json")] if meta else [])
+        for target in targets:
             try:
                 records = isa.scan_path(target, kernel, arch=arch)
             except InputError:
@@ -340,7 +348,7 @@ def test_fuzz_scan_amdgcn_script(capsys, case, suffix, as_tree, meta):
         listing = Path(tmp) / f"k{suffix}"
         listing.write_bytes(raw)
         if meta is not None:
-            listing.with_suffix(".json").write_text(json.dumps(meta))
+            listing.with_suffix(".json").write_bytes(meta)
         out = Path(tmp) / "out" / "scan.json"
         rc, err = run_script("scan_amdgcn", [tmp if as_tree else str(listing), "--json-out",
                                              str(out)], capsys)
@@ -681,3 +689,42 @@ def test_mangled_name_length_past_int_digit_limit(tmp_path, capsys):
                                              "--pmc", str(pmc), "--json-out", str(out)], capsys)
     assert rc == 0, err
     assert json.loads(out.read_text())["summary"]["pmc_kernels_joined"] == 0
+
+
+@pytest.mark.skipif(isa_ptx.nvidia_tool("cuobjdump") is None, reason="no cuobjdump")
+@pytest.mark.parametrize("content", [b"", b"hello\x00world",
+                                     (ISA_DIR / "sm90" / "add_fp32.cubin").read_bytes()[:3000]],
+                         ids=["empty", "junk", "truncated"])
+def test_damaged_cubin_is_one_line_exit_2(tmp_path, capsys, content):
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(content)
+    rc, err = run_script("scan_amdgcn", [str(cubin), "--quiet"], capsys)
+    assert_one_line_exit_2(rc, err, str(cubin), "cuobjdump could not read it")
+
+
+@pytest.mark.parametrize("script,argv", [
+    ("scan_amdgcn", ["{d}/k.amdgcn"]),
+    ("scan_amdgcn", ["{d}/k.ptx"]),
+    ("profile_kernels", ["--hipprof", "{d}/k.csv", "--json-out", "{d}/p.json"]),
+    ("profile_kernels", ["--rocprof", "{d}/k.csv", "--json-out", "{d}/p.json"]),
+    ("profile_kernels", ["--trace", "{d}/k.json", "--json-out", "{d}/p.json"]),
+    ("compare_profiles", ["{d}/k.json", "{d}/k.json", "--json-out", "{d}/c.json"]),
+])
+def test_empty_input_is_one_line_exit_2(tmp_path, capsys, script, argv):
+    for name in ("k.amdgcn", "k.ptx", "k.csv", "k.json"):
+        (tmp_path / name).write_bytes(b"")
+    rc, err = run_script(script, [a.format(d=tmp_path) for a in argv], capsys)
+    assert_one_line_exit_2(rc, err, str(tmp_path / "k."))
+
+
+@pytest.mark.parametrize("meta", [b"[" * 100000, b'{"shared": 1' + b"0" * 5000 + b"}", b"\xff{"],
+                         ids=["deep", "long_number", "not_utf8"])
+def test_unreadable_triton_metadata_is_ignored_next_to_a_listing(tmp_path, capsys, meta):
+    # was RecursionError / ValueError (int() past 4300 digits) out of json.loads
+    listing = tmp_path / "add_fp32.amdgcn"
+    listing.write_text(ADD_FP32.read_text())
+    listing.with_suffix(".json").write_bytes(meta)
+    [k] = isa.scan_path(listing)
+    assert "triton_metadata" not in k and k["resources"]["lds_source"] == "asm_static"
+    rc, err = run_script("scan_amdgcn", [str(listing.with_suffix(".json"))], capsys)
+    assert_one_line_exit_2(rc, err, "not a Triton kernel metadata .json")

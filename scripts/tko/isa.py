@@ -162,7 +162,8 @@ def _read_metadata(path: Path) -> dict | None:
         return None
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, OSError):
+    except (ValueError, RecursionError, OSError):
+        # not UTF-8, not JSON, a number past int()'s digit limit, nested too deeply, unreadable
         return None
     if not isinstance(doc, dict) or not ({"shared", "num_warps"} & doc.keys()):
         return None
