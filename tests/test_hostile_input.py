@@ -402,3 +402,12 @@ def test_json_out_directory_is_one_line_exit_2(tmp_path, capsys):
                          capsys)
     assert_one_line_exit_2(rc, err, str(tmp_path), "is a directory")
 
+
+
+@pytest.mark.parametrize("tag", ["kernel_profile/\u00b2", "kernel_profile/" + "9" * 5000, "kernel_profile/x"])
+def test_a_schema_tag_with_an_odd_version_is_one_line_exit_2(tmp_path, capsys, tag):
+    doc = tmp_path / "p.json"
+    doc.write_text(json.dumps({"schema": tag, "kernels": []}))
+    with pytest.raises(InputError, match="expected kernel_profile/1"):
+        artifact.read_artifact(doc, "kernel_profile/1")
+    assert artifact.schema_name(tag)[1] is None

@@ -185,7 +185,8 @@ def load_json(path: str | os.PathLike) -> Any:
 
 def schema_name(tag: str) -> tuple[str, int | None]:
     name, _, major = tag.partition("/")
-    return name, int(major) if major.isdigit() else None
+    # ASCII digits of a sane length only: "²".isdigit() is true, and int() refuses it
+    return name, int(major) if major.isascii() and major.isdigit() and len(major) < 10 else None
 
 
 def read_artifact(path: str | os.PathLike, expect: str | Iterable[str]) -> dict:
