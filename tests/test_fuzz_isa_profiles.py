@@ -728,3 +728,43 @@ def test_unreadable_triton_metadata_is_ignored_next_to_a_listing(tmp_path, capsy
     assert "triton_metadata" not in k and k["resources"]["lds_source"] == "asm_static"
     rc, err = run_script("scan_amdgcn", [str(listing.with_suffix(".json"))], capsys)
     assert_one_line_exit_2(rc, err, "not a Triton kernel metadata .json")
+
+
+# --------------------------------------------------------------------------- 5. trace fields
+
+TK = {"ph": "X", "cat": "kernel", "name": "triton_poi_k0", "ts": 10.0, "dur": 2.0, "pid": 0,
+      "tid": 7, "args": {"correlation": 5, "External id": 3, "grid": [1, 1, 1]}}
+TR = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 9.0, "dur": 0.5,
+      "pid": 1, "tid": 1, "args": {"correlation": 5, "External id": 3}}
+TOP = {"ph": "X", "cat": "cpu_op", "name": "triton_poi_k0", "ts": 8.0, "dur": 3.0, "pid": 1,
+       "tid": 1, "args": {"External id": 3, "kernel_backend": "triton", "kernel_file": "/k.py"}}
+ARG_KEYS = ["correlation", "External id", "grid", "block", "registers per thread", "device",
+            "stream", "kernel_backend", "kernel_file", "kernel_kwargs", "num_warps", "num_stages",
+            "kernel_hash", "kernel_name", "kernel_flop", "kernel_num_gb"]
+
+
+def _trace_doc():
+    args = st.dictionaries(st.sampled_from(ARG_KEYS), JSON, max_size=4)
+    event = st.builds(lambda base, over, a: {**base, **over, "args": {**base["args"], **a}},
+                      st.sampled_from([TK, TR, TOP]),
+                      st.dictionaries(st.sampled_from(["name", "ts", "dur", "pid", "tid"]), JSON,
+                                      max_size=2), args)
+    return st.builds(lambda evs, props: {"traceEvents": [TK, TR, TOP] + evs,
+                                         "deviceProperties": props},
+                     st.lists(event, max_size=5), JSON | st.lists(JSON, max_size=2))
+
+
+@FUZZ
+@given(doc=_trace_doc())
+def test_fuzz_profile_kernels_trace_fields(capsys, doc):
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "t.json"
+        trace.write_text(json.dumps(doc))
+        out = Path(tmp) / "p.json"
+        rc, err = run_script("profile_kernels", ["--trace", str(trace), "--json-out", str(out),
+                                                 "--markdown-out", str(Path(tmp) / "p.md")],
+                             capsys)
+        assert_ok_or_one_line(rc, err)
+        if rc == 0:
+            kernels = json.loads(out.read_text())["kernels"]
+            assert "triton_poi_k0" in [k["name"] for k in kernels]
