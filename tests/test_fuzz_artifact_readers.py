@@ -13,6 +13,8 @@ import copy
 import importlib
 import json
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -182,8 +184,20 @@ def made(tmp_path_factory) -> dict[str, Path]:
     ]
     for name, argv in steps:
         assert importlib.import_module(name).main([str(a) for a in argv]) in (0, None), name
+    # benchmark/1: the template in Triton's interpreter with the host clock (its own process: it
+    # sets the interpreter up at import)
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "triton_benchmark_template.py"), "--size", "4096",
+                           "--cpu-timer", "--json-out", str(out / "bench.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    # autotune_summary/1: one launch per kernel under ``launch``, where /2 lists ``launches``
+    v1 = load(out / "summary.json")
+    v1["schema"] = "autotune_summary/1"
+    for k in v1["kernels"]:
+        k["launch"] = (k.pop("launches", None) or [None])[0]
+    (out / "summary_v1.json").write_text(json.dumps(v1))
     return {"summary": out / "summary.json", "meta": out / "meta.json", "manifest": out / "arts" / "manifest.json",
-            "isa": out / "isa.json"}
+            "isa": out / "isa.json", "bench": out / "bench.json", "summary_v1": out / "summary_v1.json"}
 
 
 def report_inputs(made: dict[str, Path]) -> dict[str, Path]:
@@ -236,12 +250,16 @@ REPORT_FLAGS = ("--autotune-summary", "--meta", "--isa", "--artifacts", "--profi
                 "--probe", "--benchmark", "--ab", "--trials", "--sol")
 
 
-@pytest.mark.parametrize("flag", REPORT_FLAGS)
+# (flag, the file fuzzed when not the one report_inputs gives it)
+REPORT_CASES = [(flag, None) for flag in REPORT_FLAGS] + [("--benchmark", "bench"), ("--autotune-summary", "summary_v1")]
+
+
+@pytest.mark.parametrize("flag,other", REPORT_CASES)
 @FUZZ
 @given(data=st.data())
-def test_fuzz_make_investigation_report(made, capsys, peaks_env, flag, data):
+def test_fuzz_make_investigation_report(made, capsys, peaks_env, flag, other, data):
     inputs = report_inputs(made)
-    path, value, doc = draw_mutation(data, load(inputs[flag]))
+    path, value, doc = draw_mutation(data, load(made[other] if other else inputs[flag]))
     with tempfile.TemporaryDirectory() as tmp:
         bad = Path(tmp) / "bad.json"
         bad.write_text(dumps(doc))
@@ -671,3 +689,37 @@ def test_a_report_json_with_wrong_typed_fields_reads_as_missing_in_the_index(tmp
     entry = pipeline._kernel_entry("k", tmp_path / "kernels" / "k", tmp_path, rep, tmp_path / "k.py")
     assert (entry["verdict"], entry["share"], entry["where"], entry["sol_over_floor"], entry["gaps"]) \
         == (None, None, [], None, 0)
+
+
+def test_the_unmutated_benchmark_and_v1_summary_read_as_the_others(made, tmp_path, capsys, peaks_env):
+    inputs = {**report_inputs(made), "--benchmark": made["bench"], "--autotune-summary": made["summary_v1"]}
+    rc, err = make_report(inputs, tmp_path, capsys)
+    assert rc == 0, err
+    doc = load(tmp_path / "report.json")
+    case = load(made["bench"])["cases"][0]
+    assert doc["sections"]["tuning_runs"]["best"] == case["ranking"]["best"]
+    assert [r["name"] for r in doc["sections"]["tuning_runs"]["rows"]] == [r["name"] for r in case["results"]]
+    launch = load(made["summary"])["kernels"][0]["launches"][0]
+    assert doc["sections"]["inputs"]["grid"] == launch["grid"]
+    assert doc["decision"]["rule"] == "remedy_measured_faster_eager"
+
+
+def test_a_huge_integer_in_isa_mix_or_a_sol_cause_bound_reads_as_missing(made, tmp_path, capsys, peaks_env):
+    # was OverflowError: the template formats mix.valu_per_byte with %.2f and causes[].at_most_x with %.2f
+    inputs = report_inputs(made)
+    isa, sol = load(inputs["--isa"]), load(inputs["--sol"])
+    isa["kernels"][0]["mix"]["valu_per_byte"] = 10**400
+    sol["classification"]["causes"] = [{"cause": "strided", "detail": "x", "remedy": "r", "at_most_x": 10**400}]
+    for name, doc in (("isa", isa), ("sol", sol)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    rc, err = make_report({**inputs, "--isa": tmp_path / "isa.json", "--sol": tmp_path / "sol.json"}, tmp_path, capsys)
+    assert rc == 0, err
+    md = (tmp_path / "report.md").read_text()
+    assert "- strided (x) -> r\n" in md and "vector ALU per byte" not in md
+
+
+def test_a_rule_text_formats_an_integer_past_a_floats_range_as_digits():
+    # was OverflowError from "{x:.2f}" with x = 10**400
+    from tko import decide
+
+    assert decide._format("{x:.2f} and {y}", {"x": 10**400, "y": 1}) == "1" + "0" * 400 + " and 1"

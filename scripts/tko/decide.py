@@ -185,7 +185,7 @@ def _format(text: str, values: dict) -> str:
         def format_field(self, value, spec):
             try:
                 return super().format_field(value, spec)
-            except (ValueError, TypeError):
+            except (ValueError, TypeError, OverflowError):  # OverflowError: an int past a float's range
                 return str(value)
 
         def get_value(self, key, args, kwargs):

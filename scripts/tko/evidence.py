@@ -522,7 +522,7 @@ class IsaKernel:
                    resources=_obj_or_none(rec.get("resources")), occupancy=_obj_or_none(rec.get("occupancy")),
                    findings=_list(rec.get("findings")),
                    families={k: v for k, v in _obj(rec.get("families")).items() if _int(v) is not None},
-                   mix=_obj(rec.get("mix")), totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
+                   mix=_numbers_in(_obj(rec.get("mix")), ("valu_per_byte",)), totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
                    num_warps=_int(_obj(rec.get("triton_metadata")).get("num_warps")))
 
 
@@ -1087,7 +1087,8 @@ class SpeedOfLight:
         bandwidth = {k: _numbers_in(b, BANDWIDTH_NUMBERS) for k, b in _obj(doc.get("bandwidth")).items()
                      if isinstance(b, dict)}
         return cls(kernel=_str(doc.get("kernel")), sol_class=_str(c.get("class")), says=_str(c.get("says")),
-                   numbers=_numbers_in(_obj(c.get("numbers"))), causes=_objs(c.get("causes")),
+                   numbers=_numbers_in(_obj(c.get("numbers"))),
+                   causes=[_numbers_in(cause, ("at_most_x",)) for cause in _objs(c.get("causes"))],
                    costly_ops={op: n for op, n in costly.items() if _num(n) is not None},
                    offline=_bool(doc.get("offline")), timer=_str(doc.get("timer")),
                    twin_valid=_bool(_obj(doc.get("validity")).get("valid")),
