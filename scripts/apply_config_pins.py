@@ -25,11 +25,12 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-def _install() -> int:
+def _install(loaded: dict | None = None) -> int:
+    """Install the pins ``loaded`` from --pins, else those $TKO_PINS names."""
     from tko import pins
 
     try:
-        return pins.install_from_env()
+        return pins.install(loaded) if loaded is not None else pins.install_from_env()
     except Exception as exc:  # a broken pins file must not break the program
         print(f"apply_config_pins: pins not applied: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 0
@@ -52,11 +53,11 @@ def main(argv=None) -> int:
     from tko.errors import InputError
 
     try:  # a bad pins file named on the command line is a usage error, not a warning
-        pins.load_pins(opts.pins)
+        loaded = pins.load_pins(opts.pins)
     except InputError as exc:
         parser.error(str(exc))
     os.environ["TKO_PINS"] = os.path.abspath(opts.pins)
-    print(f"apply_config_pins: {_install()} pin(s) loaded from {opts.pins}", file=sys.stderr)
+    print(f"apply_config_pins: {_install(loaded)} pin(s) loaded from {opts.pins}", file=sys.stderr)
     from tko.cli import run_program
 
     run_program(opts.program, opts.program_args)

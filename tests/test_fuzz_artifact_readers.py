@@ -723,3 +723,59 @@ def test_a_rule_text_formats_an_integer_past_a_floats_range_as_digits():
     from tko import decide
 
     assert decide._format("{x:.2f} and {y}", {"x": 10**400, "y": 1}) == "1" + "0" * 400 + " and 1"
+
+
+PINNED_SWEEP = RECORDED / "trials" / "softmax_long_rows_pinned" / "pinned_sweep.json"
+SOFTMAX_KERNEL = (FIXTURES / "sol_h200" / "softmax_long_rows" / "autotune_kernels"
+                  / "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0.py")
+
+
+def test_pins_from_the_recorded_sweep_are_the_recorded_pins():
+    from tko import pins
+
+    got = pins.pins_from_sweep(load(PINNED_SWEEP), SOFTMAX_KERNEL)["pins"][0]
+    recorded = load(PINS_FILE)["pins"][0]
+    assert {k: got[k] for k in ("kernel", "config")} == {k: recorded[k] for k in ("kernel", "config")}
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_pins_from_sweep_gives_loadable_pins_or_one_input_error(data):
+    # try_remedies.py --pins-from-sweep and investigate.py read a variant_sweep/1 into a pins file
+    from tko import pins
+
+    path, value, doc = draw_mutation(data, load(PINNED_SWEEP))
+    with tempfile.TemporaryDirectory() as tmp:
+        bad = Path(tmp) / "sweep.json"
+        bad.write_text(dumps(doc))
+        try:
+            from tko.artifact import read_artifact
+
+            entries = pins.pins_from_sweep(read_artifact(bad, "variant_sweep"), SOFTMAX_KERNEL)["pins"]
+        except InputError:
+            return
+        pins.load_pins(pins.write_pins(Path(tmp) / "pins.json", "t", entries))
+
+
+def test_a_sweep_whose_best_config_is_not_an_object_gives_no_pins():
+    # was AttributeError ('float' object has no attribute 'items') in split_config
+    from tko import pins
+
+    sweep = load(PINNED_SWEEP)
+    best = next(v for v in sweep["variants"] if v["name"] == sweep["best"]["name"])
+    for config in (float("nan"), {"R0_BLOCK": [[[1024]]]}):  # the second: RecursionError writing it, when deep
+        best["config"] = config
+        with pytest.raises(InputError, match="best variant 'R0_BLOCK=1024' has a config that is not an object"):
+            pins.pins_from_sweep(sweep, SOFTMAX_KERNEL)
+
+
+def test_apply_config_pins_reads_the_pins_file_once(tmp_path, pins_script_env, capsys, monkeypatch):
+    # the file was read twice (check, then install): a file nested close to the recursion limit
+    # passed the check and failed the install, and the program ran without its pins
+    from tko import pins
+
+    reads = []
+    real = pins.load_pins
+    monkeypatch.setattr(pins, "load_pins", lambda path: reads.append(path) or real(path))
+    rc, err, out = run_pins_script(PINS_FILE, pins_script_env, capsys)
+    assert rc == 0 and reads == [str(PINS_FILE)], err

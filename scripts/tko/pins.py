@@ -83,6 +83,11 @@ def pins_from_sweep(sweep: dict, kernel_file: str | os.PathLike | None = None,
     ``kernel_file`` overrides the sweep's ``kernel_file`` (a sweep made on another machine names
     a path of that machine)."""
     variant = _best_variant(sweep)
+    config = variant.get("config") or {}
+    # a config is flat: meta-parameters and options are numbers or strings, never containers
+    if not isinstance(config, dict) or any(isinstance(v, (dict, list)) for v in config.values()):
+        raise InputError(f"the sweep's best variant {variant['name']!r} has a config that is not an object "
+                         "of numbers and strings")
     kernel = sweep.get("kernel")
     path = Path(kernel_file or sweep.get("kernel_file") or "")
     if not kernel or not path.is_file():
@@ -91,7 +96,7 @@ def pins_from_sweep(sweep: dict, kernel_file: str | os.PathLike | None = None,
     return {"pins": [{
         "kernel": kernel,
         "source_sha256": source_hash(function_source(path, kernel)),
-        "config": split_config(variant.get("config") or {}),
+        "config": split_config(config),
         "source": {"sweep": origin, "variant": variant["name"], "kernel_file": str(path),
                    "x_vs_baseline": variant.get("x_vs_baseline")},
     }]}
@@ -252,7 +257,11 @@ def install_from_env(env: dict | None = None) -> int:
     path = (os.environ if env is None else env).get(ENV_VAR)
     if not path:
         return 0
-    pins = load_pins(path)
+    return install(load_pins(path))
+
+
+def install(pins: dict[str, dict]) -> int:
+    """Apply ``pins`` (of :func:`load_pins`) to every Inductor kernel compiled from now on."""
     from torch._inductor.runtime import triton_heuristics as th
 
     wrap_precompile(th.CachingAutotuner, pins)
