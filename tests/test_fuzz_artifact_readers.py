@@ -391,8 +391,6 @@ def test_fuzz_pins_file_loads_and_applies_or_is_one_input_error(data):
 def pins_script_env(monkeypatch, tmp_path):
     """apply_config_pins.py in this process: $TKO_PINS, sys.argv, sys.path and Inductor's
     CachingAutotuner.precompile put back after the test; a program that does nothing."""
-    import sys
-
     from torch._inductor.runtime import triton_heuristics
 
     monkeypatch.setenv("TKO_PINS", "")
