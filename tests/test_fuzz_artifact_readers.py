@@ -251,7 +251,13 @@ REPORT_FLAGS = ("--autotune-summary", "--meta", "--isa", "--artifacts", "--profi
 
 
 # (flag, the file fuzzed when not the one report_inputs gives it)
-REPORT_CASES = [(flag, None) for flag in REPORT_FLAGS] + [("--benchmark", "bench"), ("--autotune-summary", "summary_v1")]
+REPORT_CASES = [(flag, None) for flag in REPORT_FLAGS] + [
+    ("--benchmark", "bench"), ("--autotune-summary", "summary_v1"),
+    # an access-pattern-bound kernel (causes with bounds), an arithmetic-bound one (costly ops),
+    # trials with a replace arm
+    ("--sol", FIXTURES / "sol_h200" / "table" / "softmax_long_rows_rep1.json"),
+    ("--sol", FIXTURES / "sol_h200" / "table" / "gelu_erf_rep1.json"),
+    ("--trials", RECORDED / "trials" / "softmax_long_rows_replace" / "trials.json")]
 
 
 @pytest.mark.parametrize("flag,other", REPORT_CASES)
@@ -259,7 +265,8 @@ REPORT_CASES = [(flag, None) for flag in REPORT_FLAGS] + [("--benchmark", "bench
 @given(data=st.data())
 def test_fuzz_make_investigation_report(made, capsys, peaks_env, flag, other, data):
     inputs = report_inputs(made)
-    path, value, doc = draw_mutation(data, load(made[other] if other else inputs[flag]))
+    source = other if isinstance(other, Path) else made[other] if other else inputs[flag]
+    path, value, doc = draw_mutation(data, load(source))
     with tempfile.TemporaryDirectory() as tmp:
         bad = Path(tmp) / "bad.json"
         bad.write_text(dumps(doc))
