@@ -18,13 +18,10 @@ if str(SCRIPTS) not in sys.path:
 
 
 def fuzz_settings():
-    """Settings of every fuzz test: 100 examples each (bounded for CI); ``TKO_FUZZ_EXAMPLES=N``
-    runs N for a deep pass.  Hypothesis is a test dependency, imported only by fuzz tests."""
-    from hypothesis import HealthCheck, settings
+    """tests/fuzzing.py's fuzz_settings, for a test file that imports it from here."""
+    from fuzzing import fuzz_settings as settings
 
-    return settings(max_examples=int(os.environ.get("TKO_FUZZ_EXAMPLES", "100")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
-                                           HealthCheck.filter_too_much, HealthCheck.data_too_large])
+    return settings()
 
 
 def _gpu_present() -> bool:

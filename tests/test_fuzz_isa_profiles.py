@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import importlib
 import json
 import re
 import tempfile
@@ -22,8 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, fuzz_settings
-from tko import errors, isa, isa_amdgcn, isa_ptx, profile_compare
+from conftest import FIXTURES
+from fuzzing import (SCALARS, assert_ok_or_one_line, assert_one_line_exit_2, fuzz_settings,
+                     json_paths, json_values, run_script)
+from tko import isa, isa_amdgcn, isa_ptx, profile_compare
 from tko import profile_formats as pf
 from tko import profile_rank as pr
 from tko.artifact import check_fields, make_artifact
@@ -37,35 +38,8 @@ RECORDED = ROOT / "examples" / "recorded_h200"
 FUZZ = fuzz_settings()
 
 
-def run_script(name: str, argv: list[str], capsys) -> tuple[int, list[str]]:
-    """Run scripts/<name>.py's main the way its __main__ does; (exit code, stderr lines)."""
-    module = importlib.import_module(name)
-    capsys.readouterr()
-    rc = errors.run_main(module.main, argv, prog=f"{name}.py")
-    return rc, capsys.readouterr().err.strip().splitlines()
-
-
-def assert_one_line_exit_2(rc: int, err: list[str], *needles: str) -> None:
-    assert rc == 2, err
-    assert len(err) == 1, err
-    for needle in needles:
-        assert needle in err[0], err
-
-
-def assert_ok_or_one_line(rc: int, err: list[str]) -> None:
-    """A script on hostile input: success, or exit 2 with exactly one line (never 1, never a
-    traceback)."""
-    assert rc in (0, 2), err
-    if rc == 2:
-        assert len(err) == 1, err
-
-
 # JSON values of every type, NaN, infinities and integers past a float's range included.
-SCALARS = (st.none() | st.booleans() | st.integers(-2**40, 2**40)
-           | st.sampled_from([10**400, -10**400, 0, -1])
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8))
-JSON = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=3)
-                    | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=8)
+JSON = json_values(SCALARS | st.sampled_from([10**400, -10**400, 0, -1]))
 
 
 # --------------------------------------------------------------------------- mutations
@@ -479,21 +453,12 @@ def test_compare_profiles_on_seeds(tmp_path, capsys):
     assert len(doc["kernels"]) == len(names)
 
 
-def _paths(value, prefix=()):
-    """Every (path, value) of a JSON document's nodes, the root excluded."""
-    items = value.items() if isinstance(value, dict) else \
-        enumerate(value) if isinstance(value, list) else ()
-    for key, child in items:
-        yield prefix + (key,), child
-        yield from _paths(child, prefix + (key,))
-
-
 @st.composite
 def mangled_profile(draw) -> dict:
     """A recorded kernel_profile/1 document, schema tag kept, with random values put in place of
     some of its fields (anywhere in the tree) and of some fields of its kernels."""
     doc = copy.deepcopy(_profile_doc(draw(st.sampled_from(PROFILE_DOCS))))
-    nodes = [p for p, _ in _paths(doc) if p[0] not in ("schema",)]
+    nodes = [p for p, _ in json_paths(doc) if p[0] not in ("schema",)]
     hot = [p for p in nodes if p[0] in ("summary", "kernels", "ranking", "device") and len(p) <= 3]
     for where in draw(st.lists(st.sampled_from(hot), max_size=4)) \
             + draw(st.lists(st.sampled_from(nodes), max_size=2)):

@@ -7,7 +7,6 @@ nothing but the project's own InputError escapes it.
 from __future__ import annotations
 
 import gzip
-import importlib
 import json
 import tempfile
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import fuzz_settings
+from fuzzing import JSON, SCALARS, assert_one_line_exit_2, fuzz_settings, run_script
 from tko import artifact, decide, errors, kernel_source
 from tko.autotune_log import parse_files, render_markdown, summarize
 from tko.errors import InputError
@@ -26,27 +25,6 @@ from tko.profile_rank import attribute_launches, rank_profile
 RECORDED = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200"
 
 FUZZ = fuzz_settings()
-
-# JSON values of every type, NaN and infinities included (Python's json writes and reads them).
-SCALARS = (st.none() | st.booleans() | st.integers(-2**40, 2**40)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8))
-JSON = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=3)
-                    | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=8)
-
-
-def run_script(name: str, argv: list[str], capsys) -> tuple[int, list[str]]:
-    """Run scripts/<name>.py's main the way its __main__ does; (exit code, stderr lines)."""
-    module = importlib.import_module(name)
-    capsys.readouterr()
-    rc = errors.run_main(module.main, argv, prog=f"{name}.py")
-    return rc, capsys.readouterr().err.strip().splitlines()
-
-
-def assert_one_line_exit_2(rc: int, err: list[str], *needles: str) -> None:
-    assert rc == 2, err
-    assert len(err) == 1, err
-    for needle in needles:
-        assert needle in err[0], err
 
 
 # --------------------------------------------------------------------------- 1. autotune.log
