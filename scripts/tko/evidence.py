@@ -522,7 +522,8 @@ class IsaKernel:
                    resources=_obj_or_none(rec.get("resources")), occupancy=_obj_or_none(rec.get("occupancy")),
                    findings=_list(rec.get("findings")),
                    families={k: v for k, v in _obj(rec.get("families")).items() if _int(v) is not None},
-                   mix=_numbers_in(_obj(rec.get("mix")), ("valu_per_byte",)), totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
+                   mix=_numbers_in(_obj(rec.get("mix")), ("valu_per_byte",)),
+                   totals={k: totals[k] for k in ISA_TOTALS} if totals else None,
                    num_warps=_int(_obj(rec.get("triton_metadata")).get("num_warps")))
 
 
