@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT, fuzz_settings
-from tko import errors
+from tko import artifact, errors
 from tko.errors import InputError
 
 FUZZ = fuzz_settings()
@@ -754,9 +754,7 @@ def test_fuzz_pins_from_sweep_gives_loadable_pins_or_one_input_error(data):
         bad = Path(tmp) / "sweep.json"
         bad.write_text(dumps(doc))
         try:
-            from tko.artifact import read_artifact
-
-            entries = pins.pins_from_sweep(read_artifact(bad, "variant_sweep"), SOFTMAX_KERNEL)["pins"]
+            entries = pins.pins_from_sweep(artifact.read_artifact(bad, "variant_sweep"), SOFTMAX_KERNEL)["pins"]
         except InputError:
             return
         pins.load_pins(pins.write_pins(Path(tmp) / "pins.json", "t", entries))
@@ -784,3 +782,24 @@ def test_apply_config_pins_reads_the_pins_file_once(tmp_path, pins_script_env, c
     monkeypatch.setattr(pins, "load_pins", lambda path: reads.append(path) or real(path))
     rc, err, out = run_pins_script(PINS_FILE, pins_script_env, capsys)
     assert rc == 0 and reads == [str(PINS_FILE)], err
+
+
+# --------------------------------------------------------------------------- read_artifact itself
+
+@pytest.mark.parametrize("name", sorted(artifact.FIELD_TYPES))
+@FUZZ
+@given(data=st.data())
+def test_fuzz_read_artifact_checks_every_schema(name, data):
+    # the FIELD_TYPES checks of any artifact: its fields (and theirs) any value, at one read
+    keys = sorted(artifact.FIELD_TYPES[name])
+    fields = data.draw(st.dictionaries(st.sampled_from(keys), HOSTILE.filter(lambda v: v is not DELETE)
+                                       | st.lists(st.dictionaries(st.sampled_from(keys + ["name", "total_us"]),
+                                                                  HOSTILE.filter(lambda v: v is not DELETE),
+                                                                  max_size=3), max_size=2), max_size=4))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "a.json"
+        path.write_text(dumps({"schema": f"{name}/1", **fields}))
+        try:
+            assert artifact.read_artifact(path, name)["schema"] == f"{name}/1"
+        except InputError:
+            pass
