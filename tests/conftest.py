@@ -17,13 +17,6 @@ if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
 
-def fuzz_settings():
-    """tests/fuzzing.py's fuzz_settings, for a test file that imports it from here."""
-    from fuzzing import fuzz_settings as settings
-
-    return settings()
-
-
 def _gpu_present() -> bool:
     try:
         import torch

@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT, fuzz_settings
+from conftest import FIXTURES, ROOT
+from fuzzing import JSON, fuzz_settings, json_paths, run_script
 from tko import artifact, errors
 from tko.errors import InputError
 
@@ -47,10 +48,6 @@ class Deep:
 
 DELETE = object()  # the mutation that removes the key (or list item) instead
 
-SCALARS = (st.none() | st.booleans() | st.integers(-2**40, 2**40)
-           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=8))
-JSON = st.recursive(SCALARS, lambda kids: st.lists(kids, max_size=3)
-                    | st.dictionaries(st.text(max_size=6), kids, max_size=3), max_leaves=8)
 HOSTILE = st.one_of(
     JSON,
     st.sampled_from([float("nan"), float("inf"), float("-inf"), 10**400, -10**400, 2**63, -1, -1.5, 0, 0.0,
@@ -80,15 +77,9 @@ def dumps(doc) -> str:
     return text
 
 
-def paths(value, prefix=()):
+def paths(value):
     """Every path below ``value`` (object keys and list indices), the schema tag excepted."""
-    items = (value.items() if isinstance(value, dict)
-             else enumerate(value) if isinstance(value, list) else ())
-    for key, child in items:
-        if prefix == () and key == "schema":
-            continue
-        yield prefix + (key,)
-        yield from paths(child, prefix + (key,))
+    return [p for p, _ in json_paths(value) if p != ("schema",)]
 
 
 def mutated(doc, path, value):
@@ -105,7 +96,7 @@ def mutated(doc, path, value):
 
 def draw_mutation(data, doc):
     """(path, value, mutated document), drawn."""
-    path = data.draw(st.sampled_from(list(paths(doc))), label="path")
+    path = data.draw(st.sampled_from(paths(doc)), label="path")
     value = data.draw(HOSTILE, label="value")
     return path, value, mutated(doc, path, value)
 
@@ -115,14 +106,6 @@ def load(path: Path):
 
 
 # --------------------------------------------------------------------------- running a script
-
-def run_script(name: str, argv: list, capsys) -> tuple[int, list[str]]:
-    """Run scripts/<name>.py's main the way its __main__ does; (exit code, stderr lines)."""
-    module = importlib.import_module(name)
-    capsys.readouterr()
-    rc = errors.run_main(module.main, [str(a) for a in argv], prog=f"{name}.py")
-    return rc, capsys.readouterr().err.strip().splitlines()
-
 
 def assert_report_or_one_line(rc: int, err: list[str], what) -> None:
     assert rc in (0, 2), (what, err)

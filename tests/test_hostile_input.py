@@ -389,3 +389,14 @@ def test_a_schema_tag_with_an_odd_version_is_one_line_exit_2(tmp_path, capsys, t
     with pytest.raises(InputError, match="expected kernel_profile/1"):
         artifact.read_artifact(doc, "kernel_profile/1")
     assert artifact.schema_name(tag)[1] is None
+
+
+def test_an_artifact_holding_a_value_nested_too_deeply_is_an_input_error(tmp_path):
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    out = tmp_path / "a.json"
+    out.write_text("kept\n")
+    with pytest.raises(InputError, match="nested too deeply to write"):
+        artifact.write_artifact(out, "kernel_profile/1", "t", {"kernels": [], "x": deep})
+    assert out.read_text() == "kept\n" and [p.name for p in tmp_path.iterdir()] == ["a.json"]

@@ -132,6 +132,14 @@ def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dic
     doc = make_artifact(schema, tool, payload)
     if Path(path).is_dir():
         raise InputError(f"{path}: is a directory, expected a file path for the {schema} JSON")
+    try:
+        _write(path, doc)
+    except RecursionError:  # a value from the input nested past what the encoders recurse into
+        raise InputError(f"{path}: the {schema} JSON holds a value nested too deeply to write") from None
+    return doc
+
+
+def _write(path: str | os.PathLike, doc: dict) -> None:
     head: list[str] = []
     size = 0
     chunks = _compact_chunks(doc)
@@ -142,10 +150,8 @@ def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dic
             break
     else:
         atomic.write_text(path, dumps(doc))
-        return doc
-
+        return
     atomic.write_chunks(path, _batched_bytes(itertools.chain(head, chunks)))
-    return doc
 
 
 def _batched_bytes(chunks: Iterable[str], size: int = 1 << 20):
