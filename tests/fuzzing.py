@@ -66,3 +66,15 @@ def json_paths(value: Any, prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
     for key, child in items:
         yield prefix + (key,), child
         yield from json_paths(child, prefix + (key,))
+
+
+def put(doc: Any, path: tuple, value: Any) -> bool:
+    """Set the value at ``path`` in ``doc``; False when an earlier change removed the path."""
+    try:
+        node = doc
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True

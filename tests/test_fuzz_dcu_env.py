@@ -22,7 +22,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
-from fuzzing import SCALARS, assert_ok_or_one_line, fuzz_settings, json_paths, json_values, run_script
+from fuzzing import (SCALARS, assert_ok_or_one_line, fuzz_settings, json_paths, json_values, put,
+                     run_script)
 from tko import archs, dcu_tools, dcu_validate as dv, env_probe, peaks
 from tko.errors import InputError
 
@@ -106,14 +107,7 @@ def wrong_typed(draw, doc, keep=("schema",)):
     doc = copy.deepcopy(doc)
     paths = [p for p, _ in json_paths(doc) if p[0] not in keep]
     for _ in range(draw(st.integers(1, 4))):
-        path = draw(st.sampled_from(paths))
-        node = doc
-        try:
-            for key in path[:-1]:
-                node = node[key]
-            node[path[-1]] = draw(JSON)
-        except (KeyError, IndexError, TypeError):
-            continue        # an earlier replacement removed this path
+        put(doc, draw(st.sampled_from(paths)), draw(JSON))
     return doc
 
 

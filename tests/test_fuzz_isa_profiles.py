@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES
 from fuzzing import (SCALARS, assert_ok_or_one_line, assert_one_line_exit_2, fuzz_settings,
-                     json_paths, json_values, run_script)
+                     json_paths, json_values, put, run_script)
 from tko import isa, isa_amdgcn, isa_ptx, profile_compare
 from tko import profile_formats as pf
 from tko import profile_rank as pr
@@ -462,13 +462,7 @@ def mangled_profile(draw) -> dict:
     hot = [p for p in nodes if p[0] in ("summary", "kernels", "ranking", "device") and len(p) <= 3]
     for where in draw(st.lists(st.sampled_from(hot), max_size=4)) \
             + draw(st.lists(st.sampled_from(nodes), max_size=2)):
-        parent = doc
-        try:
-            for key in where[:-1]:
-                parent = parent[key]
-            parent[where[-1]] = draw(JSON)
-        except (KeyError, IndexError, TypeError):
-            continue  # an earlier change removed the path
+        put(doc, where, draw(JSON))
     return doc
 
 
