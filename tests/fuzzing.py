@@ -69,12 +69,14 @@ def json_paths(value: Any, prefix: tuple = ()) -> Iterator[tuple[tuple, Any]]:
 
 
 def put(doc: Any, path: tuple, value: Any) -> bool:
-    """Set the value at ``path`` in ``doc``; False when an earlier change removed the path."""
-    try:
-        node = doc
-        for key in path[:-1]:
-            node = node[key]
-        node[path[-1]] = value
-    except (KeyError, IndexError, TypeError):
-        return False
+    """Replace the value at ``path`` in ``doc``; False (nothing changed) when an earlier change
+    removed the path or put another kind of container there."""
+    node = doc
+    for key in path:
+        if isinstance(node, dict) and isinstance(key, str) and key in node \
+                or isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node):
+            parent, node = node, node[key]
+        else:
+            return False
+    parent[path[-1]] = value
     return True

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -642,8 +643,9 @@ def jit_functions(tree: ast.Module) -> list[ast.FunctionDef]:
     return out
 
 
-def standalone_spec(tree: ast.Module) -> dict | None:
-    """The ``_TKO_SPEC`` a captured standalone kernel carries (recorded args and configs), if any."""
+def standalone_spec(tree: ast.Module, path: str = "<kernel>") -> dict | None:
+    """The ``_TKO_SPEC`` a captured standalone kernel carries (recorded args and configs), if any;
+    InputError when it is there but damaged (:func:`spec_problem`)."""
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1
                 and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "_TKO_SPEC"
@@ -652,10 +654,83 @@ def standalone_spec(tree: ast.Module) -> dict | None:
                 and isinstance(node.value.args[0].value, str)):
             try:
                 spec = json.loads(node.value.args[0].value)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None
-            return spec if isinstance(spec, dict) else None
+            if not isinstance(spec, dict):
+                return None
+            problem = spec_problem(spec)
+            if problem:
+                raise InputError(f"{path}: _TKO_SPEC (line {node.lineno}): {problem}; a damaged standalone file")
+            return spec
     return None
+
+
+_INT_LIMIT = 1 << 63  # a count or size past int64 is no tensor's
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -_INT_LIMIT < value < _INT_LIMIT
+
+
+def _is_ints(value: Any) -> bool:
+    return isinstance(value, list) and all(map(_is_int, value))
+
+
+def _optional(value: Any, check) -> bool:
+    return value is None or check(value)
+
+
+def _arg_problem(i: int, arg: Any) -> str | None:
+    if not isinstance(arg, dict):
+        return f"args[{i}] is not an object"
+    if not all(_optional(arg.get(k), lambda v: isinstance(v, str)) for k in ("name", "kind", "dtype")):
+        return f"args[{i}] has a name, kind or dtype that is not a string"
+    if arg.get("kind") != "tensor":
+        return None
+    if not _is_ints(arg.get("shape")) or not _optional(arg.get("stride"), _is_ints):
+        return f"args[{i}] is a tensor without integer shape and stride"
+    if not isinstance(arg.get("dtype"), str) or not all(
+            _optional(arg.get(k), _is_int) for k in ("storage_numel", "storage_offset")) \
+            or not _optional(arg.get("saved"), lambda v: isinstance(v, str)):
+        return f"args[{i}] has a wrong-typed dtype, storage size or saved file"
+    return None
+
+
+def _config_problem(i: int, cfg: Any) -> str | None:
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("flat"), dict):
+        return f"configs[{i}] has no 'flat' object"
+    if not all(isinstance(k, str) and (_is_int(v) or isinstance(v, (str, bool)) or v is None)
+               for k, v in cfg["flat"].items()):
+        return f"configs[{i}].flat holds a value that is not an integer, string or boolean"
+    if not all(_optional(cfg["flat"].get(k), _is_int) for k in ("num_warps", "num_stages", "num_ctas",
+                                                                  "maxnreg")):
+        return f"configs[{i}].flat has a num_warps, num_stages, num_ctas or maxnreg that is not an integer"
+    if not _optional(cfg.get("grid"), _is_ints):
+        return f"configs[{i}].grid is not a list of integers"
+    return None
+
+
+def spec_problem(spec: dict) -> str | None:
+    """What makes a standalone file's ``_TKO_SPEC`` unusable (None: nothing): the fields its
+    readers (the runner, the sweep, the byte model, the compile plan) use, with their types."""
+    for key in ("kernel", "function"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            return f"'{key}' is not a name"
+    for key in ("launch", "bytes_source", "source_file"):
+        if not _optional(spec.get(key), lambda v: isinstance(v, str)):
+            return f"'{key}' is not a string"
+    num_bytes = spec.get("num_bytes")
+    if not _optional(num_bytes, _is_int) and not (isinstance(num_bytes, float) and math.isfinite(num_bytes)):
+        return "'num_bytes' is not a number"
+    for key in ("extra_kwargs", "device", "captured_with"):
+        if not _optional(spec.get(key), lambda v: isinstance(v, dict)):
+            return f"'{key}' is not an object"
+    if not isinstance(spec.get("args"), list) or not isinstance(spec.get("configs"), list):
+        return "'args' or 'configs' is not a list"
+    problems = [_arg_problem(i, a) for i, a in enumerate(spec["args"])]
+    problems += [_arg_problem(i, a) for i, a in enumerate((spec.get("extra_kwargs") or {}).values())]
+    problems += [_config_problem(i, c) for i, c in enumerate(spec["configs"])]
+    return next((p for p in problems if p), None)
 
 
 def embedded_sources(tree: ast.Module) -> list[tuple[str, str, int]]:
@@ -704,7 +779,7 @@ def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
                 embedded[kernel["name"]] = source
     origin = "inductor" if any("triton_heuristics" in i for i in imports) else "hand-written"
     return {"origin": origin, "imports": imports, "kernels": kernels,
-            "standalone_spec": standalone_spec(tree), "embedded_sources": embedded}
+            "standalone_spec": standalone_spec(tree, path), "embedded_sources": embedded}
 
 
 def read_kernel_file(path: str | Path) -> tuple[str, dict]:
