@@ -16,6 +16,14 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+# Triton fixes interpreter or compiler mode when triton.language is first imported, and a test
+# that sets TRITON_INTERPRET=1 in this process must not be the first: later offline compiles
+# would then meet interpreted library functions (gluon's import asserts on them).
+try:
+    import triton.language  # noqa: F401
+except Exception:  # no triton: the tests that need it skip
+    pass
+
 
 def _gpu_present() -> bool:
     try:
