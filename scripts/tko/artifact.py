@@ -189,6 +189,19 @@ def load_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{p}: cannot read ({exc.strerror or exc})") from None
 
 
+def positive_float(value: Any) -> float | None:
+    """A JSON number above zero as a finite float (a time, a rate, a peak); None for anything
+    else: a bool, text, NaN, infinity, or an integer past a float's range (JSON integers have no
+    bound, and float() of one raises)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if 0 < number < float("inf") else None
+
+
 def schema_name(tag: str) -> tuple[str, int | None]:
     name, _, major = tag.partition("/")
     # ASCII digits of a sane length only: "²".isdigit() is true, and int() refuses it

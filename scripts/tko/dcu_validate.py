@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import archs, dcu_tools, env_probe, isa, peaks, profile_formats
+from .artifact import positive_float
 from .errors import InputError
 
 SCHEMA = "dcu_validation/1"
@@ -40,18 +41,6 @@ COPY_RATIO_RANGE = (0.8, 1.1)     # measured copy / BW1000 recorded copy that co
 
 def verdict(status: str, reason: str, **details: Any) -> dict:
     return {"status": status, "reason": reason, "details": details}
-
-
-def _positive(value: Any) -> float | None:
-    """A JSON number > 0 as a float; None for anything else (a bool, text, NaN, infinity, or an
-    integer past a float's range, which would raise when formatted)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if 0 < number < float("inf") else None
 
 
 # --------------------------------------------------------------------------- judging functions
@@ -230,7 +219,7 @@ def judge_kernel_run(doc: dict) -> dict:
     if doc.get("status") != "ok":
         return verdict(FAIL, f"run {doc.get('status')}: {doc.get('error')}")
     best = doc.get("best") if isinstance(doc.get("best"), dict) else {}
-    ms = _positive(best.get("ms"))
+    ms = positive_float(best.get("ms"))
     if not best.get("ok") or ms is None:
         return verdict(FAIL, "no timed result for the captured config")
     return verdict(PASS, f"{doc.get('kernel')}: {ms:.4f} ms ({best.get('timer')})",
@@ -239,10 +228,10 @@ def judge_kernel_run(doc: dict) -> dict:
 
 def judge_copy_peak(measured_gbps: Any, peak: dict | None) -> dict:
     """The measured copy bandwidth against the recorded BW1000 copy figure."""
-    if _positive(measured_gbps) is None:
+    if positive_float(measured_gbps) is None:
         return verdict(FAIL, f"no copy bandwidth measured ({measured_gbps!r:.60})")
-    measured_gbps = _positive(measured_gbps)
-    ref = _positive(peak.get("copy_gbps")) if isinstance(peak, dict) else None
+    measured_gbps = positive_float(measured_gbps)
+    ref = positive_float(peak.get("copy_gbps")) if isinstance(peak, dict) else None
     if not ref:
         return verdict(SKIP, f"measured {measured_gbps:.1f} GB/s; no recorded copy figure to compare")
     ratio = measured_gbps / ref

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import resources
+from .artifact import positive_float
 from .errors import InputError, ToolFailure
 from .archs import torch_device_arch
 
@@ -132,12 +133,7 @@ def _bad_figure(rec: dict) -> str | None:
         value = rec.get(key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return key
-        try:
-            if not 0 < float(value) < float("inf"):
-                return key
-        except OverflowError:
+        if positive_float(value) is None:
             return key
     return None
 

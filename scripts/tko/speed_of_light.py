@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .artifact import positive_float
+
 CLASSES = ("at_floor", "arithmetic_bound", "access_pattern_bound", "unmeasured")
 THRESHOLD_NAMES = ("sol_at_floor_ratio", "sol_twin_near_floor_ratio", "sol_twin_gap_ratio",
                    "sol_above_peak_noise", "sol_min_waves")
@@ -269,30 +271,18 @@ def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = 
 
 # --------------------------------------------------------------------------- measuring
 
-def _time_ms(value: Any) -> float | None:
-    """A time read from an artifact: a finite positive number (not a bool) as a float, else None
-    (a wrong type, NaN, or an integer past a float's range reads as missing)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        ms = float(value)
-    except OverflowError:
-        return None
-    return ms if math.isfinite(ms) and ms > 0 else None
-
-
 def pick_ms(run: dict | None) -> tuple[float | None, str | None]:
     """The best config's time from a ``kernel_run/1`` payload, by the preferred timer."""
     if not run or run.get("status") != "ok":
         return None, None
     results = run.get("results")
     best = [r for r in (results if isinstance(results, list) else [])
-            if isinstance(r, dict) and r.get("ok") and r.get("best") and _time_ms(r.get("ms")) is not None]
+            if isinstance(r, dict) and r.get("ok") and r.get("best") and positive_float(r.get("ms")) is not None]
     for timer in TIMER_PREFERENCE:
         for rec in best:
             if rec.get("timer") == timer:
-                return _time_ms(rec["ms"]), timer
-    return (_time_ms(best[0]["ms"]), best[0].get("timer")) if best else (None, None)
+                return positive_float(rec["ms"]), timer
+    return (positive_float(best[0]["ms"]), best[0].get("timer")) if best else (None, None)
 
 
 def _run_brief(run: dict | None) -> dict | None:
@@ -351,7 +341,7 @@ def best_sweep_ms(doc: dict) -> float | None:
     """The best ranked variant's median of a ``variant_sweep/1`` artifact."""
     ranking = doc.get("ranking")
     ranked = ranking.get("ranked") if isinstance(ranking, dict) else None
-    times = [_time_ms(r.get("median_ms")) for r in (ranked if isinstance(ranked, list) else [])
+    times = [positive_float(r.get("median_ms")) for r in (ranked if isinstance(ranked, list) else [])
              if isinstance(r, dict)]
     times = [t for t in times if t is not None]
     return min(times) if times else None
