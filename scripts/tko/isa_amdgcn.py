@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .errors import InputError
-from .isa_common import clean_text, count, ratio, to_int
+from .isa_common import clean_text, count, decimal, ratio, to_int
 
 # Families of data memory ops, by addressing path.
 DATA_FAMILIES = {
@@ -80,26 +80,6 @@ _COMMENT_KEYS = {
     "NumVGPRsForWavesPerEU": "vgprs_for_waves", "NumSGPRsForWavesPerEU": "sgprs_for_waves",
     "AccumOffset": "accum_offset", "codeLenInByte": "code_bytes",
 }
-
-
-# No count, size or register field of a real listing has more digits than this.  A longer number
-# (a damaged file) reads as absent: int() refuses past 4300 digits, and byte counts that large
-# overflow a float in the ratios.
-_MAX_DIGITS = 20
-
-
-def _decimal(digits: str) -> int | None:
-    """int() of a matched run of digits (an optional sign before them), None when too long."""
-    return int(digits) if len(digits.lstrip("-")) <= _MAX_DIGITS else None
-
-
-def _int(value: str | None) -> int | None:
-    """:func:`to_int`, None for a number too long to be a real field."""
-    try:
-        number = to_int(value)
-    except ValueError:  # past int()'s digit limit
-        return None
-    return number if number is None or abs(number) < 10 ** _MAX_DIGITS else None
 
 
 @dataclass
@@ -312,7 +292,7 @@ class _ListingReader:
             else:
                 parts = stripped.split()
                 if len(parts) >= 2 and parts[0].startswith(".amdhsa_"):
-                    self.kd_target.kd[parts[0][len(".amdhsa_"):]] = _int(parts[1])
+                    self.kd_target.kd[parts[0][len(".amdhsa_"):]] = to_int(parts[1])
             return
         m = _KD_START.match(stripped) if stripped.startswith(".amdhsa_kernel") else None
         if m:
@@ -320,7 +300,7 @@ class _ListingReader:
             return
         m = _SET.match(raw) if ".set" in raw else None
         if m:
-            self.kernel(m.group(1)).sets[m.group(2)] = _decimal(m.group(3))
+            self.kernel(m.group(1)).sets[m.group(2)] = decimal(m.group(3))
             return
         if stripped.startswith("; Kernel info:"):
             self._read_info_block()
@@ -361,7 +341,7 @@ class _ListingReader:
         if ".amdgpu_metadata" in block:
             return
         for key, value in _KD_LINE.findall(block):
-            target.kd[key] = _int(value)
+            target.kd[key] = to_int(value)
         if m is None:
             self.start = size + 1
             return
@@ -387,7 +367,7 @@ class _ListingReader:
         if kv and self.last is not None:
             key = kv.group(1).replace(" ", "")
             if key in _COMMENT_KEYS:
-                self.last.comment[_COMMENT_KEYS[key]] = _decimal(kv.group(2))
+                self.last.comment[_COMMENT_KEYS[key]] = decimal(kv.group(2))
 
     def _read_code_line(self, raw: str, stripped: str) -> None:
         """A line outside the blocks: a kernel's start or end, a directive or an instruction."""
@@ -454,7 +434,7 @@ def _attach_yaml(yaml_lines: list[str], kernel) -> None:
         m = _YAML_KEY.match(text)
         if m and m.group(2):
             value = m.group(2).strip()
-            number = _int(value)
+            number = to_int(value)
             entry[m.group(1)] = number if number is not None else value.strip("'\"")
     for entry in entries:
         name = entry.get("name")

@@ -22,16 +22,29 @@ def clean_lines(text: str) -> list[str]:
     return clean_text(text).split("\n")
 
 
+# No count, size, width or register field of a real listing has more digits than this.  A longer
+# number (a damaged file) reads as absent: int() refuses past 4300 digits, and byte counts that
+# large overflow a float in the ratios.
+MAX_DIGITS = 20
+
+
+def decimal(digits: str) -> int | None:
+    """int() of a matched run of digits (an optional sign before them), None when too long."""
+    return int(digits) if len(digits.lstrip("-")) <= MAX_DIGITS else None
+
+
 def to_int(value: str | None) -> int | None:
+    """A decimal or prefixed (0x...) integer field; None when absent, unreadable or too long."""
     if value is None:
         return None
     if value.isdigit() and value.isascii() and (value[0] != "0" or len(value) == 1):
-        return int(value)
+        return decimal(value)
     text = value.strip().strip('"').split()[0] if value.strip() else ""
     try:
-        return int(text, 0)
-    except ValueError:
+        number = int(text, 0)
+    except ValueError:  # not a number, or past int()'s digit limit
         return None
+    return number if abs(number) < 10 ** MAX_DIGITS else None
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

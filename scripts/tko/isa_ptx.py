@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import subproc
 from .errors import InputError, ToolFailure
-from .isa_common import clean_lines, count, ratio
+from .isa_common import clean_lines, count, decimal, ratio
 
 PTX_FAMILIES = (
     "ld_global", "ld_global_nc", "st_global", "atom_global", "red_global",
@@ -33,17 +33,6 @@ _PTX_BRANCH = re.compile(r"^(bra|ret|exit|call|brx)\b")
 _TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "bf16": 2,
                "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8,
                "f16x2": 4, "bf16x2": 4, "b128": 16}
-
-
-# No vector width, register count, thread count or resource figure of a real listing has more
-# digits than this; a longer number (a damaged file) reads as absent: int() refuses past 4300
-# digits, and byte counts that large overflow a float in the ratios.
-_MAX_DIGITS = 20
-
-
-def _decimal(digits: str) -> int | None:
-    """int() of a matched run of ASCII digits, None when too long."""
-    return int(digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def looks_like_ptx(text: str) -> bool:
@@ -152,11 +141,11 @@ def scan_ptx(text: str) -> dict:
                 continue
             m = re.match(r"^\.reg\s+\.(\w+)\s+%\w+<(\d+)>", code)
             if m:
-                regs[m.group(1)] = regs.get(m.group(1), 0) + (_decimal(m.group(2)) or 0)
+                regs[m.group(1)] = regs.get(m.group(1), 0) + (decimal(m.group(2)) or 0)
                 continue
             m = re.match(r"^\.(?:reqntid|maxntid)\s+(\d+)", code)
             if m:
-                threads = _decimal(m.group(1))
+                threads = decimal(m.group(1))
                 continue
             if code.startswith((".", "{", "}", "$")) or code.endswith(":"):
                 continue
@@ -266,7 +255,7 @@ def parse_resource_usage(text: str) -> dict[str, dict]:
             continue
         if current is not None:
             for key, value in re.findall(r"([A-Z_]+(?:\[\d+\])?):(\d+)", line):
-                current[key.lower()] = _decimal(value)
+                current[key.lower()] = decimal(value)
     return out
 
 
