@@ -196,10 +196,11 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
         rows, _ = [], notes.append(f"peak table skipped: {exc}")
     matches = [r for r in rows if _norm_arch(r.get("arch")) == arch_n and any(
         name_matches(str(n), device_name) for n in [r.get("name", "")] + _aliases(r))]
-    for r in [r for r in matches if _bad_figure(r)]:
-        notes.append(f"peak table record {r.get('name')!r:.40} skipped: {_bad_figure(r)} is not a "
-                     "positive number")
-        matches.remove(r)
+    for r in list(matches):
+        bad = _bad_figure(r)
+        if bad:
+            notes.append(f"peak table record {r.get('name')!r:.40} skipped: {bad} is not a positive number")
+            matches.remove(r)
     if not matches:
         return None
     where = str(Path(table) if table else TABLE_PATH)

@@ -251,17 +251,13 @@ def _folder_name(name) -> bool:
             and len(name.encode("utf-8", "surrogatepass")) <= 240)
 
 
-def _rows(value) -> list[dict]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
     names: list[str] = []
     if profile:
-        names = [k.get("name") for k in _rows(profile.get("kernels")) if k.get("origin") == "triton"]
+        names = [k.get("name") for k in evidence._objs(profile.get("kernels")) if k.get("origin") == "triton"]
         names = [n for n in names if _folder_name(n)]
     if not names and summary:
-        names = [n for n in (k.get("kernel") for k in _rows(summary.get("kernels"))) if _folder_name(n)]
+        names = [n for n in (k.get("kernel") for k in evidence._objs(summary.get("kernels"))) if _folder_name(n)]
     return names[:top]
 
 

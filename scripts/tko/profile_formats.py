@@ -513,12 +513,11 @@ _PMC_VALUE = re.compile(r"^(-?[0-9.]+(?:[eE][-+]?\d+)?)\s*(?:\(([^)]*)\))?$")
 
 
 def _finite(text: str) -> float | None:
-    """``text`` as a finite float, else None ("1.2.3" matches the value pattern too)."""
+    """:func:`_num` of ``text``, None where it raises ("1.2.3" matches the value pattern too)."""
     try:
-        number = float(text)
+        return _num(text)
     except ValueError:
         return None
-    return number if math.isfinite(number) else None
 
 
 def parse_hipprof_pmc(text: str) -> Parsed:
