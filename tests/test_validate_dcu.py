@@ -240,3 +240,16 @@ def test_an_ok_kernel_run_with_its_null_error_field_passes(fixtures_dir, tmp_pat
     assert result["status"] == dv.PASS and "triton_poi_fused_add_mul_relu_0" in result["reason"]
     ctx.state["capture"] = {"capture_error": "capture failed: boom"}
     assert dv.run_check(ctx, check)["status"] == dv.FAIL
+
+
+def test_the_h200_run_after_the_fix_has_no_failure_and_says_why_each_dcu_check_skipped(fixtures_dir):
+    # Recorded on an H200 (tests/fixtures/dcu_validation_h200/fixed): the kit's table on a GPU that is
+    # not a DCU. Every check the kit has was run, none failed, and each skip names its reason.
+    doc = json.loads((fixtures_dir / "dcu_validation_h200" / "fixed" / "dcu_validation.json").read_text())
+    by_id = {c["id"]: c for c in doc["checks"]}
+    assert set(by_id) == {c.id for c in dv.CHECKS}
+    assert {i for i, c in by_id.items() if c["status"] == dv.PASS} == {"proxy_compile", "capture_run"}
+    assert not [i for i, c in by_id.items() if c["status"] == dv.FAIL]
+    for check in by_id.values():
+        if check["status"] == dv.SKIP:
+            assert "not a DCU: arch sm_90" in check["reason"] or check["reason"].endswith("not found")
