@@ -3,14 +3,18 @@
 
     python scripts/rowkernel_sweep.py [--ops softmax,rms_norm] [--dtypes fp16,bf16]
         [--cols 1024,...,65536] [--elements N | --rows N] [--modes bundled,inductor_default,...]
+        [--direction fwd,bwd]
         [--peaks device_peaks.json | --peak-gbps N] [--warmup-ms MS] [--rep-ms MS] [--budget-s S]
         [--json-out sweep.json] [--markdown-out sweep.md] [--svg-out sweep.svg]
 
 For each op (softmax, log_softmax, layer_norm, rms_norm), dtype and row length, times the bundled
 kernel (tko.rowkernels; a refused row is recorded with its reason), torch.compile of the plain torch
 op in Inductor's default mode, max-autotune-no-cudagraphs and coordinate-descent tuning (and, with
---modes eager, the op uncompiled), each checked against the fp32 reference. Bandwidth counts the
-one-pass floor (input read once, output written once, weight and bias once) and is given in % of the
+--modes eager, the op uncompiled), each checked against the fp32 reference. --direction bwd adds
+(or, alone, runs only) the backward: the backward call timed alone on a forward run once before the
+timed loop, the gradients checked against autograd of the fp32 reference. Bandwidth counts the
+one-pass floor (input read once, output written once, weight and bias once; backward: y or x, dy
+and dx once, the norms' weight, stats and parameter gradients once) and is given in % of the
 copy peak: --peak-gbps, else the device_peak/1 store (--peaks, $TKO_PEAKS_FILE, the default store)
 and references/device_peaks.yaml. Times are do_bench medians on a GPU; without one, a CPU wall clock
 (the report says so). The Markdown table is printed last.
@@ -46,6 +50,8 @@ def build_parser() -> ArgumentParser:
     size.add_argument("--rows", type=int, default=None, help="a fixed row count instead of --elements")
     p.add_argument("--modes", default=",".join(rs.DEFAULT_MODES),
                    help=f"comma list of {', '.join(rs.MODES)} (default: all but eager)")
+    p.add_argument("--direction", default=",".join(rs.DEFAULT_DIRECTIONS),
+                   help="comma list of fwd (the op) and bwd (its backward call alone) (default %(default)s)")
     peak = p.add_mutually_exclusive_group()
     peak.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to use, GB/s (read + write)")
     peak.add_argument("--peaks", default=None, metavar="FILE",
@@ -111,6 +117,7 @@ def main(argv=None) -> int:
     ops = _names("--ops", opts.ops, rs.OPS)
     dtypes = _names("--dtypes", opts.dtypes, rs.DTYPE_NAMES)
     modes = _names("--modes", opts.modes, rs.MODES)
+    directions = _names("--direction", opts.direction, rs.DIRECTIONS)
     cols = _cols(opts.cols)
     for flag, value in (("--elements", opts.elements), ("--rows", opts.rows), ("--peak-gbps", opts.peak_gbps),
                         ("--warmup-ms", opts.warmup_ms), ("--rep-ms", opts.rep_ms), ("--budget-s", opts.budget_s)):
@@ -122,12 +129,13 @@ def main(argv=None) -> int:
 
     def progress(r):
         shown = f"{r['ms']:.4f} ms, correct {r['correct']}" if r["ms"] else (r["reason"] or "")
-        print(f"{r['op']} {r['dtype']} {r['n_cols']} {r['mode']}: {r['status']} {shown}", file=sys.stderr,
+        way = "" if r["direction"] == "fwd" else f" {r['direction']}"
+        print(f"{r['op']} {r['dtype']} {r['n_cols']} {r['mode']}{way}: {r['status']} {shown}", file=sys.stderr,
               flush=True)
 
     payload = rs.sweep(ops, dtypes, cols, modes, elements=opts.elements, rows=opts.rows,
                        peak_gbps=peak_gbps, peak=peak, warmup_ms=opts.warmup_ms, rep_ms=opts.rep_ms,
-                       budget_s=opts.budget_s, progress=progress)
+                       budget_s=opts.budget_s, progress=progress, directions=directions)
     report = rs.markdown(payload)
     if opts.json_out:
         write_artifact(opts.json_out, rs.SCHEMA, TOOL, payload)

@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -80,6 +81,121 @@ def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
     assert len(doc["comparison"]) == 12 and len(refused) == 4
     assert all(c["bundled_beats_inductor"] is False and c["verdict"].startswith("bundled refused")
                and c["best_inductor_mode"] == "inductor_default" for c in refused)
+
+
+def test_default_direction_is_forward_only(interpreted):
+    out, res = interpreted
+    doc = json.loads((out / "s.json").read_text())
+    assert {r["direction"] for r in doc["rows"]} == {"fwd"}
+    assert {c["direction"] for c in doc["comparison"]} == {"fwd"}
+    assert doc["settings"]["directions"] == ["fwd"] and "bytes_bwd" not in doc["settings"]
+    assert all("grad_errors" not in r for r in doc["rows"])
+    text = (out / "s.md").read_text()
+    assert "backward" not in text and text.count("## Runs") == 1
+    assert "data-direction" not in (out / "s.svg").read_text()
+    assert " bwd:" not in res.stderr
+
+
+@pytest.fixture(scope="module")
+def interpreted_bwd(tmp_path_factory):
+    """The front in the interpreter, both directions: softmax and layer_norm (dx, dweight,
+    dbias), fp16, 3 rows of 100 and 20000 (refused), bundled and Inductor default."""
+    out = tmp_path_factory.mktemp("sweep_bwd")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    res = _front("--ops", "softmax,layer_norm", "--dtypes", "fp16", "--cols", "100,20000", "--rows", 3,
+                 "--modes", "bundled,inductor_default", "--direction", "fwd,bwd", "--peak-gbps", 100,
+                 "--warmup-ms", 1, "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
+                 "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out, res
+
+
+def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(interpreted_bwd):
+    out, res = interpreted_bwd
+    doc = json.loads((out / "s.json").read_text())
+    assert doc["settings"]["directions"] == ["fwd", "bwd"] and doc["settings"]["bytes_bwd"] == rs.BYTES_BWD
+    rows = {(r["op"], r["n_cols"], r["mode"], r["direction"]): r for r in doc["rows"]}
+    assert len(rows) == len(doc["rows"]) == 2 * 2 * 2 * 2
+    for op, grads in (("softmax", ["dx"]), ("layer_norm", ["dx", "dweight", "dbias"])):
+        refused = rows[op, 20000, "bundled", "bwd"]
+        assert refused["status"] == "refused" and "exceeds" in refused["reason"] and refused["ms"] is None
+        for mode in ("bundled", "inductor_default"):
+            r = rows[op, 100, mode, "bwd"]
+            assert r["status"] == "ok" and r["correct"] is True and r["ms"] > 0, r
+            assert list(r["grad_errors"]) == grads and r["max_abs_err"] == max(r["grad_errors"].values())
+            assert r["pct_of_copy"] == pytest.approx(r["bytes"] / (r["ms"] * 1e-3) / 1e9)
+        assert rows[op, 20000, "inductor_default", "bwd"]["correct"] is True
+        assert rows[op, 100, "bundled", "bwd"]["plan"]["backward"] == [f"{op}_bwd: kernel"]
+    # y, dy, dx; layer_norm adds weight read, mean + rstd (fp32 per row), dweight and dbias
+    assert rows["softmax", 100, "bundled", "bwd"]["bytes"] == 3 * 3 * 100 * 2
+    assert rows["layer_norm", 100, "bundled", "bwd"]["bytes"] == 3 * 3 * 100 * 2 + 2 * 3 * 4 + 4 * 100 * 2
+    assert rows["layer_norm", 100, "bundled", "fwd"]["bytes"] == (2 * 3 + 2) * 100 * 2
+    assert sorted((c["op"], c["n_cols"], c["direction"]) for c in doc["comparison"]) == sorted(
+        (o, n, d) for o in ("softmax", "layer_norm") for n in (100, 20000) for d in ("fwd", "bwd"))
+    assert "softmax fp16 100 bundled bwd: ok" in res.stderr
+
+
+def test_interpreted_backward_has_its_own_tables_and_dashed_series(interpreted_bwd):
+    out, res = interpreted_bwd
+    text = (out / "s.md").read_text()
+    head, runs = text.split("## Runs\n", 1)
+    assert "Backward times the backward call alone" in head and rs.BYTES_BWD in head
+    assert "## Bundled vs the best Inductor mode, backward" in head
+    fwd, bwd = runs.split("## Runs, backward\n", 1)
+    for table in (fwd, bwd):
+        lines = table.strip().splitlines()
+        assert lines[0] == rs.RUN_HEADER and len(lines) == 2 + 8
+    assert res.stdout.rstrip().splitlines()[-1] == bwd.strip().splitlines()[-1]
+    root = ET.parse(out / "s.svg").getroot()
+    for p in root.findall(f"{SVG}g[@class='panel']"):
+        series = p.findall(f"{SVG}path[@class='series']")
+        dashed = [s for s in series if s.get("data-direction") == "bwd"]
+        assert len(series) == 4 and len(dashed) == 2 and all(s.get("stroke-dasharray") for s in dashed)
+    assert root.find(f"{SVG}g[@class='legend'][@data-direction='bwd']") is not None
+
+
+def test_backward_with_a_wrong_gradient_is_flagged_and_a_refused_plan_is_not_timed(monkeypatch):
+    if rk.interpreting():
+        pytest.skip("this process imported Triton in the interpreter")
+    real = rs.torch_fn
+
+    def wrong(op):
+        f = real(op)
+        if op == "softmax":      # the same forward; dx gets an extra 0.5 * dy
+            return lambda x: f(x) + 0.5 * (x - x.detach())
+        return lambda x, w: f(x, w) + (w - w.detach())    # rms_norm: dweight gets sum(dy) more
+
+    run = dict(elements=256, rows=None, peak_gbps=None, warmup_ms=0.1, rep_ms=0.5, on_gpu=False,
+               direction="bwd")
+    good = rs.run_case("rms_norm", "fp16", 64, ["bundled", "eager"], **run)
+    assert good[0]["status"] == "refused" and "TRITON_INTERPRET" in good[0]["reason"] and good[0]["ms"] is None
+    assert good[1]["status"] == "ok" and good[1]["correct"] is True and good[1]["direction"] == "bwd"
+    assert good[1]["bytes"] == 3 * 4 * 64 * 2 + 4 * 4 + 2 * 64 * 2
+    monkeypatch.setattr(rs, "torch_fn", wrong)
+    (sm,) = rs.run_case("softmax", "fp16", 64, ["eager"], **run)
+    assert sm["status"] == "ok" and sm["correct"] is False and sm["grad_errors"]["dx"] > 0.1
+    (rms,) = rs.run_case("rms_norm", "fp16", 64, ["eager"], **run)
+    assert rms["correct"] is False and rms["grad_errors"]["dx"] < 1e-3 and rms["grad_errors"]["dweight"] > 0.1
+    (fwd,) = rs.run_case("softmax", "fp16", 64, ["eager"], **dict(run, direction="fwd"))
+    assert fwd["correct"] is True and fwd["direction"] == "fwd"     # the forward is unchanged
+
+
+def test_budget_skips_cases_in_either_direction(monkeypatch):
+    real = rs.run_case
+
+    def slow(*args, **kwargs):
+        out = real(*args, **kwargs)
+        time.sleep(0.05)
+        return out
+
+    monkeypatch.setattr(rs, "run_case", slow)
+    payload = rs.sweep(["softmax"], ["fp32"], [8, 16], ["eager"], rows=2, warmup_ms=0.1, rep_ms=0.5,
+                       budget_s=0.01, directions=["fwd", "bwd"])
+    got = [(r["n_cols"], r["direction"], r["status"]) for r in payload["rows"]]
+    assert got == [(8, "fwd", "ok"), (8, "bwd", "skipped"), (16, "fwd", "skipped"), (16, "bwd", "skipped")]
+    assert all("budget" in r["reason"] for r in payload["rows"][1:])
+    with pytest.raises(ValueError, match="unknown direction 'up'"):
+        rs.sweep(["softmax"], ["fp32"], [8], ["eager"], rows=2, directions=["up"])
 
 
 def test_interpreted_svg_has_a_line_per_mode_in_each_panel(interpreted):
@@ -198,6 +314,8 @@ def test_svg_without_a_peak_plots_gbps_and_escapes_text():
 
 @pytest.mark.parametrize("args, says", [
     (["--modes", "bundled,warp"], "'warp'"),
+    (["--direction", "fwd,sideways"], "--direction: unknown 'sideways'"),
+    (["--direction", ","], "--direction: empty list"),
     (["--no-such-flag"], "unrecognized arguments"),
     (["--cols", "1024,abc"], "--cols"),
     (["--rows", "0"], "--rows must be positive"),
