@@ -213,6 +213,43 @@ def test_limits_table_matches_archs_and_picks_warps():
     assert [rk.pick_num_warps(b, h200) for b in (1, 1024, 4096, 32768)] == [1, 4, 16, 32]
 
 
+def _h200_plan(monkeypatch, op, cols, dtype=torch.float16, wb=(True, True), backward=False):
+    """plan_row for an sm_90 limit on a CPU tensor, as it plans on the GPU (no refusal for CPU)."""
+    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    x = torch.empty(2, cols, dtype=dtype)
+    w, b = (torch.empty(cols, dtype=dtype) if want else None for want in wb)
+    args = (x, w, b) if op == "layer_norm" else (x, w) if op == "rms_norm" else (x,)
+    plan = rk.plan_row(op, *args, limit=rk.ROW_LIMITS["sm_90"], backward=backward)
+    assert plan.use_kernel, plan.reason
+    return plan
+
+
+def test_h200_layer_norm_16k_forward_takes_8_warps(monkeypatch):
+    # layer_norm_16k_offline.md: at 32 warps this forward needs 41-44 registers, one program per SM
+    evidence = Path(__file__).parent / "fixtures" / "rowkernel_sweep_h200" / "layer_norm_16k_offline.md"
+    assert "FORWARD_NUM_WARPS" in evidence.read_text()
+    for dtype in (torch.float16, torch.bfloat16):
+        plan = _h200_plan(monkeypatch, "layer_norm", 16384, dtype)
+        assert (plan.block, plan.num_warps) == (16384, 8)
+        assert plan.num_warps != rk.pick_num_warps(16384, rk.ROW_LIMITS["sm_90"]) == 32
+        # the backward spills at 8 warps: it keeps the default
+        assert _h200_plan(monkeypatch, "layer_norm", 16384, dtype, backward=True).num_warps == 32
+    # the cases that already fit two programs per SM at 32 warps, and the other row lengths
+    same = [("layer_norm", 16384, torch.float32, (True, True)), ("layer_norm", 16384, torch.float16, (True, False)),
+            ("layer_norm", 16384, torch.float16, (False, True)), ("layer_norm", 16000, torch.float16, (False, False)),
+            ("rms_norm", 16384, torch.float16, (True, False)), ("softmax", 16384, torch.float16, (False, False)),
+            ("layer_norm", 4096, torch.float16, (True, True)), ("layer_norm", 32768, torch.float16, (True, True))]
+    for op, cols, dtype, wb in same:
+        plan = _h200_plan(monkeypatch, op, cols, dtype, wb)
+        assert plan.num_warps == rk.pick_num_warps(plan.block, rk.ROW_LIMITS["sm_90"]), (op, cols, dtype, wb)
+    # a 16k row counts by its BLOCK: 16000 columns plan like 16384
+    assert _h200_plan(monkeypatch, "layer_norm", 16000).num_warps == 8
+    # another device's limit is untouched
+    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    x, w = torch.empty(2, 16384, dtype=torch.float16), torch.empty(16384, dtype=torch.float16)
+    assert rk.plan_row("layer_norm", x, w, w, limit=rk.ROW_LIMITS["gfx936"]).num_warps == 16
+
+
 @kernel
 def test_kernel_custom_ops_under_torch_compile():
     check_custom_ops()

@@ -24,7 +24,8 @@ ops return only the output; they decompose into internal ``tko::layer_norm_fwd``
 ``tko::rms_norm_fwd`` ops that also return the fp32 per-row stats (mean and rstd; rstd). dweight
 and dbias are reduced over rows as per-program fp32 partial sums summed by torch: no atomics, the
 same bits on every run. The backward plans on what it reads (the norms: the forward's inputs,
-so the same plan; softmax: its output, which shares the input's row length and dtype) and falls
+so the same checks and BLOCK; softmax: its output, which shares the input's row length and dtype;
+its warps are ``plan_row(..., backward=True)``'s, which skip :data:`FORWARD_NUM_WARPS`) and falls
 back to the reference formulas (``*_bwd_ref``) when refused; ``create_graph=True`` uses those
 torch formulas, so double backward works. The public functions are differentiable: with autograd
 on they go through the custom ops. Backward calls count apart (``softmax_bwd: kernel``).
@@ -158,6 +159,30 @@ def pick_num_warps(block: int, limit: RowLimit) -> int:
     return min(limit.max_num_warps, 1 << (want.bit_length() - 1))
 
 
+# Forward launches whose warps differ from pick_num_warps, keyed by (limit key, op, BLOCK, input
+# bytes per element, weight and bias both given). Offline sm_90 compiles
+# (tests/fixtures/rowkernel_sweep_h200/layer_norm_16k_offline.md, Triton 3.6 and 3.9): the fp16 /
+# bf16 LayerNorm with weight and bias at BLOCK 16384 takes 41-44 registers at 32 warps, over the
+# 32 that let two 1024-thread programs share an SM, so one program (32 KiB of row) runs per SM;
+# it measured 58.8 % of copy where every 16k row kernel at two programs per SM reached 89-94 %.
+# 8 warps takes 127 registers, no spill, two programs per SM. The backward keeps
+# pick_num_warps: at 8 warps it spills kilobytes.
+FORWARD_NUM_WARPS = {
+    ("sm_90", "layer_norm", 16384, 2, True): 8,
+}
+
+
+def plan_num_warps(op: str, block: int, limit: RowLimit, x: torch.Tensor, weight=None, bias=None,
+                   *, backward: bool = False) -> int:
+    """Warps of a planned launch: :data:`FORWARD_NUM_WARPS` for a forward it lists, else
+    :func:`pick_num_warps`."""
+    if not backward:
+        key = (limit.key, op, block, x.element_size(), weight is not None and bias is not None)
+        if key in FORWARD_NUM_WARPS:
+            return FORWARD_NUM_WARPS[key]
+    return pick_num_warps(block, limit)
+
+
 def _next_pow2(n: int) -> int:
     return 1 if n <= 1 else 1 << (n - 1).bit_length()
 
@@ -179,8 +204,10 @@ def _check_param(name: str, t, x: torch.Tensor, n_cols: int) -> Optional[str]:
 
 
 def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
-             limit: Optional[RowLimit] = None) -> RowPlan:
-    """Decide whether ``op`` on ``x`` runs the one-pass kernel; ``reason`` says why not."""
+             limit: Optional[RowLimit] = None, backward: bool = False) -> RowPlan:
+    """Decide whether ``op`` on ``x`` runs the one-pass kernel; ``reason`` says why not.
+
+    ``backward`` plans the op's backward kernel: the same checks and BLOCK, its own warps."""
     if op not in OPS:
         raise ValueError(f"unknown row op {op!r}; one of {', '.join(OPS)}")
     n_cols = int(x.shape[-1]) if x.dim() else 1
@@ -214,7 +241,8 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
                       f"elements on {lim.key} ({lim.on_chip_bytes // 1024} KiB on chip)", lim)
     if x.device.type != "cuda" and not interpreting():
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
-    return RowPlan(op, n_rows, n_cols, block, pick_num_warps(block, lim), lim)
+    warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
+    return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
 # --- references -----------------------------------------------------------------------------
 
@@ -558,7 +586,7 @@ def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     # device, so every limit / dtype / device refusal of the forward holds here too; a layout
     # refusal of the input does not (the refused forward's reference output is contiguous, and
     # the backward never reads the input)
-    plan = plan_row(op, y)
+    plan = plan_row(op, y, backward=True)
     if plan.use_kernel and (dy.shape != y.shape or dy.dtype not in KERNEL_DTYPES):
         plan = replace(plan, num_warps=1,
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the output")
@@ -569,8 +597,9 @@ def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
 
 
 def _norm_backward(op: str, dy, x, weight, bias, mean, rstd, need_dw: bool, need_db: bool):
-    """(dx, dweight, dbias) from the saved stats; the same plan as the forward's (same inputs)."""
-    plan = plan_row(op, x, weight, bias)
+    """(dx, dweight, dbias) from the saved stats; planned on the forward's inputs, so the same
+    checks and BLOCK as the forward, with the backward's warps."""
+    plan = plan_row(op, x, weight, bias, backward=True)
     if plan.use_kernel and (dy.shape != x.shape or dy.dtype not in KERNEL_DTYPES):
         plan = replace(plan, num_warps=1,
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the input")
