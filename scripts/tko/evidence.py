@@ -956,20 +956,36 @@ def _outcome(trials: RemedyTrials) -> dict:
     """The arms that ran, the winner (the fastest arm beyond noise with equal outputs, as
     try_remedies.py picks it), the faster arms that do not count."""
     ran = [a for a in trials.arms if a.name != "baseline" and a.status == "ok" and a.x_baseline is not None]
-    faster = [a for a in ran if a.beyond_noise is True and a.x_baseline > 1.0]
+    # "beyond noise" needs the baseline's own spread (two counted runs of it); files written
+    # before that rule judged some arms from their own spread alone
+    base_spread = any(a.name == "baseline" and a.spread is not None for a in trials.arms)
+    judged = [a for a in ran if base_spread and a.beyond_noise is not None]
+    faster = [a for a in judged if a.beyond_noise is True and a.x_baseline > 1.0]
+    undecided = [a for a in ran if a not in judged and a.x_baseline > 1.0  # faster, noise unknown
+                 and a.outputs != "different"]
     equal = [a for a in faster if a.outputs == "equal"]
     winner = max(equal, key=lambda a: a.x_baseline) if equal else None
-    noise_pct = _noise_pct(trials.noise)
+    noise_pct = _noise_pct(trials.noise) if base_spread else None  # older files wrote 1.0 for "unknown"
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
+    elif undecided:
+        what = undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
+    elif ran and noise_pct is None:
+        what = "nothing tried was faster than the baseline (one counted run of it: the run-to-run noise is unknown)"
     elif ran:
-        what = ("nothing tried beat the baseline beyond run-to-run noise"
-                + (f" (+-{noise_pct:.1f} %)" if noise_pct is not None else ""))
+        what = f"nothing tried beat the baseline beyond run-to-run noise (+-{noise_pct:.1f} %)"
     else:
         what = "no remedy arm finished a run: nothing measured"
-    return {"ran": ran, "faster": faster, "winner": winner, "tuning": [a for a in ran if a.name in TUNING_ARMS],
+    return {"ran": ran, "faster": faster, "undecided": undecided, "winner": winner,
+            "tuning": [a for a in ran if a.name in TUNING_ARMS],
             "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
+
+
+def undecided_text(candidate: str) -> str:
+    """What to change when the fastest arm could not be judged against the run-to-run noise."""
+    return (f"not decided: {candidate}, but the baseline got one counted run, so the run-to-run"
+            " noise is unknown; run try_remedies.py again with a larger --budget-s (or --runs 3)")
 
 
 def trial_outcome(doc: dict) -> dict:
@@ -1000,19 +1016,22 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
         put("remedy_x", w.x_baseline, f"arms[{i}].x_baseline")
         put("remedy_change", w.change or w.name, f"arms[{i}].change")
         put("remedy_noise_pct", _noise_pct(w.noise), f"arms[{i}].noise {w.noise}")
+    elif o["undecided"]:
+        put("remedy_undecided", ", ".join(a.x_text() for a in o["undecided"]),
+            "arms[] with x_baseline > 1, the baseline under two counted runs (noise unknown)")
     elif o["ran"]:
         put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
     if o["not_equal"]:
         put("remedy_faster_outputs_differ", ", ".join(
             f"{a.x_text()} (outputs {a.outputs or 'unknown'})" for a in o["not_equal"]),
             "arms[] faster beyond noise, outputs not equal")
-    if o["tuning"]:
+    if o["tuning"] and not any(a in o["undecided"] for a in o["tuning"]):  # unjudged: no claim either way
         gained = [a for a in o["tuning"] if a in o["faster"]]
         put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(str(a.name) for a in o["tuning"])
             + (" (none beyond noise)" if not gained else ""))
         put("tuning_arms", ", ".join(a.x_text() for a in o["tuning"]), "arms[].x_baseline")
     replaced = [a for a in o["ran"] if a.name == "replace"]
-    if replaced:  # the bundled row kernels measured in the program: the offer stands only if they helped
+    if replaced and replaced[0] not in o["undecided"]:  # measured in the program: the offer stands only if it helped
         put("replace_measured_no_faster", replaced[0] not in o["faster"],
             f"arms[] replace {replaced[0].x_baseline:.2f}x")
     return facts

@@ -27,6 +27,7 @@ from pathlib import Path
 from . import atomic, subproc
 from .artifact import write_artifact
 from .errors import InputError, ToolFailure
+from .evidence import undecided_text
 from .fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from .subproc import failure_line
 from .trial_plan import ArmSpec
@@ -184,11 +185,24 @@ def _estimate(arm: Arm, base: Arm) -> float:
     return max(walls)
 
 
+def round_order(arms: list[Arm]) -> list[Arm]:
+    """After the first round: the baseline, then the arms fastest so far, so that a budget that runs
+    out cuts the runs least able to change the decision (a winner needs two runs of it and of the
+    baseline)."""
+    base, rest = arms[0], arms[1:]
+
+    def median(arm: Arm) -> float:
+        ms = arm.ms()
+        return statistics.median(ms) if ms else float("inf")
+
+    return [base] + sorted(rest, key=median)  # sorted is stable: ties keep the plan order
+
+
 def run_rounds(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: float) -> list[str]:
     """Interleaved rounds (A B C A B C ...); returns notes on what the budget cut."""
     notes, base = [], arms[0]
     for index in range(1, runs + 1):
-        for arm in arms:
+        for arm in (arms if index == 1 else round_order(arms)):
             if arm.status != "ok":
                 continue
             est = _estimate(arm, base)
@@ -215,8 +229,10 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
     median = statistics.median(values) if values else None
     spread = _spread(values)
     x = base_ms / median if base_ms and median else None
+    # The baseline's own process-to-process spread is required: an arm's spread alone says nothing
+    # of the baseline (on the H200 one baseline moved 13 % between device calls at a 1.3 % arm spread).
     known = [s for s in (base_spread, spread) if s is not None]
-    noise = max(known) if known else None
+    noise = max(known) if base_spread is not None else None
     beyond = None if x is None or noise is None or arm.name == "baseline" else max(x, 1 / x) > noise
     firsts = [r["first_step_s"] for r in arm.runs if r.get("first_step_s") is not None]
     spec = arm.spec
@@ -241,10 +257,15 @@ def pick_winner(rows: list[dict]) -> dict | None:
     return max(good, key=lambda r: r["x_baseline"]) if good else None
 
 
-def what_to_change(winner: dict | None) -> str:
-    if winner is None:
-        return "nothing beat the baseline beyond run-to-run noise with equal outputs"
-    return f"{winner['change']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+def what_to_change(winner: dict | None, rows: list[dict]) -> str:
+    if winner is not None:
+        return f"{winner['change']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
+    undecided = [r for r in rows if r["name"] != "baseline" and r["status"] == "ok"
+                 and r["beyond_noise"] is None and (r["x_baseline"] or 0) > 1 and r["outputs"]["result"] != "different"]
+    if undecided:
+        best = max(undecided, key=lambda r: r["x_baseline"])
+        return undecided_text(f"{best['name']} {best['x_baseline']:.2f}x")
+    return "nothing beat the baseline beyond run-to-run noise with equal outputs"
 
 
 def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec], runs: int = 3,
@@ -280,11 +301,12 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
     base_ms = statistics.median(base.ms()) if base.ms() else None
     rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
     winner = pick_winner(rows)
-    noise = max([r["spread"] for r in rows if r["spread"]] or [1.0])
+    spreads = [r["spread"] for r in rows if r["spread"]]
+    noise = max(spreads) if spreads else None  # no arm ran twice: the noise is unknown, not zero
     payload = {"command": cmd, "script": ctx.script, "runs": runs, "budget_s": budget_s,
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
-               "winner": winner["name"] if winner else None, "what_to_change": what_to_change(winner),
+               "winner": winner["name"] if winner else None, "what_to_change": what_to_change(winner, rows),
                "notes": notes}
     from .trial_report import markdown
 
