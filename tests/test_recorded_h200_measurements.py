@@ -203,3 +203,17 @@ def test_row_kernel_sweep_bundled_beats_every_inductor_mode_only_on_long_softmax
         assert c["bundled_beats_inductor"] == long_softmax, c
         if long_softmax:
             assert min(inductor) / bundled["ms"] > 1.4
+
+
+def test_row_kernel_sweep_of_log_softmax_and_layer_norm():
+    # H200, second call: the one-pass log_softmax beats every Inductor mode tried where Inductor
+    # splits the row (4k-32k); Inductor's LayerNorm is one pass up to 16k and the bundled one loses there.
+    doc = json.loads((ROWSWEEP.parent / "call2" / "rowkernel_sweep.json").read_text())
+    assert all(r["correct"] for r in doc["rows"] if r["status"] == "ok")
+    beats = {(c["op"], c["n_cols"]): c["bundled_beats_inductor"] for c in doc["comparison"]}
+    assert [beats[("log_softmax", n)] for n in (1024, 4096, 16384, 32768)] == [False, True, True, True]
+    assert [beats[("layer_norm", n)] for n in (1024, 4096, 16384)] == [False, False, False]
+    for c in doc["comparison"]:
+        speedup = c["best_inductor_ms"] / c["bundled_ms"]
+        assert c["bundled_speedup"] == pytest.approx(speedup)
+        assert c["bundled_beats_inductor"] == (speedup > 1.02)  # "more than 2 % faster", as the sweep says
