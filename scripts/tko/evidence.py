@@ -1151,6 +1151,8 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.fact("sol_one_pass_gain", kernel_ms / one_pass, f"{where}.numbers: kernel_ms / one_pass_floor_ms")
     if sol.sol_class == "access_pattern_bound":
         ev.fact("sol_causes", _cause_text(sol.causes), f"{where}.causes")
+        ev.fact("sol_cause_known", any(c.get("cause") not in (None, "unknown") for c in sol.causes),
+                f"{where}.causes[].cause other than unknown")
     if sol.sol_class == "arithmetic_bound":
         ev.fact("sol_costly_ops", _costly_text(sol.costly_ops), f"{where}.costly_ops.source")
     ev.fact("sol_unique_bytes", sol.unique_bytes, f"{label}: byte_model.unique_bytes")
