@@ -170,3 +170,18 @@ def test_later_rounds_run_the_baseline_then_the_fastest_arms_first():
     base, slow, fast, none = arm("baseline", 1.0), arm("coordinate_descent", 1.4), arm("cudagraphs", 0.2), arm("pinned")
     assert [a.name for a in tr.round_order([base, slow, none, fast])] == ["baseline", "cudagraphs",
                                                                          "coordinate_descent", "pinned"]
+
+
+def test_a_budget_that_leaves_one_baseline_run_says_what_budget_would_do():
+    from tko import trials as tr
+
+    base = tr.Arm(spec=trial_plan.ArmSpec(name="baseline"))
+    base.runs = [{"run": 0, "ms": 1.2, "counted": False, "wall_s": 25.0}, {"run": 1, "ms": 1.0, "counted": True, "wall_s": 20.0}]
+    arm = tr.Arm(spec=trial_plan.ArmSpec(name="cudagraphs"))
+    arm.runs = [{"run": 1, "ms": 0.2, "counted": True, "wall_s": 30.0}]
+    late = tr.Arm(spec=trial_plan.ArmSpec(name="coordinate_descent"), status="skipped")  # never fit
+    (note,) = tr.budget_advice([base, arm, late], 2, 100)
+    # reference 25 s + 2 rounds x (baseline 25 + cudagraphs 30 + coordinate_descent ~25, the baseline's walls)
+    assert "1 counted run(s) in 100 s" in note and f"--budget-s {(25 + 2 * (25 + 30 + 25)) * 1.1:.0f}" in note
+    base.runs.append({"run": 2, "ms": 1.01, "counted": True, "wall_s": 21.0})
+    assert tr.budget_advice([base, arm, late], 2, 100) == []

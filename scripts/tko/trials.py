@@ -220,6 +220,18 @@ def run_rounds(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: fl
     return notes
 
 
+def budget_advice(arms: list[Arm], runs: int, budget_s: float) -> list[str]:
+    """When the baseline got under two counted runs no arm can be judged: say what budget would do."""
+    base = arms[0]
+    counted = len(base.ms())
+    if counted >= min(2, runs) or base.status != "ok":
+        return []
+    reference = sum(r["wall_s"] for r in base.runs if not r["counted"])
+    need = reference + runs * sum(_estimate(a, base) for a in arms if a.status in ("ok", "skipped"))
+    return [f"the baseline got {counted} counted run(s) in {budget_s:g} s, so no arm can be judged against the"
+            f" run-to-run noise; --budget-s {need * 1.1:.0f} would give each arm {runs} runs"]
+
+
 def _spread(values: list[float]) -> float | None:
     return max(values) / min(values) if len(values) >= 2 and min(values) > 0 else None
 
@@ -291,6 +303,7 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
         notes = run_rounds(live, runs, budget_s, ctx, t0)
+        notes += budget_advice(live, runs, budget_s)
         noise_note = compare_arms(arms)
     return finish(cmd, out, arms, runs, budget_s, device or {}, ctx, notes + noise_note, tool)
 
