@@ -35,19 +35,23 @@ def _front(*args, cwd, env=None, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _interpreted(out: Path, *flags) -> tuple:
+    """The front in the interpreter on 3 rows, bundled and Inductor default, writing all three outputs."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    res = _front(*flags, "--rows", 3, "--modes", "bundled,inductor_default", "--peak-gbps", 100, "--warmup-ms", 1,
+                 "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
+                 "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return out, res
+
+
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory):
     """The front in the interpreter: softmax and rms_norm, fp16 and bf16, 3 rows of 100, 1000 and
     20000 (above the interpreter's limit), bundled and Inductor default."""
     assert 1000 <= LIMIT < 20000
-    out = tmp_path_factory.mktemp("sweep")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    res = _front("--ops", "softmax,rms_norm", "--dtypes", "fp16,bf16", "--cols", "100,1000,20000",
-                 "--rows", 3, "--modes", "bundled,inductor_default", "--peak-gbps", 100, "--warmup-ms", 1,
-                 "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
-                 "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return out, res
+    return _interpreted(tmp_path_factory.mktemp("sweep"), "--ops", "softmax,rms_norm", "--dtypes", "fp16,bf16",
+                        "--cols", "100,1000,20000")
 
 
 def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
@@ -100,14 +104,8 @@ def test_default_direction_is_forward_only(interpreted):
 def interpreted_bwd(tmp_path_factory):
     """The front in the interpreter, both directions: softmax and layer_norm (dx, dweight,
     dbias), fp16, 3 rows of 100 and 20000 (refused), bundled and Inductor default."""
-    out = tmp_path_factory.mktemp("sweep_bwd")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    res = _front("--ops", "softmax,layer_norm", "--dtypes", "fp16", "--cols", "100,20000", "--rows", 3,
-                 "--modes", "bundled,inductor_default", "--direction", "fwd,bwd", "--peak-gbps", 100,
-                 "--warmup-ms", 1, "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
-                 "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    return out, res
+    return _interpreted(tmp_path_factory.mktemp("sweep_bwd"), "--ops", "softmax,layer_norm", "--dtypes", "fp16",
+                        "--cols", "100,20000", "--direction", "fwd,bwd")
 
 
 def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(interpreted_bwd):

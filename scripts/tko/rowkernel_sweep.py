@@ -233,17 +233,20 @@ def time_ms(fn: Callable, warmup_ms: float, rep_ms: float, on_gpu: bool) -> floa
 # --------------------------------------------------------------------------- modes
 
 
+def bundled_plan(op: str, args: tuple):
+    """The bundled kernel's plan for ``args`` and the row fields that record it."""
+    from . import rowkernels as rk
+
+    plan = rk.plan_row(op, *args)
+    return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
+                           "limit": plan.limit.key if plan.limit else None}}
+
+
 def prepare(mode: str, op: str, args: tuple) -> tuple[Callable | None, object, dict]:
     """(callable, first output, extra row fields) of a mode; the compile and the first call
     (where Inductor compiles and tunes) happen here. A refused bundled plan gives no callable."""
-    import torch
-
-    from . import rowkernels as rk
-
     if mode == "bundled":
-        plan = rk.plan_row(op, *args)
-        info = {"plan": {"block": plan.block, "num_warps": plan.num_warps,
-                         "limit": plan.limit.key if plan.limit else None}}
+        plan, info = bundled_plan(op, args)
         if not plan.use_kernel:
             return None, None, dict(info, status="refused", reason=plan.reason)
         fn = bundled_fn(op, plan.limit)
@@ -296,9 +299,7 @@ def prepare_bwd(mode: str, op: str, args: tuple, dy) -> tuple[Callable | None, t
         return torch.autograd.grad(state["y"], leaves, dy, retain_graph=True)
 
     if mode == "bundled":
-        plan = rk.plan_row(op, *args)
-        info = {"plan": {"block": plan.block, "num_warps": plan.num_warps,
-                         "limit": plan.limit.key if plan.limit else None}}
+        plan, info = bundled_plan(op, args)
         if not plan.use_kernel:
             return None, None, dict(info, status="refused", reason=plan.reason)
         before = rk.call_counts()
