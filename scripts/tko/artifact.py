@@ -107,20 +107,35 @@ def _compact(obj: Any) -> str:
         return _COMPACT.encode(_clean_floats(obj))
 
 
+# Items of a top-level list encoded per call: one C call per item would spend as long in
+# the Python around it as in encoding a small item.
+LIST_GROUP = 64
+
+
 def _compact_chunks(doc: dict):
     """The compact JSON of ``doc`` in pieces: top-level values one at a time, the items of a
-    top-level list one at a time, so no piece is much larger than one item."""
+    top-level list a group at a time, so no piece is much larger than a few items."""
     yield "{"
     for i, (key, value) in enumerate(doc.items()):
         yield ("," if i else "") + _COMPACT.encode(str(key)) + ":"
         if isinstance(value, list):
             yield "["
-            for j, item in enumerate(value):
-                yield ("," if j else "") + _compact(item)
+            for j in range(0, len(value), LIST_GROUP):
+                if j:
+                    yield ","
+                yield _compact_items(value[j:j + LIST_GROUP])
             yield "]"
         else:
             yield _compact(value)
     yield "}\n"
+
+
+def _compact_items(items: list) -> str:
+    """The compact JSON of ``items`` less its brackets (each item as :func:`_compact` writes it)."""
+    try:
+        return _ENCODE(items)[1:-1]
+    except (ValueError, TypeError):
+        return ",".join(map(_compact, items))
 
 
 def write_artifact(path: str | os.PathLike, schema: str, tool: str, payload: dict) -> dict:

@@ -463,6 +463,8 @@ class _FileParser:
     def __init__(self, path: Path, out: ParsedLogs):
         self.path = path
         self.out = out
+        self.facts = out.facts
+        self.prefix = f"{path}:"  # of where(): str(path) is a Python call each time
         self.formats: dict[str, int] = {}
         self.records = 0
         # per-pid text context (several processes may write one log)
@@ -479,7 +481,7 @@ class _FileParser:
 
     # -- bookkeeping
     def where(self, lineno: int) -> str:
-        return f"{self.path}:{lineno}"
+        return f"{self.prefix}{lineno}"
 
     def skip(self, lineno: int, reason: str) -> None:
         self.out.skipped.append({"where": self.where(lineno), "reason": reason})
@@ -531,9 +533,15 @@ class _FileParser:
             return
         get = event.get  # the fields are checked: each is absent, None or of its type
         kernel, kind = event["kernel"], event["event"]
-        self.seen(FMT_EVENTS)
-        fact = self.out.fact(kernel)
-        fact.add_source(get("source_file"))
+        formats = self.formats  # self.seen(FMT_EVENTS) and self.out.fact(kernel), inline
+        formats[FMT_EVENTS] = formats.get(FMT_EVENTS, 0) + 1
+        self.records += 1
+        fact = self.facts.get(kernel)
+        if fact is None:
+            fact = self.facts[kernel] = KernelFacts()
+        source = get("source_file")
+        if source and source not in fact.source_files:  # add_source of a checked str or None
+            fact.source_files.append(source)
         standalone = get("standalone_file")
         if isinstance(standalone, str):
             fact.standalone_file = fact.standalone_file or standalone
@@ -931,14 +939,26 @@ def _problem(path: Path, data: bytes | None) -> str | None:
     return None
 
 
-def _lines(fh) -> Iterable[str]:
+def _lines(fh, size: int = 1 << 16) -> Iterable[str]:
     """The lines of a binary file as ``text.split("\\n")`` gives them (a final "" after a
-    trailing newline included)."""
-    last = b"\n"
-    for last in fh:
-        yield last.decode("utf-8", errors="replace")
-    if last.endswith(b"\n"):
-        yield ""
+    trailing newline included), read and decoded 64 KiB at a time (a block stays in the CPU's cache
+    while its lines are parsed): a "\\n" byte is never part of a UTF-8 sequence, so decoding whole
+    lines together replaces what decoding each line would."""
+    pending: list[bytes] = []  # the start of a line that runs past the blocks read so far
+    while block := fh.read(size):
+        cut = block.rfind(b"\n") + 1
+        if not cut:
+            pending.append(block)
+            continue
+        start = 0
+        if pending:  # that line ends at this block's first newline
+            start = block.find(b"\n") + 1
+            pending.append(block[:start - 1])
+            yield b"".join(pending).decode("utf-8", errors="replace")
+        if start < cut:
+            yield from str(memoryview(block)[start:cut - 1], "utf-8", "replace").split("\n")
+        pending = [block[cut:]] if cut < len(block) else []
+    yield b"".join(pending).decode("utf-8", errors="replace")
 
 
 def _head(path: Path) -> bytes | None:
@@ -1121,27 +1141,25 @@ def _plain_label(kwargs: tuple, warps: int | None, stages: int | None) -> str:
     return config_label({"kwargs": dict(kwargs), "num_warps": warps, "num_stages": stages})
 
 
-def _rank_order(timing: Timing) -> tuple:
-    return timing.ms is None, timing.ms or 0.0
-
-
 _timing_ms = operator.attrgetter("ms")
 
 
 def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
     timed = [x for x in t.timings if x.ms is not None]
-    fastest = min(map(_timing_ms, timed), default=None)
-    slowest = max(map(_timing_ms, timed), default=None)
-    ranked = sorted(t.timings, key=_rank_order)
+    # the timed configs by time (a stable sort: ties keep log order), then the untimed ones
+    ranked = sorted(timed, key=_timing_ms)
+    if len(timed) < len(t.timings):
+        ranked += [x for x in t.timings if x.ms is None]
+    fastest = ranked[0].ms if timed else None
+    slowest = ranked[len(timed) - 1].ms if timed else None
     rows = [_timing_row(x, fastest, num_bytes) for x in ranked]
     for rank, row in enumerate(rows, 1):
         row["rank"] = rank if row["ms"] is not None else None
     winner = t.winner
     winner_ms = t.winner_ms
     if winner is None and timed:
-        # Inductor and Triton both keep the config with the smallest time
-        best = min(timed, key=_timing_ms)
-        winner, winner_ms = best.config, best.ms
+        # Inductor and Triton both keep the config with the smallest time (the first of equals)
+        winner, winner_ms = ranked[0].config, fastest
     win_row = None
     if winner is not None:
         match = next((i for i, x in enumerate(ranked) if _same_config(x.config, winner)), None)
@@ -1154,7 +1172,8 @@ def _tuning_view(t: Tuning, num_bytes: int | None) -> dict:
     return {"phase": t.phase, "format": t.fmt, "origins": t.origins, "pid": t.pid,
             "statistic": t.statistic, "statistic_basis": t.statistic_basis,
             "duration_s": t.duration_s, "configs": rows, "winner": win_row,
-            "fastest_ms": _round(fastest), "slowest_ms": _round(slowest),
+            "fastest_ms": rows[0]["ms"] if timed else None,  # _round(fastest), as its row has it
+            "slowest_ms": rows[len(timed) - 1]["ms"] if timed else None,
             "spread": _round(slowest / fastest, 4) if fastest and slowest and len(timed) > 1 else None,
             "timed": len(timed), "failed": len(t.timings) - len(timed) if t.fmt != FMT_TRITON else 0}
 
