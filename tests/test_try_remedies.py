@@ -185,3 +185,12 @@ def test_a_budget_that_leaves_one_baseline_run_says_what_budget_would_do():
     assert "1 counted run(s) in 100 s" in note and f"--budget-s {(25 + 2 * (25 + 30 + 25)) * 1.1:.0f}" in note
     base.runs.append({"run": 2, "ms": 1.01, "counted": True, "wall_s": 21.0})
     assert tr.budget_advice([base, arm, late], 2, 100) == []
+
+
+def test_one_run_per_arm_says_that_no_arm_can_be_judged():
+    from tko import trials as tr
+
+    base = tr.Arm(spec=trial_plan.ArmSpec(name="baseline"))
+    base.runs = [{"run": 0, "ms": 1.2, "counted": False, "wall_s": 25.0}, {"run": 1, "ms": 1.0, "counted": True, "wall_s": 20.0}]
+    (note,) = tr.budget_advice([base], 1, 100)
+    assert "--runs 1 gives the baseline 1 counted run(s)" in note and "--runs 2" in note

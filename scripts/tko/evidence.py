@@ -969,7 +969,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
     elif undecided:
-        what = undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
+        what = _undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
     elif ran and noise_pct is None:
         what = "nothing tried was faster than the baseline (one counted run of it: the run-to-run noise is unknown)"
     elif ran:
@@ -982,7 +982,7 @@ def _outcome(trials: RemedyTrials) -> dict:
             "what_to_change": what}
 
 
-def undecided_text(candidate: str) -> str:
+def _undecided_text(candidate: str) -> str:
     """What to change when the fastest arm could not be judged against the run-to-run noise."""
     return (f"not decided: {candidate}, but the baseline got one counted run, so the run-to-run"
             " noise is unknown; run try_remedies.py again with a larger --budget-s (or --runs 3)")

@@ -27,7 +27,7 @@ from pathlib import Path
 from . import atomic, subproc
 from .artifact import write_artifact
 from .errors import InputError, ToolFailure
-from .evidence import undecided_text
+from .evidence import trial_outcome
 from .fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from .subproc import failure_line
 from .trial_plan import ArmSpec
@@ -224,8 +224,11 @@ def budget_advice(arms: list[Arm], runs: int, budget_s: float) -> list[str]:
     """When the baseline got under two counted runs no arm can be judged: say what budget would do."""
     base = arms[0]
     counted = len(base.ms())
-    if counted >= min(2, runs) or base.status != "ok":
+    if counted >= 2 or base.status != "ok":
         return []
+    if runs < 2:
+        return [f"--runs {runs} gives the baseline {counted} counted run(s), so no arm can be judged against"
+                " the run-to-run noise; use --runs 2 or more"]
     reference = sum(r["wall_s"] for r in base.runs if not r["counted"])
     need = reference + runs * sum(_estimate(a, base) for a in arms if a.status in ("ok", "skipped"))
     return [f"the baseline got {counted} counted run(s) in {budget_s:g} s, so no arm can be judged against the"
@@ -262,24 +265,6 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
     }
 
 
-def pick_winner(rows: list[dict]) -> dict | None:
-    """The fastest arm faster than the baseline beyond noise whose outputs equal the baseline's."""
-    good = [r for r in rows if r["name"] != "baseline" and r["status"] == "ok" and r["beyond_noise"]
-            and (r["x_baseline"] or 0) > 1 and r["outputs"]["result"] == "equal"]
-    return max(good, key=lambda r: r["x_baseline"]) if good else None
-
-
-def what_to_change(winner: dict | None, rows: list[dict]) -> str:
-    if winner is not None:
-        return f"{winner['change']}: {winner['x_baseline']:.2f}x end to end, outputs equal"
-    undecided = [r for r in rows if r["name"] != "baseline" and r["status"] == "ok"
-                 and r["beyond_noise"] is None and (r["x_baseline"] or 0) > 1 and r["outputs"]["result"] != "different"]
-    if undecided:
-        best = max(undecided, key=lambda r: r["x_baseline"])
-        return undecided_text(f"{best['name']} {best['x_baseline']:.2f}x")
-    return "nothing beat the baseline beyond run-to-run noise with equal outputs"
-
-
 def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec], runs: int = 3,
                budget_s: float = 1800.0, timeout: float = 1800.0, metric_regex: str = DEFAULT_METRIC,
                device: dict | None = None, tool: str = "try_remedies.py") -> dict:
@@ -313,13 +298,14 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
     base = arms[0]
     base_ms = statistics.median(base.ms()) if base.ms() else None
     rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
-    winner = pick_winner(rows)
     spreads = [r["spread"] for r in rows if r["spread"]]
     noise = max(spreads) if spreads else None  # no arm ran twice: the noise is unknown, not zero
+    outcome = trial_outcome({"arms": rows, "noise": noise})  # the winner and its words, as reports read them
+    winner = outcome["winner"]
     payload = {"command": cmd, "script": ctx.script, "runs": runs, "budget_s": budget_s,
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
-               "winner": winner["name"] if winner else None, "what_to_change": what_to_change(winner, rows),
+               "winner": winner.name if winner else None, "what_to_change": outcome["what_to_change"],
                "notes": notes}
     from .trial_report import markdown
 
