@@ -738,9 +738,11 @@ def test_fuzz_pins_from_sweep_gives_loadable_pins_or_one_input_error(data):
         bad.write_text(dumps(doc))
         try:
             entries = pins.pins_from_sweep(artifact.read_artifact(bad, "variant_sweep"), SOFTMAX_KERNEL)["pins"]
+            # a config nested too deeply to encode is refused when written (write_artifact), as one error
+            written = pins.write_pins(Path(tmp) / "pins.json", "t", entries)
         except InputError:
             return
-        pins.load_pins(pins.write_pins(Path(tmp) / "pins.json", "t", entries))
+        pins.load_pins(written)
 
 
 def test_a_sweep_whose_best_config_is_not_an_object_gives_no_pins():
