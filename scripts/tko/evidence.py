@@ -958,28 +958,50 @@ def _outcome(trials: RemedyTrials) -> dict:
     ran = [a for a in trials.arms if a.name != "baseline" and a.status == "ok" and a.x_baseline is not None]
     # "beyond noise" needs the baseline's own spread (two counted runs of it); files written
     # before that rule judged some arms from their own spread alone
-    base_spread = any(a.name == "baseline" and a.spread is not None for a in trials.arms)
-    judged = [a for a in ran if base_spread and a.beyond_noise is not None]
+    base = next((a for a in trials.arms if a.name == "baseline" and a.spread is not None), None)
+    judged = [a for a in ran if base and a.beyond_noise is not None]
     faster = [a for a in judged if a.beyond_noise is True and a.x_baseline > 1.0]
     undecided = [a for a in ran if a not in judged and a.x_baseline > 1.0  # faster, noise unknown
                  and a.outputs != "different"]
+    # faster by a margin worth a second look, but inside a noisy baseline: not a "no" either
+    inside = [a for a in judged if a.beyond_noise is False and a.outputs != "different"
+              and a.x_baseline >= _inside_noise_candidate_x()]
     equal = [a for a in faster if a.outputs == "equal"]
     winner = max(equal, key=lambda a: a.x_baseline) if equal else None
-    noise_pct = _noise_pct(trials.noise) if base_spread else None  # older files wrote 1.0 for "unknown"
+    noise = _decisive_noise(judged, base) if base else None
+    noise_pct = _noise_pct(noise)
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
     elif undecided:
         what = _undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
+    elif inside:
+        best = max(inside, key=lambda a: a.x_baseline)
+        what = (f"not decided: {best.x_text()}, but inside the run-to-run noise (+-{_noise_pct(best.noise):.1f} %);"
+                " run try_remedies.py again with --runs 3 or more (a quieter machine helps)")
     elif ran and noise_pct is None:
         what = "nothing tried was faster than the baseline (one counted run of it: the run-to-run noise is unknown)"
     elif ran:
         what = f"nothing tried beat the baseline beyond run-to-run noise (+-{noise_pct:.1f} %)"
     else:
         what = "no remedy arm finished a run: nothing measured"
-    return {"ran": ran, "faster": faster, "undecided": undecided, "winner": winner,
+    return {"ran": ran, "faster": faster, "undecided": undecided, "inside": inside, "winner": winner,
             "tuning": [a for a in ran if a.name in TUNING_ARMS],
-            "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
+            "noise": noise, "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
+
+
+def _decisive_noise(judged: list[Arm], base: Arm) -> float | None:
+    """The noise that decided: the fastest faster arm's (its spread and the baseline's), else the
+    baseline's own spread. Never a slow arm's: a 58x slower arm's 4.3x spread (an H200
+    dynamic-shape trial) says nothing of whether anything beat the baseline."""
+    quicker = [a for a in judged if a.x_baseline > 1.0 and a.noise is not None]
+    return max(quicker, key=lambda a: a.x_baseline).noise if quicker else base.spread
+
+
+def _inside_noise_candidate_x() -> float:
+    from .decide import threshold
+
+    return float(threshold("inside_noise_candidate_x"))
 
 
 def _undecided_text(candidate: str) -> str:
@@ -1019,19 +1041,25 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
     elif o["undecided"]:
         put("remedy_undecided", ", ".join(a.x_text() for a in o["undecided"]),
             "arms[] with x_baseline > 1, the baseline under two counted runs (noise unknown)")
+    elif o["inside"]:
+        put("remedy_inside_noise", ", ".join(f"{a.x_text()} (noise +-{_noise_pct(a.noise):.1f} %)"
+                                             for a in o["inside"]),
+            "arms[] with x_baseline >= inside_noise_candidate_x, not beyond_noise")
+        put("remedy_inside_noise_x", max(a.x_baseline for a in o["inside"]), "arms[].x_baseline (largest of those)")
     elif o["ran"]:
         put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
     if o["not_equal"]:
         put("remedy_faster_outputs_differ", ", ".join(
             f"{a.x_text()} (outputs {a.outputs or 'unknown'})" for a in o["not_equal"]),
             "arms[] faster beyond noise, outputs not equal")
-    if o["tuning"] and not any(a in o["undecided"] for a in o["tuning"]):  # unjudged: no claim either way
+    unjudged = o["undecided"] + o["inside"]
+    if o["tuning"] and not any(a in unjudged for a in o["tuning"]):  # unjudged: no claim either way
         gained = [a for a in o["tuning"] if a in o["faster"]]
         put("tuning_measured_no_faster", not gained, "arms[] " + ", ".join(str(a.name) for a in o["tuning"])
             + (" (none beyond noise)" if not gained else ""))
         put("tuning_arms", ", ".join(a.x_text() for a in o["tuning"]), "arms[].x_baseline")
     replaced = [a for a in o["ran"] if a.name == "replace"]
-    if replaced and replaced[0] not in o["undecided"]:  # measured in the program: the offer stands only if it helped
+    if replaced and replaced[0] not in unjudged:  # measured in the program: the offer stands only if it helped
         put("replace_measured_no_faster", replaced[0] not in o["faster"],
             f"arms[] replace {replaced[0].x_baseline:.2f}x")
     return facts

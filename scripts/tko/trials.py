@@ -298,9 +298,8 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
     base = arms[0]
     base_ms = statistics.median(base.ms()) if base.ms() else None
     rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
-    spreads = [r["spread"] for r in rows if r["spread"]]
-    noise = max(spreads) if spreads else None  # no arm ran twice: the noise is unknown, not zero
-    outcome = trial_outcome({"arms": rows, "noise": noise})  # the winner and its words, as reports read them
+    outcome = trial_outcome({"arms": rows})  # the winner, its words and the noise, as reports read them
+    noise = outcome["noise"]  # null under two counted baseline runs: unknown, not zero
     winner = outcome["winner"]
     payload = {"command": cmd, "script": ctx.script, "runs": runs, "budget_s": budget_s,
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
