@@ -35,9 +35,10 @@ def _front(*args, cwd, env=None, timeout=120):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def _interpreted(out: Path, *flags) -> tuple:
+def _interpreted(out: Path, *flags, env: dict | None = None) -> tuple:
     """The front in the interpreter on 3 rows, bundled and Inductor default, writing all three outputs."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    base = {k: v for k, v in os.environ.items() if k != rk.BACKWARD_ENV}
+    env = dict(base, TRITON_INTERPRET="1", **(env or {}))
     res = _front(*flags, "--rows", 3, "--modes", "bundled,inductor_default", "--peak-gbps", 100, "--warmup-ms", 1,
                  "--rep-ms", 5, "--json-out", out / "s.json", "--markdown-out", out / "s.md",
                  "--svg-out", out / "s.svg", cwd=out, env=env, timeout=900)
@@ -103,9 +104,10 @@ def test_default_direction_is_forward_only(interpreted):
 @pytest.fixture(scope="module")
 def interpreted_bwd(tmp_path_factory):
     """The front in the interpreter, both directions: softmax and layer_norm (dx, dweight,
-    dbias), fp16, 3 rows of 100 and 20000 (refused), bundled and Inductor default."""
+    dbias), fp16, 3 rows of 100 and 20000 (refused), bundled and Inductor default; the
+    environment asks for the torch backward, which the bundled mode must override."""
     return _interpreted(tmp_path_factory.mktemp("sweep_bwd"), "--ops", "softmax,layer_norm", "--dtypes", "fp16",
-                        "--cols", "100,20000", "--direction", "fwd,bwd")
+                        "--cols", "100,20000", "--direction", "fwd,bwd", env={rk.BACKWARD_ENV: "torch"})
 
 
 def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(interpreted_bwd):
@@ -123,6 +125,8 @@ def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(int
             assert list(r["grad_errors"]) == grads and r["max_abs_err"] == max(r["grad_errors"].values())
             assert r["pct_of_copy"] == pytest.approx(r["bytes"] / (r["ms"] * 1e-3) / 1e9)
         assert rows[op, 20000, "inductor_default", "bwd"]["correct"] is True
+        # the kernel, though the default and the environment say torch
+        assert rk.BACKWARD == "torch"
         assert rows[op, 100, "bundled", "bwd"]["plan"]["backward"] == [f"{op}_bwd: kernel"]
     # y, dy, dx; layer_norm adds weight read, mean + rstd (fp32 per row), dweight and dbias
     assert rows["softmax", 100, "bundled", "bwd"]["bytes"] == 3 * 3 * 100 * 2
@@ -192,6 +196,10 @@ def test_budget_skips_cases_in_either_direction(monkeypatch):
     got = [(r["n_cols"], r["direction"], r["status"]) for r in payload["rows"]]
     assert got == [(8, "fwd", "ok"), (8, "bwd", "skipped"), (16, "fwd", "skipped"), (16, "bwd", "skipped")]
     assert all("budget" in r["reason"] for r in payload["rows"][1:])
+    verdicts = {(c["n_cols"], c["direction"]): c["verdict"] for c in payload["comparison"]}
+    assert verdicts == {(8, "fwd"): "no bundled row", (8, "bwd"): "not run: time budget of 0.01 s spent",
+                        (16, "fwd"): "not run: time budget of 0.01 s spent",
+                        (16, "bwd"): "not run: time budget of 0.01 s spent"}
     with pytest.raises(ValueError, match="unknown direction 'up'"):
         rs.sweep(["softmax"], ["fp32"], [8], ["eager"], rows=2, directions=["up"])
 
@@ -286,6 +294,20 @@ def test_compare_picks_the_fastest_correct_inductor_mode_and_needs_a_2_percent_w
     assert got[3]["bundled_beats_inductor"] is False and got[3]["verdict"] == "bundled refused: too long"
     assert got[4]["bundled_beats_inductor"] is None and got[4]["verdict"] == "no Inductor mode run"
     assert got[5]["bundled_beats_inductor"] is False and got[5]["verdict"].startswith("coordinate_descent 2.00x")
+
+
+def test_a_case_skipped_in_every_mode_says_not_run_not_that_inductor_failed():
+    why = "time budget of 140 s spent"
+    modes = ["bundled", *rs.INDUCTOR_MODES]
+    rows = [*(_row(m, None, "skipped", None, n=4096, reason=why) for m in modes),
+            _row("bundled", 1.0, n=1024), *(_row(m, None, "failed", None, n=1024, reason="boom") for m in modes[1:])]
+    got = {c["n_cols"]: c for c in rs.compare({"rows": rows})}
+    assert got[4096]["verdict"] == f"not run: {why}"
+    assert got[4096]["bundled_beats_inductor"] is None and got[4096]["best_inductor_mode"] is None
+    assert got[1024]["verdict"] == "no Inductor mode timed correctly"      # run, and failed
+    text = rs.markdown({"device": {"name": "H200"}, "peak": {"copy_gbps": None}, "timer": "t",
+                        "settings": {"bytes": rs.BYTES_FWD}, "rows": rows})
+    assert f"| not run: {why} |" in text
 
 
 def test_check_tolerates_one_rounding_not_more():

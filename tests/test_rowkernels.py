@@ -4,10 +4,13 @@ Triton takes ``TRITON_INTERPRET`` at import, and the pytest process may have imp
 so the ``test_kernel_*`` tests run in one child pytest started with ``TRITON_INTERPRET=1``
 (``test_kernels_in_the_interpreter``); in this process they are skipped. The refusal path, the
 limits table and the custom ops need no kernel and run here, where a CPU tensor is refused.
+The backward kernels' tests select them (``kernel_backward``); the default backward is the torch
+formula, tested on both paths.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import subprocess
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from tko import archs, rowkernels as rk
+from tko.errors import InputError
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
        torch.float16: dict(rtol=2e-3, atol=2e-3),
@@ -33,9 +37,17 @@ kernel = pytest.mark.skipif(not INTERP, reason="runs in the interpreter child (t
 
 
 @pytest.fixture(autouse=True)
-def quiet():
+def quiet(monkeypatch):
+    monkeypatch.delenv(rk.BACKWARD_ENV, raising=False)   # the module's own default backward
     with warnings.catch_warnings():  # numpy warns on inf - inf inside the interpreter
         warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+@pytest.fixture
+def kernel_backward():
+    """The custom ops' backward runs the one-pass kernels (the default is the torch formula)."""
+    with rk.use_backward("kernel"):
         yield
 
 
@@ -44,6 +56,7 @@ def test_kernels_in_the_interpreter(tmp_path):
     # a fresh Inductor cache: a graph cached before an op's schema changed would call the old one
     env = dict(os.environ, TRITON_INTERPRET="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
     env.pop("TKO_DEBUG", None)
+    env.pop(rk.BACKWARD_ENV, None)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_kernel_",
                           str(Path(__file__).resolve())], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
@@ -324,14 +337,20 @@ def _params(op, cols, dtype, seed):
     return [t for t in (w, b) if t is not None]
 
 
-def check_backward(op, x, params, dy, dtype, *, kernel=True):
+def check_backward(op, x, params, dy, dtype, *, kernel=True, backward="kernel"):
+    """Gradients of the bundled op against torch's autograd; ``backward`` is the choice to run
+    (None: the module's default), ``kernel`` whether that choice's kernel must launch."""
     before = rk.call_counts()
-    out, got = _grads(_fn(op)[0], [x, *params], dy)
+    with rk.use_backward(backward) if backward else contextlib.nullcontext():
+        out, got = _grads(_fn(op)[0], [x, *params], dy)
     want = _want_grads(op, [x, *params], dy)
     for g, w in zip(got, want):
         _close_grad(g, w, dtype)
     launched = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
-    assert launched.get(f"{op}_bwd: kernel", 0) == (1 if kernel else 0), launched
+    ran_kernel = kernel and (backward or rk.BACKWARD) == "kernel"
+    assert launched.get(f"{op}_bwd: kernel", 0) == (1 if ran_kernel else 0), launched
+    if (backward or rk.BACKWARD) == "torch":     # the formula ran, nothing else
+        assert [k for k in launched if "_bwd" in k] == [f"{op}_bwd: torch"], launched
     return out, got
 
 
@@ -351,30 +370,39 @@ def test_kernel_backward_odd_rows_match_torch_autograd(op, dtype):
 
 
 @kernel
+@pytest.mark.parametrize("backward", rk.BACKWARDS)
 @pytest.mark.parametrize("op", rk.OPS)
-def test_kernel_backward_takes_grads_in_any_layout(op):
+def test_kernel_backward_takes_grads_in_any_layout(op, backward):
     x = _x(2, 3 * 33, torch.float32).view(2, 3, 33)[:, 1]   # rows strided 99 apart
     params = _params(op, 33, torch.float32, 0)
     leaves = [t.clone().requires_grad_(True) for t in (x, *params)]
-    _fn(op)[0](*leaves).sum().backward()                       # a stride-0 expanded grad
+    with rk.use_backward(backward):
+        _fn(op)[0](*leaves).sum().backward()                   # a stride-0 expanded grad
     want = _want_grads(op, [x, *params], torch.ones(2, 33))
     for g, w in zip([t.grad for t in leaves], want):
         _close_grad(g, w, torch.float32)
-    _, got = _grads(_fn(op)[0], [x, *params], _x(33, 2, torch.float32).t())   # transposed grad
+    with rk.use_backward(backward):
+        _, got = _grads(_fn(op)[0], [x, *params], _x(33, 2, torch.float32).t())   # transposed grad
     for g, w in zip(got, _want_grads(op, [x, *params], _x(33, 2, torch.float32).t())):
         _close_grad(g, w, torch.float32)
 
 
 @kernel
+@pytest.mark.parametrize("backward", rk.BACKWARDS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_kernel_backward_of_masked_rows_follows_torch(dtype):
+def test_kernel_backward_of_masked_rows_follows_torch(dtype, backward):
+    with rk.use_backward(backward):
+        check_masked_rows_backward(dtype, backward)
+
+
+def check_masked_rows_backward(dtype, backward):
     x = _x(5, 1000, dtype)
     x[0] = float("-inf")               # fully masked attention row: torch gives NaN, its grad too
     x[1, 10:700] = float("-inf")       # masked in part: zero grad there
     x[2, :999] = float("-inf")         # one live element, next to the masked tail
     dy = _x(5, 1000, dtype, seed=3) / 3
     for op in ("softmax", "log_softmax"):
-        _, (dx,) = check_backward(op, x, [], dy, dtype)
+        _, (dx,) = check_backward(op, x, [], dy, dtype, backward=backward)
         xt = x.detach().float().clone().requires_grad_(True)
         getattr(torch, op)(xt, -1).backward(dy.float())
         torch.testing.assert_close(dx, xt.grad.to(dtype), equal_nan=True, **TOL[dtype])
@@ -387,6 +415,7 @@ def test_kernel_backward_of_masked_rows_follows_torch(dtype):
 
 
 @kernel
+@pytest.mark.usefixtures("kernel_backward")
 def test_kernel_parameter_grads_are_deterministic_and_follow_needs():
     x, dy = _x(9, 100, torch.float32), _x(9, 100, torch.float32, seed=5)
     w, b = torch.randn(100), torch.randn(100)
@@ -409,6 +438,146 @@ def test_kernel_parameter_grads_are_deterministic_and_follow_needs():
     for g, want_g, t in zip(got, _want_grads("layer_norm", [xh, w, b], dyh), (xh, w, b)):
         assert g.dtype == t.dtype
         _close_grad(g, want_g, torch.float16)
+
+
+# --- which backward runs ------------------------------------------------------------------------
+
+@kernel
+def test_kernel_default_backward_is_the_torch_formula():
+    check_default_backward()
+
+
+def test_default_backward_is_the_torch_formula():
+    # here the forward is refused (a CPU tensor): the reference's outputs and stats
+    check_default_backward()
+
+
+def check_default_backward():
+    assert rk.BACKWARD == "torch" and rk.backward_choice() == "torch"
+    for op in rk.OPS:
+        for dtype in DTYPES:
+            for cols in (1, 7, 1000, 4097):
+                rows = 7 if cols < 4000 else 3
+                x = _x(rows, cols, dtype, seed=cols)
+                dy = _x(rows, cols, dtype, seed=cols + 7) / 3
+                assert rk.plan_row(op, x).use_kernel == INTERP
+                check_backward(op, x, _params(op, cols, dtype, cols), dy, dtype, backward=None)
+                if op in ("layer_norm", "rms_norm"):
+                    check_backward(op, x, [], dy, dtype, backward=None)
+
+
+@kernel
+def test_kernel_both_backwards_give_the_same_gradients_and_dtypes():
+    # fp16 activations, an fp32 weight and a bf16 bias: dx in fp16, dweight fp32, dbias bf16
+    x, dy = _x(9, 100, torch.float16), _x(9, 100, torch.float16, seed=5)
+    w, b = torch.randn(100), torch.randn(100).to(torch.bfloat16)
+    for op, params in (("layer_norm", [w, b]), ("rms_norm", [w]), ("softmax", []), ("log_softmax", [])):
+        got = {}
+        for backward in rk.BACKWARDS:
+            with rk.use_backward(backward):
+                got[backward] = _grads(_fn(op)[0], [x, *params], dy)[1]
+        for k, t, want in zip(got["kernel"], got["torch"], _want_grads(op, [x, *params], dy)):
+            assert k.dtype == t.dtype == want.dtype
+            tol = torch.bfloat16 if want.dtype == torch.bfloat16 else torch.float16
+            _close_grad(t, want, tol)
+            _close_grad(k, t, tol)
+
+
+@kernel
+def test_kernel_environment_selects_the_kernel_backward(monkeypatch):
+    monkeypatch.setenv(rk.BACKWARD_ENV, "kernel")
+    x, dy = _x(3, 100, torch.float16), _x(3, 100, torch.float16, seed=2)
+    for op in rk.OPS:
+        before = rk.call_counts()
+        _grads(_fn(op)[0], [x, *_params(op, 100, torch.float16, 0)], dy)
+        ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if "_bwd" in k and v != before.get(k, 0)}
+        assert ran == {f"{op}_bwd: kernel": 1}, ran
+
+
+def test_backward_choice_follows_use_backward_then_the_environment_then_the_setting(monkeypatch):
+    assert rk.BACKWARD == "torch" and rk.backward_choice() == "torch"
+    monkeypatch.setenv(rk.BACKWARD_ENV, "kernel")
+    assert rk.backward_choice() == "kernel"
+    with rk.use_backward("torch"):
+        assert rk.backward_choice() == "torch"
+        with rk.use_backward("kernel"):
+            assert rk.backward_choice() == "kernel"
+        assert rk.backward_choice() == "torch"
+    assert rk.backward_choice() == "kernel"
+    # the kernel path, refused for a CPU tensor here: the reference formula, counted as refused
+    before = rk.call_counts()
+    _grads(rk.softmax, [_x(2, 5, torch.float32)], _x(2, 5, torch.float32, seed=1))
+    ran = [k for k, v in rk.call_counts().items() if "_bwd" in k and v != before.get(k, 0)]
+    assert ran == ["softmax_bwd: kernel" if INTERP else
+                   "softmax_bwd: reference (cpu tensor and Triton was not imported with TRITON_INTERPRET=1)"]
+    monkeypatch.delenv(rk.BACKWARD_ENV)
+    monkeypatch.setattr(rk, "BACKWARD", "kernel")
+    assert rk.backward_choice() == "kernel"
+    monkeypatch.setenv(rk.BACKWARD_ENV, " torch ")    # the environment wins over the setting
+    assert rk.backward_choice() == "torch"
+    with pytest.raises(InputError, match=r"^use_backward='fast' is not a row backward; one of torch, kernel$"):
+        with rk.use_backward("fast"):
+            pass
+
+
+def test_an_unknown_backward_is_one_clear_error_when_a_backward_runs(monkeypatch):
+    monkeypatch.setenv(rk.BACKWARD_ENV, "fast")
+    x = _x(2, 5, torch.float32).requires_grad_(True)
+    y = rk.softmax(x)                     # the forward does not read it
+    with pytest.raises(InputError) as err:
+        y.sum().backward()
+    assert str(err.value) == "TKO_ROW_BACKWARD='fast' is not a row backward; one of torch, kernel"
+    monkeypatch.delenv(rk.BACKWARD_ENV)
+    monkeypatch.setattr(rk, "BACKWARD", "Kernel")
+    with pytest.raises(InputError, match=r"^tko.rowkernels.BACKWARD='Kernel' is not a row backward"):
+        rk.layer_norm(x, torch.ones(5)).sum().backward()
+
+
+def _compiled_graphs(backward):
+    """(forward graph's tko ops, backward graph's tko ops, gradients, counts added) of two calls
+    of a compiled function using every op, traced under ``backward``."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    graphs = []
+
+    def grab(gm, example_inputs):
+        graphs.append(gm)
+        return make_boxed_func(gm.forward)
+
+    tko = torch.ops.tko
+
+    def f(a, w, b):
+        s = tko.row_softmax(a) + tko.row_log_softmax(a)
+        return (tko.layer_norm(s, w, b, 1e-5) * tko.rms_norm(a, w, 1e-6)).sum()
+
+    x = _x(6, 37, torch.float32).requires_grad_(True)
+    w, b = torch.randn(37, requires_grad=True), torch.randn(37, requires_grad=True)
+    want = torch.autograd.grad(f(x, w, b), (x, w, b))     # eager
+    torch._dynamo.reset()
+    before = rk.call_counts()
+    with rk.use_backward(backward):
+        compiled = torch.compile(f, backend=aot_autograd(fw_compiler=grab, bw_compiler=grab), fullgraph=True)
+        grads = [torch.autograd.grad(compiled(x, w, b), (x, w, b)) for _ in range(2)]
+    fw, bw = graphs
+    ops = [{str(n.target) for n in g.graph.nodes if n.op == "call_function" and "tko." in str(n.target)}
+           for g in (fw, bw)]
+    added = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if "_bwd" in k and v != before.get(k, 0)}
+    return ops[0], ops[1], grads, want, added
+
+
+def test_default_backward_is_traced_into_the_compiled_backward_graph():
+    fw, bw, grads, want, added = _compiled_graphs("torch")
+    assert {"tko.row_softmax.default", "tko.layer_norm_fwd.default", "tko.rms_norm_fwd.default"} <= fw
+    assert bw == set(), bw           # torch ops only: Inductor can fuse them
+    for got in grads:
+        for g, wg in zip(got, want):
+            torch.testing.assert_close(g, wg, rtol=1e-4, atol=1e-4)
+    # counted once, at the trace; the compiled calls run no Python formula
+    assert added == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in rk.OPS}, added
+    fw, bw, _, _, _ = _compiled_graphs("kernel")
+    assert bw == {"tko.row_softmax_bwd.default", "tko.row_log_softmax_bwd.default",
+                  "tko.layer_norm_bwd.default", "tko.rms_norm_bwd.default"}, bw
 
 
 @kernel
@@ -449,9 +618,11 @@ def check_backward_refusals():
     assert not rk.softmax(_x(2, 5, torch.float32), limit=limit).requires_grad
 
 
-def test_reference_backward_and_double_backward_pass_gradcheck():
-    # fp64 is refused, so these check the reference backward the kernels fall back on and the
-    # create_graph path against finite differences
+@pytest.mark.parametrize("backward", rk.BACKWARDS)
+def test_reference_backward_and_double_backward_pass_gradcheck(backward, monkeypatch):
+    # fp64 is refused, so these check the torch formula (the default backward, and the one the
+    # kernels fall back on) and the create_graph path against finite differences
+    monkeypatch.setattr(rk, "BACKWARD", backward)
     x = _x(3, 7, torch.float64).requires_grad_(True)
     w = torch.randn(7, dtype=torch.float64, requires_grad=True)
     b = torch.randn(7, dtype=torch.float64, requires_grad=True)
@@ -485,15 +656,24 @@ def test_kernel_ops_pass_opcheck():
 
 
 @kernel
-def test_kernel_forward_and_backward_under_torch_compile():
-    check_compiled_training("inductor")
+@pytest.mark.parametrize("backward", rk.BACKWARDS)
+def test_kernel_forward_and_backward_under_torch_compile(backward):
+    check_compiled_training("inductor", backward)
 
 
-def test_forward_and_backward_under_torch_compile_on_the_reference_path():
-    check_compiled_training("aot_eager")
+@pytest.mark.parametrize("backward", rk.BACKWARDS)
+def test_forward_and_backward_under_torch_compile_on_the_reference_path(backward):
+    check_compiled_training("aot_eager", backward)
 
 
-def check_compiled_training(backend):
+def _no_autograd_cache():
+    """Inductor's AOTAutograd cache keys on the forward graph, not on the backward choice."""
+    cfg = torch._functorch.config
+    return cfg.patch(enable_autograd_cache=False) if hasattr(cfg, "enable_autograd_cache") \
+        else contextlib.nullcontext()
+
+
+def check_compiled_training(backend, backward):
     x = _x(6, 37, torch.float32).requires_grad_(True)
     w, b = torch.randn(37, requires_grad=True), torch.randn(37, requires_grad=True)
     tko = torch.ops.tko
@@ -507,14 +687,19 @@ def check_compiled_training(backend):
         return (F.layer_norm(s, (37,), w, b, 1e-5) * rk.rms_norm_ref(a, w)).sum()
 
     torch._dynamo.reset()
-    compiled = torch.compile(f, backend=backend, fullgraph=True)
     want = torch.autograd.grad(ref(x, w, b), (x, w, b))
     before = rk.call_counts()
-    for _ in range(2):
-        got = torch.autograd.grad(compiled(x, w, b), (x, w, b))
-        for g, wg in zip(got, want):
-            torch.testing.assert_close(g, wg, rtol=1e-4, atol=1e-4)
-    ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items()}
+    with rk.use_backward(backward), _no_autograd_cache():
+        compiled = torch.compile(f, backend=backend, fullgraph=True)
+        for _ in range(2):
+            got = torch.autograd.grad(compiled(x, w, b), (x, w, b))
+            for g, wg in zip(got, want):
+                torch.testing.assert_close(g, wg, rtol=1e-4, atol=1e-4)
+    ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
+    if backward == "torch":   # traced once into the compiled backward, no kernel, no fallback
+        bwd = {k: v for k, v in ran.items() if "_bwd" in k}
+        assert bwd == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in rk.OPS}, ran
+        return
     path = "kernel" if INTERP else "reference"
     for op in rk.OPS:   # each op's backward ran at each compiled call, not only at trace
         assert sum(v for k, v in ran.items() if k.startswith(f"{op}_bwd: {path}")) == 2, ran

@@ -14,7 +14,10 @@ length ``n_cols`` (``n_rows = elements // n_cols``), every mode is run on the sa
 Directions: ``fwd`` (the default) times the op. ``bwd`` times the backward call alone:
 ``torch.autograd.grad(y, inputs, dy, retain_graph=True)`` on an output ``y`` computed once before
 the timed loop, with a fixed upstream gradient ``dy``. The bundled mode goes through the
-differentiable public functions (their custom ops run the one-pass backward kernel); the other modes
+differentiable public functions with the one-pass backward kernel forced
+(``rowkernels.use_backward("kernel")`` around its first and its timed calls, whatever
+``rowkernels.BACKWARD`` or ``TKO_ROW_BACKWARD`` say: the custom ops' default backward is the torch
+formula, and the kernel is what this mode measures); the other modes
 through the autograd of the (compiled) torch op, whose backward graph Inductor compiles as well
 (on the first backward, which runs untimed inside the mode's config patch). Timing only the backward keeps the forward out of the backward's bandwidth figure, and both the
 custom op and AOTAutograd's compiled backward take repeated calls on a retained graph. The
@@ -114,7 +117,8 @@ def bundled_fn(op: str, limit) -> Callable:
 
 def differentiable_fn(op: str) -> Callable:
     """``rowkernels.<op>`` as autograd calls it: no ``limit`` (the custom op plans against the
-    device's own), so a gradient runs the op's backward kernel."""
+    device's own), so a gradient runs the op's registered backward (the kernel inside
+    ``rowkernels.use_backward("kernel")``, as :func:`prepare_bwd` runs it)."""
     from . import rowkernels as rk
 
     if op == "layer_norm":
@@ -285,8 +289,10 @@ def _bwd_counts_added(before: dict) -> list[str]:
 
 def prepare_bwd(mode: str, op: str, args: tuple, dy) -> tuple[Callable | None, tuple | None, dict]:
     """(timed backward call, first gradients, extra row fields) of a mode. The forward runs once
-    here; the timed call is the backward alone on the retained graph. A bundled forward plan
-    that is refused, or a backward that fell back to its reference, gives no callable."""
+    here; the timed call is the backward alone on the retained graph. The bundled mode runs the
+    one-pass backward kernel (forced through ``rowkernels.use_backward``, the previous choice
+    restored after each call); a bundled forward plan that is refused, or a backward that did
+    not run the kernel, gives no callable."""
     import torch
 
     from . import rowkernels as rk
@@ -303,13 +309,19 @@ def prepare_bwd(mode: str, op: str, args: tuple, dy) -> tuple[Callable | None, t
         if not plan.use_kernel:
             return None, None, dict(info, status="refused", reason=plan.reason)
         before = rk.call_counts()
-        with torch.enable_grad():
+        with torch.enable_grad(), rk.use_backward("kernel"):
             grads = first(differentiable_fn(op))
         ran = _bwd_counts_added(before)
         info["plan"]["backward"] = ran
         if ran != [f"{op}_bwd: kernel"]:  # the kernel must be what gets timed
             return None, None, dict(info, status="refused", reason=f"backward ran {', '.join(ran) or 'nothing'}")
-    elif mode == "eager":
+        y = state["y"]
+
+        def timed():
+            with rk.use_backward("kernel"):   # each timed call, not only the first
+                return torch.autograd.grad(y, leaves, dy, retain_graph=True)
+        return timed, grads, info
+    if mode == "eager":
         with torch.enable_grad():
             grads, info = first(torch_fn(op)), {}
     else:
@@ -455,7 +467,7 @@ def _timed(r: dict) -> bool:
 def compare(payload: dict) -> list[dict]:
     """Per (op, dtype, n_cols, direction): the fastest correct Inductor mode and whether the
     bundled kernel beats every Inductor mode by more than :data:`BEAT_MARGIN` (None when nothing
-    to compare)."""
+    to compare). A case whose every row was skipped (the time budget) says ``not run: <why>``."""
     cases: dict[tuple, list[dict]] = {}
     for r in payload["rows"]:
         cases.setdefault((r["op"], r["dtype"], r["n_cols"], _direction(r)), []).append(r)
@@ -471,7 +483,10 @@ def compare(payload: dict) -> list[dict]:
                  "bundled_status": b and b["status"], "bundled_ms": b and b["ms"],
                  "bundled_pct_of_copy": b and b["pct_of_copy"], "bundled_correct": b and b["correct"],
                  "bundled_speedup": None, "bundled_beats_inductor": None}
-        if b is None or best is None:
+        if all(r["status"] == "skipped" for r in rows):
+            why = "; ".join(dict.fromkeys(r.get("reason") or "skipped" for r in rows))
+            entry["verdict"] = f"not run: {why}"
+        elif b is None or best is None:
             entry["verdict"] = ("no bundled row" if b is None else "no Inductor mode timed correctly"
                                 if any(r["mode"] in INDUCTOR_MODES for r in rows) else "no Inductor mode run")
         elif not _timed(b):

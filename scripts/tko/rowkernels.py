@@ -17,18 +17,33 @@ Importing the module registers the same four ops as ``torch.library`` custom ops
 (``torch.ops.tko.row_softmax``, ``row_log_softmax``, ``layer_norm``, ``rms_norm``) with fake
 (meta) implementations, so they stay opaque single nodes under ``torch.compile``.
 
-Backward: each op has a registered autograd formula that runs a one-pass backward kernel
-(``tko::row_softmax_bwd`` ...; softmax ``dx = y * (dy - sum(dy * y))``, log-softmax
-``dx = dy - exp(y) * sum(dy)``, the norms from per-row stats the forward saved). The public norm
-ops return only the output; they decompose into internal ``tko::layer_norm_fwd`` /
-``tko::rms_norm_fwd`` ops that also return the fp32 per-row stats (mean and rstd; rstd). dweight
-and dbias are reduced over rows as per-program fp32 partial sums summed by torch: no atomics, the
-same bits on every run. The backward plans on what it reads (the norms: the forward's inputs,
-so the same checks and BLOCK; softmax: its output, which shares the input's row length and dtype;
-its warps are ``plan_row(..., backward=True)``'s, which skip :data:`FORWARD_NUM_WARPS`) and falls
-back to the reference formulas (``*_bwd_ref``) when refused; ``create_graph=True`` uses those
-torch formulas, so double backward works. The public functions are differentiable: with autograd
-on they go through the custom ops. Backward calls count apart (``softmax_bwd: kernel``).
+Backward: each op has a registered autograd formula, one of two (:func:`backward_choice`). By
+default (:data:`BACKWARD` ``= "torch"``) it is the chain rule as torch ops, the ``*_bwd_ref``
+formulas (softmax ``dx = y * (dy - sum(dy * y))``, log-softmax ``dx = dy - exp(y) * sum(dy)``, the
+norms from the per-row stats the forward saved), which under ``torch.compile`` AOTAutograd traces
+into the backward graph for Inductor to fuse. ``"kernel"`` runs one-pass backward kernels instead
+(``tko::row_softmax_bwd`` ..., opaque single nodes under ``torch.compile``); select it with
+``TKO_ROW_BACKWARD=kernel`` in the environment, ``rowkernels.BACKWARD = "kernel"`` or the
+:func:`use_backward` block (an unknown value is an :class:`~tko.errors.InputError` when a backward
+runs). A compiled graph keeps the backward it was traced with, and Inductor's on-disk AOTAutograd
+cache keys on the forward graph, not on this choice: after switching, compile with
+``TORCHINDUCTOR_AUTOGRAD_CACHE=0`` or a fresh ``TORCHINDUCTOR_CACHE_DIR``. The default is measured:
+on an NVIDIA H200 (fp16, 2^27 elements, the backward call alone) the kernels reached 52-76 % of
+copy on 4k-32k softmax rows where Inductor's compiled backward reached 99-103 %, and 9-28 % on
+LayerNorm / RMSNorm against 28-56 %: 1.25x to 6.4x slower in every case (the comment at
+:data:`BACKWARD`). The public norm ops return only the output; they decompose into internal
+``tko::layer_norm_fwd`` / ``tko::rms_norm_fwd`` ops that also return the fp32 per-row stats (mean
+and rstd; rstd), which either backward reads. The kernels reduce dweight and dbias over rows as
+per-program fp32 partial sums summed by torch: no atomics, the same bits on every run. The kernel
+backward plans on what it reads (the norms: the forward's inputs, so the same checks and BLOCK;
+softmax: its output, which shares the input's row length and dtype; its warps are ``plan_row(...,
+backward=True)``'s, which skip :data:`FORWARD_NUM_WARPS`) and falls back to the ``*_bwd_ref``
+formulas when refused. Either way dx comes back in the input's dtype, dweight and dbias in the
+weight's and bias's. ``create_graph=True`` uses the torch formulas (the norms on stats recomputed
+from x), so double backward works. The public functions are differentiable: with autograd on they
+go through the custom ops. Backward calls count apart: ``softmax_bwd: torch`` (an eager run of the
+formula; ``softmax_bwd: torch (traced into a compiled backward)`` once per trace), ``softmax_bwd:
+kernel``, ``softmax_bwd: reference (why)`` (a refused kernel).
 
 NaN/inf rows follow torch: a row holding NaN or +inf gives NaN softmax, and a row that is -inf
 everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does (its gradient is
@@ -42,11 +57,15 @@ only way a CPU tensor gets them; otherwise a CPU tensor is refused.
 # the custom ops' type hints must be real objects.
 
 import math
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
 import torch
 import torch.nn.functional as F
+
+from .errors import InputError
 
 try:  # the references and the refusal path work without Triton
     import triton
@@ -542,6 +561,73 @@ def _launch_norm_bwd(plan: RowPlan, dy, x, weight, mean, rstd, need_dw: bool, ne
     return dx, dw.sum(0).to(weight.dtype) if need_dw else None, db.sum(0) if need_db else None
 
 
+# --- which backward the custom ops run -------------------------------------------------------
+
+# The custom ops' registered autograd runs one of two backwards:
+#   "torch":  the chain rule as torch ops (softmax_bwd_ref / log_softmax_bwd_ref / norm_bwd_ref on
+#             the output or the per-row stats the forward saved). Under torch.compile AOTAutograd
+#             traces these ops into the backward graph, where Inductor compiles and fuses them.
+#   "kernel": the one-pass backward kernels, as the tko::*_bwd custom ops (one opaque node each
+#             under torch.compile).
+# "torch" is the default because the kernels lost every case measured: NVIDIA H200, torch 2.11,
+# Triton 3.6, fp16, rows x cols = 2^27, the backward call alone (rowkernel_sweep --direction bwd,
+# tests/fixtures/rowkernel_sweep_h200/call3_bwd/ and call4_bwd/). % of copy, kernel against the
+# best Inductor mode: softmax 4k 76.3 / 103.0, 16k 52.5 / 101.7, 32k 54.5 / 99.2; layer_norm 4k
+# 28.5 / 46.5 (call4: 22.4 / 28.1), 16k 8.8 / 56.0, 32k 9.3 / 38.9; rms_norm 4k 25.3 / 45.0,
+# 32k 15.3 / 39.2: 1.25x to 6.4x slower.
+BACKWARD = "torch"
+BACKWARDS = ("torch", "kernel")
+BACKWARD_ENV = "TKO_ROW_BACKWARD"   # set, it wins over BACKWARD
+_FORCED_BACKWARD: Optional[str] = None   # use_backward()'s choice: over the environment too
+
+
+def backward_choice() -> str:
+    """The backward the custom ops run now (:data:`BACKWARDS`): :func:`use_backward`'s choice,
+    else ``$TKO_ROW_BACKWARD``, else :data:`BACKWARD`. Read when a backward runs (eager) or is
+    traced (torch.compile: a compiled graph keeps the backward it was traced with). An unknown
+    value is an :class:`~tko.errors.InputError`. Inductor's AOTAutograd cache does not key on
+    this choice: a cached compiled graph keeps the backward it was first traced with
+    (``TORCHINDUCTOR_AUTOGRAD_CACHE=0`` or a fresh ``TORCHINDUCTOR_CACHE_DIR`` after switching)."""
+    if _FORCED_BACKWARD is not None:
+        choice, where = _FORCED_BACKWARD, "use_backward"
+    else:
+        env = os.environ.get(BACKWARD_ENV, "").strip()
+        choice, where = (env, BACKWARD_ENV) if env else (BACKWARD, "tko.rowkernels.BACKWARD")
+    if choice not in BACKWARDS:
+        raise InputError(f"{where}={choice!r} is not a row backward; one of {', '.join(BACKWARDS)}")
+    return choice
+
+
+@contextmanager
+def use_backward(choice: str):
+    """Run the ``choice`` backward (``"torch"`` or ``"kernel"``) inside the block, whatever
+    :data:`BACKWARD` and ``$TKO_ROW_BACKWARD`` say; the previous choice is restored after."""
+    global _FORCED_BACKWARD
+    if choice not in BACKWARDS:
+        raise InputError(f"use_backward={choice!r} is not a row backward; one of {', '.join(BACKWARDS)}")
+    before, _FORCED_BACKWARD = _FORCED_BACKWARD, choice
+    try:
+        yield
+    finally:
+        _FORCED_BACKWARD = before
+
+
+def _traced(t: torch.Tensor) -> bool:
+    """True when ``t`` is a tracing stand-in (AOTAutograd traces a backward on fake tensors)."""
+    try:
+        from torch._subclasses.fake_tensor import is_fake
+    except ImportError:  # pragma: no cover - torch without fake tensors cannot trace either
+        return False
+    return is_fake(t)
+
+
+def _count_torch_backward(op: str, dy: torch.Tensor) -> None:
+    """``<op>_bwd: torch`` for each eager run of the formula; traced into a compiled backward it
+    counts once per trace (the compiled graph then runs it without Python)."""
+    key = f"{op}_bwd: torch" + (" (traced into a compiled backward)" if _traced(dy) else "")
+    _CALLS[key] = _CALLS.get(key, 0) + 1
+
+
 # --- forward and backward with their counts ---------------------------------------------------
 
 _CALLS: dict = {}
@@ -550,8 +636,8 @@ _CALLS: dict = {}
 def call_counts() -> dict:
     """Calls per ``"op: kernel"`` / ``"op: reference (reason)"`` since import.
 
-    Backward calls count under ``"<op>_bwd: ..."`` (``softmax_bwd: kernel``), apart from the
-    forward ones."""
+    Backward calls count under ``"<op>_bwd: ..."`` (``softmax_bwd: torch``, ``softmax_bwd:
+    kernel``), apart from the forward ones."""
     return dict(_CALLS)
 
 
@@ -621,8 +707,8 @@ def _wants_grad(*tensors) -> bool:
 
 def _differentiable(op: str, limit, run_op, run_ref, plan_args):
     """``(out, plan)`` of a call that needs gradients: the custom op, whose registered backward
-    runs the backward kernel. The op plans against the device's own limit, so ``limit`` must be
-    None here."""
+    runs :func:`backward_choice`'s backward. The op plans against the device's own limit, so
+    ``limit`` must be None here."""
     if limit is not None:
         raise ValueError(f"{op}: limit= applies only to calls without autograd (the custom op "
                          "plans against the device's own limit)")
@@ -637,8 +723,8 @@ def _differentiable(op: str, limit, run_op, run_ref, plan_args):
 def softmax(x: torch.Tensor, *, return_plan: bool = False, limit: Optional[RowLimit] = None):
     """Softmax over the last dim; the reference when refused (``return_plan`` says why).
 
-    With autograd on the call runs ``torch.ops.tko.row_softmax`` and its backward kernel (then
-    ``limit`` must be None); the same holds for the other three."""
+    With autograd on the call runs ``torch.ops.tko.row_softmax`` and its registered backward
+    (then ``limit`` must be None); the same holds for the other three."""
     if _wants_grad(x):
         out, plan = _differentiable("softmax", limit, lambda: torch.ops.tko.row_softmax(x),
                                     lambda: softmax_ref(x), (x,))
@@ -697,7 +783,8 @@ HAS_TRITON_OP = hasattr(torch.library, "triton_op")
 OP_NAMES = {"softmax": "tko::row_softmax", "log_softmax": "tko::row_log_softmax",
             "layer_norm": "tko::layer_norm", "rms_norm": "tko::rms_norm"}
 # Internal ops: the norms' forward that also returns the per-row stats the backward reads (the
-# public norm ops above decompose into it), and each op's backward.
+# public norm ops above decompose into it), and each op's backward kernel (what the registered
+# autograd calls when backward_choice() is "kernel").
 INTERNAL_OP_NAMES = {"layer_norm": ("tko::layer_norm_fwd", "tko::layer_norm_bwd"),
                      "rms_norm": ("tko::rms_norm_fwd", "tko::rms_norm_bwd"),
                      "softmax": (None, "tko::row_softmax_bwd"),
@@ -770,6 +857,9 @@ def _softmax_grad(op: str, bwd_op):
         (y,) = ctx.saved_tensors
         if torch.is_grad_enabled():  # create_graph=True: torch ops, so it differentiates again
             _count_double_backward(op)
+            return BACKWARD_REFERENCES[op](dy, y)
+        if backward_choice() == "torch":
+            _count_torch_backward(op, dy)
             return BACKWARD_REFERENCES[op](dy, y)
         return bwd_op(dy, y)
     return backward
@@ -850,6 +940,10 @@ def _norm_grads(op: str, ctx, dy):
         # differentiates again (the saved stats carry no graph)
         _count_double_backward(op)
         mean, rstd = norm_stats_ref(x, ctx.eps, op == "layer_norm")
+        dx, dw, db = norm_bwd_ref(dy, x, weight, mean, rstd, need_dw, need_db)
+        db = None if db is None else db.to(bias.dtype)
+    elif backward_choice() == "torch":  # on the saved stats; dtypes as the kernel's
+        _count_torch_backward(op, dy)
         dx, dw, db = norm_bwd_ref(dy, x, weight, mean, rstd, need_dw, need_db)
         db = None if db is None else db.to(bias.dtype)
     elif op == "layer_norm":
