@@ -298,3 +298,43 @@ def test_the_copy_size_curve_behind_the_size_matched_floor():
     assert gbps[:-1] == sorted(gbps[:-1])  # the rate rises with size up to 1 GiB
     note = speed_of_light.peak_floor_note({"copy_rate_basis": "peak", "unique_bytes": 100e6, "peak_gbps": ref})
     assert "34 MB copy runs at 60 %" in note and "134 MB copy at 86 %" in note and "268 MB at 93 %" in note
+
+
+def test_row_kernel_sweep_call3_bf16_and_64k():
+    # H200, third call: fp16 and bf16, 1k-64k. log_softmax wins 4k-32k in both dtypes (and
+    # repeats call2's fp16 figures within 1 %); 64k is refused on sm_90 with its reason; the
+    # 8-warp LayerNorm plan at 16k moved from 58.8 % (call2) to about 90 % of copy.
+    doc = json.loads((ROWSWEEP.parent / "call3" / "rowkernel_sweep.json").read_text())
+    assert all(r["correct"] for r in doc["rows"] if r["status"] == "ok")
+    comp = {(c["op"], c["dtype"], c["n_cols"]): c for c in doc["comparison"]}
+    for dtype in ("fp16", "bf16"):
+        assert [comp[("log_softmax", dtype, n)]["bundled_beats_inductor"] for n in (1024, 4096, 16384, 32768)] \
+            == [False, True, True, True]
+        for op in ("log_softmax", "layer_norm"):
+            c = comp[(op, dtype, 65536)]
+            assert c["bundled_status"] == "refused" and not c["bundled_beats_inductor"]
+            assert "exceeds" in c["verdict"] and c["best_inductor_pct_of_copy"] < 65
+    call2 = {(c["op"], c["n_cols"]): c for c in
+             json.loads((ROWSWEEP.parent / "call2" / "rowkernel_sweep.json").read_text())["comparison"]}
+    for n in (4096, 16384, 32768):
+        assert comp[("log_softmax", "fp16", n)]["bundled_speedup"] == pytest.approx(
+            call2[("log_softmax", n)]["bundled_speedup"], rel=0.02)
+    assert call2[("layer_norm", 16384)]["bundled_pct_of_copy"] < 60
+    assert comp[("layer_norm", "fp16", 16384)]["bundled_pct_of_copy"] > 85
+    assert comp[("layer_norm", "bf16", 16384)]["bundled_pct_of_copy"] > 85
+
+
+def test_row_kernel_backward_sweeps_the_one_pass_backward_loses_everywhere():
+    # Two H200 calls timing the backward call alone: the one-pass backward kernel is slower than
+    # Inductor's compiled backward at every measured size, which is why the ops' autograd runs
+    # the torch formulas by default (Inductor compiles them inside a compiled region).
+    seen = 0
+    for call in ("call3_bwd", "call4_bwd"):
+        doc = json.loads((ROWSWEEP.parent / call / "rowkernel_sweep.json").read_text())
+        assert all(r["correct"] for r in doc["rows"] if r["status"] == "ok")
+        for c in doc["comparison"]:
+            assert c["direction"] == "bwd"
+            if c["bundled_status"] == "ok" and c["best_inductor_ms"]:
+                assert c["bundled_speedup"] < 0.9 and not c["bundled_beats_inductor"]
+                seen += 1
+    assert seen == 9  # softmax 4k/16k/32k, layer_norm 4k/16k (call3), rms_norm and layer_norm 4k/32k (call4)

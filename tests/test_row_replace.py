@@ -68,9 +68,10 @@ def test_the_swap_routes_eager_calls_and_passes_over_the_rest(tmp_path):
     line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
     # f runs 4 times (1 checked + 3 timed; two softmax calls each, one F.softmax with _stacklevel),
     # the reference line adds a norm each, and the softmax that needs autograd is routed too (its
-    # backward launches once); passed over: the float64 reference softmax twice and dim=0
+    # backward runs once, as the torch formula: the default); passed over: the float64 reference
+    # softmax twice and dim=0
     assert "softmax: kernel 9," in line and "layer_norm: kernel 5," in line and "rms_norm: kernel 5," in line
-    assert "softmax: passed over 3," in line and line.endswith("softmax_bwd: kernel 1")
+    assert "softmax: passed over 3," in line and line.endswith("softmax_bwd: torch 1")
     assert "torch.softmax" in proc.stderr and "torch.nn.functional.layer_norm" in proc.stderr
     plain = _launch(tmp_path)
     assert plain.returncode == 0 and "TKO_REPLACE" not in plain.stderr
@@ -105,20 +106,23 @@ print("training ok")
 """
 
 
-@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
-def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, compile):
+@pytest.mark.parametrize("compile, backward", [(False, "torch"), (True, "torch"), (True, "kernel")],
+                         ids=["eager", "compiled", "compiled-kernel-backward"])
+def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, compile, backward):
     script = tmp_path / "train_step.py"
     script.write_text(TRAINING_PROGRAM)
-    env = _env(tmp_path)
+    env = dict(_env(tmp_path), TKO_ROW_BACKWARD=backward)
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), "--replace-rows", "all",
            str(script), *(["--compile"] if compile else [])]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "training ok" in proc.stdout
     line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
-    # two float32 steps, each op once a step: two forward and two backward launches per op
+    # two float32 steps, each op once a step: two forward launches per op, and two backward calls
+    # (the torch formula eagerly; traced once into the compiled backward; or the kernel when chosen)
+    bwd = {"kernel": "kernel 2", "torch": "torch (traced into a compiled backward) 1" if compile else "torch 2"}[backward]
     for op in row_replace.OPS:
-        assert f"{op}: kernel 2," in line and f"{op}_bwd: kernel 2" in line, line
+        assert f"{op}: kernel 2," in line and f"{op}_bwd: {bwd}" in line, line
     # the float64 step (eager) passes over each op once; routed calls are noted only when eager
     assert "softmax: passed over 1," in line and "reference" not in line, line
     assert ("softmax: routed 2," in line) != compile, line
@@ -129,7 +133,7 @@ def test_the_swap_inside_torch_compile_keeps_the_custom_op(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(l for l in proc.stderr.splitlines() if l.startswith("TKO_REPLACE:"))
     # the op ran at each compiled call, not only at trace (8), and the eager autograd softmax once
-    assert "softmax: kernel 9," in line and "softmax: routed 1," in line and "softmax_bwd: kernel 1" in line, line
+    assert "softmax: kernel 9," in line and "softmax: routed 1," in line and "softmax_bwd: torch 1" in line, line
 
 
 def test_a_bad_op_list_stops_the_launcher_with_one_line(tmp_path):

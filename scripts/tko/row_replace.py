@@ -5,14 +5,15 @@ inside an unchanged program, and recognise those patterns in Inductor kernels.
 ``torch.nn.functional.softmax`` (and the log-softmax, ``layer_norm`` and ``rms_norm`` functions)
 to wrappers that call the ``tko::`` custom ops of :mod:`tko.rowkernels` when the call is one they
 do: the last dim, no dtype change, fp16/bf16/fp32, a GPU tensor. Calls that need gradients are
-routed too: the ops carry their own backward kernels (registered autograd), so a training region
-runs forward and backward on them. Any other call goes to the original function, so the
+routed too: the ops carry a registered backward (torch formulas by default, traced into the compiled
+backward for Inductor to fuse; the one-pass kernels with ``TKO_ROW_BACKWARD=kernel``), so a training
+region runs its forward on them. Any other call goes to the original function, so the
 replacement never changes what a program computes, only which kernel computes it. Under
-``torch.compile`` the wrappers are traced like user code and each custom op, forward and backward,
-stays one opaque node. Counts of replaced and passed-over calls are printed at exit, so a trial
+``torch.compile`` the wrappers are traced like user code and each forward custom op stays one opaque
+node and the default backward is traced into the compiled backward graph. Counts of replaced and passed-over calls are printed at exit, so a trial
 can tell "replaced" from "never applied": ``<op>: routed`` / ``<op>: passed over`` (eager calls),
-``<op>: kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: kernel`` /
-``<op>_bwd: reference (why)`` (backward launches), from :func:`tko.rowkernels.call_counts`.
+``<op>: kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: torch`` (the default
+backward), ``<op>_bwd: kernel`` / ``<op>_bwd: reference (why)`` (backward launches), from :func:`tko.rowkernels.call_counts`.
 
 :func:`row_pattern` names the row op an Inductor kernel implements from its name (Inductor names
 kernels after the aten ops fused into them), for the report's offer of a replacement.
