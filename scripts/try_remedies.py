@@ -31,6 +31,10 @@ def parse(argv):
                               "-- python examples/pointwise_chain.py --steps 50")
     p.add_argument("--out", required=True, help="output directory (trials.json, trials.md, logs/)")
     p.add_argument("--runs", type=int, default=3, help="runs per arm, interleaved (default 3)")
+    p.add_argument("--max-runs", type=int, default=None,
+                   help="after --runs rounds, further rounds of the baseline and the arms still undecided (faster, "
+                        "but one counted baseline run or inside the run-to-run noise), up to this many runs each, "
+                        "while --budget-s lasts (default: --runs + 2; --max-runs equal to --runs turns it off)")
     p.add_argument("--budget-s", type=float, default=1800.0, help="wall-time budget of all runs (default 1800)")
     p.add_argument("--arms", default=None, help="comma-separated arms to run (baseline always runs)")
     p.add_argument("--facts", action="append", default=[], metavar="JSON",
@@ -78,7 +82,8 @@ def main(argv=None) -> int:
     if a.arms:
         plan = trial_plan.restrict(plan, [n.strip() for n in a.arms.split(",") if n.strip()])
     trials.run_trials(cmd, a.out, plan, runs=a.runs, budget_s=a.budget_s, timeout=a.timeout,
-                      metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC, device=device, tool=TOOL)
+                      metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC, device=device, tool=TOOL,
+                      max_runs=a.runs + 2 if a.max_runs is None else a.max_runs)
     print((Path(a.out) / "trials.md").read_text(), end="")
     return 0
 

@@ -22,7 +22,8 @@ def _status(arm: dict) -> str:
 
 def markdown(doc: dict) -> str:
     lines = ["# Remedy trials", "", f"Command: {md.code(' '.join(doc['command']))}",
-             f"Device: {md.text(doc['device'].get('name', '?'))}; {doc['runs']} run(s) per arm, interleaved; "
+             f"Device: {md.text(doc['device'].get('name', '?'))}; {doc['runs']} run(s) per arm, interleaved"
+             f"{_extra_runs(doc)}; "
              f"step time from: {md.text(doc.get('metric_from') or 'n/a')}", ""]
     rows = []
     for arm in doc["arms"]:
@@ -36,3 +37,9 @@ def markdown(doc: dict) -> str:
     lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
     lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]
     return "\n".join(lines) + "\n"
+
+
+def _extra_runs(doc: dict) -> str:
+    """", up to N for arms still undecided" when extra rounds were allowed."""
+    extra = doc.get("max_runs")
+    return f" (up to {extra} for arms still undecided)" if isinstance(extra, int) and extra > doc["runs"] else ""
