@@ -66,7 +66,10 @@ def test_online_investigation(run_script, tmp_path, h200, example):
     from conftest import ROOT
 
     kernel_expected, winner_expected, program_expected = EXPECTED[example]
+    # trials of 2 runs within 200 s: one example fits a 10-minute device call (the defaults, 3 runs
+    # in 900 s, did not finish 2 examples in 185 s or 1 in 230 s on the H200)
     proc = run_script("investigate.py", "--out", tmp_path / "inv", "--top", "2", "--probe-arch", "none",
+                      "--trials-runs", "2", "--trials-budget-s", "200",
                       "--", "python", ROOT / "examples" / f"{example}.py", "--steps", "20",
                       cwd=tmp_path, timeout=1500)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
