@@ -1,11 +1,13 @@
-"""tko.rowkernels: one-pass row kernels against their torch references, in the Triton interpreter.
+"""tko.rowkernels: the row kernels (one-pass and chunked) against their torch references, in the
+Triton interpreter.
 
 Triton takes ``TRITON_INTERPRET`` at import, and the pytest process may have imported it already,
 so the ``test_kernel_*`` tests run in one child pytest started with ``TRITON_INTERPRET=1``
 (``test_kernels_in_the_interpreter``); in this process they are skipped. The refusal path, the
 limits table and the custom ops need no kernel and run here, where a CPU tensor is refused.
 The backward kernels' tests select them (``kernel_backward``); the default backward is the torch
-formula, tested on both paths.
+formula, tested on both paths. The chunked form is forced with a 1 KiB limit (:data:`SMALL`: 256
+fp32 elements, 64-element chunks), so that rows of a few thousand columns take many chunks.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
        torch.bfloat16: dict(rtol=1.6e-2, atol=2e-2)}
 DTYPES = list(TOL)
 ODD_COLS = (1, 7, 1000, 1023, 4097)
+# A limit that forces the chunked form on short rows: 256 fp32 elements one-pass, 64-element chunks
+SMALL = rk.RowLimit("small", 64, 16, 1024, "tests: 1 KiB on chip")
+CHUNKED_COLS = (1000, 777, 4099)
 
 
 INTERP = rk.interpreting()
@@ -74,12 +79,16 @@ def _close(got, want, dtype):
     torch.testing.assert_close(got, want, equal_nan=True, **TOL[dtype])
 
 
-def _call(op, x, w=None, b=None):
+def _call(op, x, w=None, b=None, limit=None):
     if op == "layer_norm":
-        return rk.layer_norm(x, w, b, return_plan=True), rk.layer_norm_ref(x, w, b)
+        return rk.layer_norm(x, w, b, return_plan=True, limit=limit), rk.layer_norm_ref(x, w, b)
     if op == "rms_norm":
-        return rk.rms_norm(x, w, return_plan=True), rk.rms_norm_ref(x, w)
-    return getattr(rk, op)(x, return_plan=True), rk.REFERENCES[op](x)
+        return rk.rms_norm(x, w, return_plan=True, limit=limit), rk.rms_norm_ref(x, w)
+    return getattr(rk, op)(x, return_plan=True, limit=limit), rk.REFERENCES[op](x)
+
+
+def _added(before):
+    return {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
 
 
 @kernel
@@ -170,8 +179,21 @@ def check_refusals():
     limit = rk.ROW_LIMITS["interpreter"]
     long = _x(2, limit.max_row_elements + 1, torch.float32)
     y, plan = rk.softmax(long, return_plan=True)
-    assert not plan.use_kernel and "exceeds" in plan.reason and str(limit.max_row_elements) in plan.reason
+    # over the one-pass limit: the chunked form where a CPU tensor may run a kernel
+    if INTERP:
+        assert plan.use_kernel and plan.form == "chunked" and plan.chunk == 4096
+        assert "exceeds" in plan.note and str(limit.max_row_elements) in plan.note
+    else:
+        assert not plan.use_kernel and "TRITON_INTERPRET" in plan.reason and plan.form == "reference"
     torch.testing.assert_close(y, torch.softmax(long, -1))
+    # over the chunked form's cap: refused, with both reasons
+    huge = torch.zeros(1, rk.MAX_CHUNKED_ELEMENTS + 1)
+    y, plan = rk.softmax(huge, return_plan=True)
+    assert not plan.use_kernel and plan.form == "reference"
+    assert plan.reason == (f"row of {rk.MAX_CHUNKED_ELEMENTS + 1} (BLOCK {2 * rk.MAX_CHUNKED_ELEMENTS}) "
+                           f"exceeds 16384 fp32 elements on interpreter (64 KiB on chip) and the "
+                           f"chunked form's cap of {rk.MAX_CHUNKED_ELEMENTS}")
+    torch.testing.assert_close(y, torch.softmax(huge, -1))
     # exactly the limit still runs the kernel (where a CPU tensor may)
     at_limit = rk.plan_row("softmax", long[:, :limit.max_row_elements])
     assert at_limit.use_kernel if INTERP else "TRITON_INTERPRET" in at_limit.reason
@@ -208,7 +230,7 @@ def test_cpu_tensor_refused_without_the_interpreter():
     torch.testing.assert_close(y, torch.softmax(x, -1))
 
 
-def test_limits_table_matches_archs_and_picks_warps():
+def test_limits_table_matches_archs_and_picks_warps(monkeypatch):
     for key in ("gfx936", "gfx938", "gfx942"):
         lim, info = rk.ROW_LIMITS[key], archs.ARCHS[key]
         assert lim.wave_size == info.wave_size == 64
@@ -217,10 +239,11 @@ def test_limits_table_matches_archs_and_picks_warps():
     h200 = rk.ROW_LIMITS["sm_90"]
     assert h200.wave_size == archs.ARCHS["sm_90"].wave_size == 32
     assert h200.max_row_elements == 32768
-    # too long for a DCU, fine for an H200
+    # too long for a DCU's one pass (the chunked form there), one pass on an H200
+    monkeypatch.setattr(rk, "interpreting", lambda: True)
     x = torch.empty(1, 20000)
-    assert not rk.plan_row("softmax", x, limit=rk.ROW_LIMITS["gfx936"]).use_kernel
-    assert rk.plan_row("softmax", x, limit=h200).reason in (None, rk.plan_row("softmax", x[:, :7]).reason)
+    assert rk.plan_row("softmax", x, limit=rk.ROW_LIMITS["gfx936"]).form == "chunked"
+    assert rk.plan_row("softmax", x, limit=h200).form == "one_pass"
     dcu = rk.ROW_LIMITS["gfx936"]
     assert [rk.pick_num_warps(b, dcu) for b in (1, 512, 1024, 4096, 16384)] == [1, 1, 2, 8, 16]
     assert [rk.pick_num_warps(b, h200) for b in (1, 1024, 4096, 32768)] == [1, 4, 16, 32]
@@ -261,6 +284,196 @@ def test_h200_layer_norm_16k_forward_takes_8_warps(monkeypatch):
     monkeypatch.setattr(rk, "interpreting", lambda: True)
     x, w = torch.empty(2, 16384, dtype=torch.float16), torch.empty(16384, dtype=torch.float16)
     assert rk.plan_row("layer_norm", x, w, w, limit=rk.ROW_LIMITS["gfx936"]).num_warps == 16
+
+
+# --- the chunked form ---------------------------------------------------------------------------
+
+def _plan(monkeypatch, op, cols, limit, dtype=torch.float16, backward=False):
+    """plan_row for ``limit`` on a CPU tensor with weight and bias, as it plans on the GPU."""
+    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    x, w = torch.empty(2, cols, dtype=dtype), torch.empty(cols, dtype=dtype)
+    args = (x, w, w) if op == "layer_norm" else (x, w) if op == "rms_norm" else (x,)
+    return rk.plan_row(op, *args, limit=limit, backward=backward)
+
+
+def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
+    h200 = rk.ROW_LIMITS["sm_90"]
+    over = "row of 65536 (BLOCK 65536) exceeds 32768 fp32 elements on sm_90 (227 KiB on chip)"
+    for op in rk.OPS:
+        plan = _plan(monkeypatch, op, 65536, h200)
+        assert plan.use_kernel and plan.reason is None
+        assert (plan.form, plan.chunk, plan.num_warps, plan.block) == ("chunked", 4096, 16, 65536)
+        assert plan.note == f"{over}: chunked, two passes over 4096-element chunks"
+        # a row that fits keeps the one-pass plan
+        fit = _plan(monkeypatch, op, 32768, h200)
+        assert fit.use_kernel and (fit.form, fit.chunk, fit.note, fit.block) == ("one_pass", None, None, 32768)
+        # the backward kernels are one-pass only
+        bwd = _plan(monkeypatch, op, 65536, h200, backward=True)
+        assert (bwd.use_kernel, bwd.form) == (False, "reference")
+        assert bwd.reason == f"{over}; the backward kernels are one-pass only"
+        assert _plan(monkeypatch, op, 32768, h200, backward=True).form == "one_pass"
+    # the cap: 2^20 columns run chunked, one more is refused
+    cap = rk.MAX_CHUNKED_ELEMENTS
+    assert cap == 1 << 20 and _plan(monkeypatch, "softmax", cap, h200).form == "chunked"
+    refused = _plan(monkeypatch, "layer_norm", cap + 1, h200)
+    assert (refused.use_kernel, refused.form) == (False, "reference")
+    assert refused.reason == (f"row of {cap + 1} (BLOCK {2 * cap}) exceeds 32768 fp32 elements on sm_90 "
+                              f"(227 KiB on chip) and the chunked form's cap of {cap}")
+    # CHUNK: listed per limit, else the largest power of two up to 4096 with room for four fp32
+    # vectors on chip
+    assert [rk.chunk_elements(rk.ROW_LIMITS[k]) for k in ("sm_90", "gfx936", "gfx942", "cuda", "hip")] == \
+        [4096, 4096, 4096, 2048, 4096]
+    assert SMALL.max_row_elements == 256 and rk.chunk_elements(SMALL) == 64
+    small = _plan(monkeypatch, "layer_norm", 257, SMALL)
+    assert (small.form, small.chunk, small.num_warps, small.block) == ("chunked", 64, 1, 512)
+    assert _plan(monkeypatch, "layer_norm", 256, SMALL).form == "one_pass"
+    # every other refusal stays as it was
+    assert rk.plan_row("softmax", torch.empty(2, 1000, dtype=torch.float64), limit=SMALL).reason == \
+        "dtype torch.float64 not in fp16/bf16/fp32"
+    assert rk.plan_row("layer_norm", torch.empty(2, 1000), torch.ones(999), limit=SMALL).reason == \
+        "weight shape (999,) is not (1000,)"
+    assert "last dim not contiguous" in rk.plan_row("rms_norm", torch.empty(1000, 2).t(), limit=SMALL).reason
+
+
+@pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
+def test_chunked_rows_of_a_cpu_tensor_are_refused_without_the_interpreter():
+    x = _x(2, 1000, torch.float32)
+    y, plan = rk.softmax(x, return_plan=True, limit=SMALL)
+    assert (plan.use_kernel, plan.form) == (False, "reference") and "TRITON_INTERPRET" in plan.reason
+    torch.testing.assert_close(y, torch.softmax(x, -1))
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("op", rk.OPS)
+def test_kernel_chunked_rows_match_the_reference(op, dtype):
+    before = rk.call_counts()
+    for cols in CHUNKED_COLS:         # 16, 13 and 65 chunks of 64, the last one partly masked
+        x = _x(2, cols, dtype, seed=cols)
+        w = torch.randn(cols).to(dtype) if op in ("layer_norm", "rms_norm") else None
+        b = torch.randn(cols).to(dtype) if op == "layer_norm" else None
+        (got, plan), want = _call(op, x, w, b, limit=SMALL)
+        assert plan.use_kernel and (plan.form, plan.chunk, plan.block) == ("chunked", 64, _next_pow2(cols)), plan
+        _close(got, want, dtype)
+    # rows strided apart under batched leading dims
+    x = _x(6, 1100, dtype, seed=1)[:, 50:1050].view(2, 3, 1000)
+    (got, plan), want = _call(op, x, limit=SMALL)
+    assert plan.form == "chunked" and got.shape == (2, 3, 1000)
+    _close(got, want, dtype)
+    assert _added(before) == {f"{op}: kernel (chunked)": len(CHUNKED_COLS) + 1}, _added(before)
+
+
+def _next_pow2(n):
+    return 1 << max(0, math.ceil(math.log2(n)))
+
+
+@kernel
+def test_kernel_chunked_and_one_pass_forms_agree():
+    x = _x(2, 4099, torch.float32, seed=4)
+    w, b = torch.randn(4099), torch.randn(4099)
+    for op in rk.OPS:
+        (one, p1), _ = _call(op, x, w, b)
+        (chunked, p2), _ = _call(op, x, w, b, limit=SMALL)
+        assert (p1.form, p2.form) == ("one_pass", "chunked")
+        torch.testing.assert_close(chunked, one, **TOL[torch.float32])
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_chunked_masks_nan_and_inf_follow_torch(dtype):
+    inf = float("inf")
+    x = _x(9, 1000, dtype)
+    x[0] = -inf                        # fully masked attention row: torch gives NaN
+    x[1, 10:700] = -inf                # masked in part, across chunks
+    x[2, 5] = float("nan")
+    x[3, 7] = inf
+    x[4, :999] = -inf                  # one live element, in the last chunk's masked tail
+    x[5, torch.arange(1000) % 64 >= 32] = -inf   # half the lanes see only -inf, in every chunk
+    x[6, :500] = -inf                  # NaN after a masked start
+    x[6, 700] = float("nan")
+    x[7, :300] = -inf                  # +inf after a masked start
+    x[7, 900] = inf
+    x[8, :600] = -inf                  # masked first chunks, then live ones
+    causal = _x(6, 777, dtype, seed=1)
+    for i in range(6):                 # a causal mask: row i sees columns 0 .. 150 i
+        causal[i, 150 * i + 1:] = -inf
+    for op in ("softmax", "log_softmax"):
+        for t in (x, causal):
+            (got, plan), want = _call(op, t, limit=SMALL)
+            assert plan.form == "chunked"
+            _close(got, want, dtype)
+            torch.testing.assert_close(got, getattr(torch, op)(t.float(), -1).to(dtype), equal_nan=True,
+                                       **TOL[dtype])
+    sm = rk.softmax(x, limit=SMALL)
+    assert torch.isnan(sm[[0, 2, 3, 6, 7]]).all()
+    assert torch.isfinite(sm[[1, 4, 5, 8]]).all()
+    assert (sm[1, 10:700] == 0).all() and (sm[5, torch.arange(1000) % 64 >= 32] == 0).all()
+    assert (sm[8, :600] == 0).all() and sm[4, 999] == 1 and (sm[4, :999] == 0).all()
+    assert (rk.log_softmax(x, limit=SMALL)[1, 10:700] == -inf).all()
+    csm = rk.softmax(causal, limit=SMALL)
+    assert csm[0, 0] == 1 and torch.isfinite(csm).all()
+    for i in range(6):
+        assert (csm[i, 150 * i + 1:] == 0).all()
+    for op in ("layer_norm", "rms_norm"):
+        (got, plan), want = _call(op, x[[0, 2, 3, 7, 8]], limit=SMALL)
+        assert plan.form == "chunked"
+        _close(got, want, dtype)
+
+
+@kernel
+def test_kernel_chunked_layer_norm_keeps_the_variance_of_an_offset_row():
+    # mean 300, std 1: unshifted fp32 sums (E[x^2] - E[x]^2) lose about 1e-2 of the variance,
+    # and x - mean rounds at the size of the mean; against an fp64 reference
+    x = _x(3, 1000, torch.float32) / 3 + 300
+    w, b = torch.randn(1000), torch.randn(1000)
+    y, plan = rk.layer_norm(x, w, b, return_plan=True, limit=SMALL)
+    assert plan.form == "chunked"
+    torch.testing.assert_close(y, rk.layer_norm_ref(x.double(), w.double(), b.double()).float(),
+                               **TOL[torch.float32])
+    y, plan = rk.rms_norm(x, w, return_plan=True, limit=SMALL)
+    torch.testing.assert_close(y, rk.rms_norm_ref(x.double(), w.double()).float(), **TOL[torch.float32])
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_backward_through_a_chunked_forward(dtype, monkeypatch):
+    # the custom ops plan against the device's own limit: the interpreter's, made small here
+    monkeypatch.setitem(rk.ROW_LIMITS, "interpreter", SMALL)
+    x, dy = _x(3, 777, dtype, seed=3), _x(3, 777, dtype, seed=4) / 3
+    why = ("row of 777 (BLOCK 1024) exceeds 256 fp32 elements on small (1 KiB on chip); "
+           "the backward kernels are one-pass only")
+    for op in rk.OPS:
+        for params in ([_params(op, 777, dtype, 0)] + ([[]] if op in ("layer_norm", "rms_norm") else [])):
+            assert rk.plan_row(op, x, *params).form == "chunked"
+            before = rk.call_counts()
+            check_backward(op, x, params, dy, dtype, backward=None)         # the default: torch
+            assert _added(before) == {f"{op}: kernel (chunked)": 1, f"{op}_bwd: torch": 1}, _added(before)
+            before = rk.call_counts()
+            check_backward(op, x, params, dy, dtype, kernel=False, backward="kernel")
+            assert _added(before) == {f"{op}: kernel (chunked)": 1, f"{op}_bwd: reference ({why})": 1}, \
+                _added(before)
+    # masked rows (1000 columns: chunked here) through the default backward
+    check_masked_rows_backward(dtype, "torch")
+
+
+@kernel
+def test_kernel_chunked_ops_pass_opcheck(monkeypatch):
+    monkeypatch.setitem(rk.ROW_LIMITS, "interpreter", SMALL)
+    x = _x(3, 300, torch.float32).requires_grad_(True)
+    w, b = torch.randn(300, requires_grad=True), torch.randn(300, requires_grad=True)
+    assert rk.plan_row("softmax", x).form == "chunked"
+    tko = torch.ops.tko
+    for op, args in ((tko.row_softmax, (x,)), (tko.row_log_softmax, (x,)),
+                     (tko.layer_norm_fwd, (x, w, b, 1e-5, True)), (tko.rms_norm_fwd, (x, w, 1e-6, True))):
+        result = torch.library.opcheck(op, args)
+        assert set(result.values()) == {"SUCCESS"}, (op, result)
+    # the stats the backward reads, from the chunked forward
+    _, mean, rstd = tko.layer_norm_fwd(x.detach(), w.detach(), b.detach(), 1e-5, True)
+    want_mean, want_rstd = rk.norm_stats_ref(x.detach(), 1e-5, True)
+    torch.testing.assert_close(mean, want_mean)
+    torch.testing.assert_close(rstd, want_rstd)
+    _, rstd = tko.rms_norm_fwd(x.detach(), None, 1e-6, True)
+    torch.testing.assert_close(rstd, rk.norm_stats_ref(x.detach(), 1e-6, False)[1])
 
 
 @kernel

@@ -1,11 +1,25 @@
-"""One-pass Triton row kernels: softmax, log-softmax, LayerNorm and RMSNorm, forward and backward.
+"""Triton row kernels: softmax, log-softmax, LayerNorm and RMSNorm, forward and backward.
 
-Each program owns one row of the last dimension: the whole row is one block
+Each program owns one row of the last dimension. In the one-pass form the whole row is one block
 (``BLOCK = next_power_of_2(n_cols)``), read once with a masked tail, reduced in fp32 and written
 once in the input dtype (fp16, bf16 or fp32). That is only right while the row fits on chip, so
-:func:`plan_row` checks the row against :data:`ROW_LIMITS` and refuses anything else; a refused
-call returns the pure-torch reference instead, and ``return_plan=True`` gives the caller the
-:class:`RowPlan` with the reason.
+:func:`plan_row` checks the row against :data:`ROW_LIMITS`. A longer row, up to
+:data:`MAX_CHUNKED_ELEMENTS`, runs the chunked form (``RowPlan.form == "chunked"``): a loop over
+``CHUNK``-element blocks (:data:`CHUNK_ELEMENTS`) in two passes, each lane keeping running fp32
+values. Softmax / log-softmax: pass 1 is the online softmax (a running max, and a sum of exp
+rescaled whenever the max grows), pass 2 rereads the row and writes ``exp(x - max) / sum``
+(``x - max - log(sum)``); LayerNorm: pass 1 sums ``d = x - x[0]`` and ``d * d`` (the shift keeps
+the variance from cancelling when the mean is large), pass 2 normalizes and writes, with the
+per-row mean / rstd for the backward; RMSNorm: pass 1 sums ``x * x``. Pass 2 rereads the row,
+meant to find it in L2 still, so that the row crosses DRAM about once. Why: on an NVIDIA H200 at 65536
+columns (fp16 / bf16, tests/fixtures/rowkernel_sweep_h200/README.md) the one-pass kernels are
+refused (a 64k fp32 row is 256 KiB, over the 227 KiB a block holds; offline compiles spill) and
+Inductor's looped reductions, which read the row from DRAM three times (max, sum, write) or twice
+(the norms), reach 48-50 % of copy (softmax), 53-54 % (log-softmax) and 57-61 % (LayerNorm). The
+chunked form is checked in the interpreter only; it is not yet timed on a GPU. Anything else
+(dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
+pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
+the reason.
 
 Entry points, each with a pure-torch reference (``*_ref``, fp32 math, result in the input dtype):
 
@@ -43,11 +57,15 @@ weight's and bias's. ``create_graph=True`` uses the torch formulas (the norms on
 from x), so double backward works. The public functions are differentiable: with autograd on they
 go through the custom ops. Backward calls count apart: ``softmax_bwd: torch`` (an eager run of the
 formula; ``softmax_bwd: torch (traced into a compiled backward)`` once per trace), ``softmax_bwd:
-kernel``, ``softmax_bwd: reference (why)`` (a refused kernel).
+kernel``, ``softmax_bwd: reference (why)`` (a refused kernel). The backward kernels are one-pass
+only: under ``"kernel"`` a row over the limit (a chunked forward) falls back to the torch formula,
+counted ``softmax_bwd: reference (row of ... ; the backward kernels are one-pass only)``. Forward
+calls count ``softmax: kernel`` (one pass), ``softmax: kernel (chunked)`` and ``softmax: reference
+(why)``.
 
-NaN/inf rows follow torch: a row holding NaN or +inf gives NaN softmax, and a row that is -inf
-everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does (its gradient is
-NaN too); -inf in part of a row gives exact zeros there (and zero gradient).
+NaN/inf rows follow torch in both forms: a row holding NaN or +inf gives NaN softmax, and a row
+that is -inf everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does (its
+gradient is NaN too); -inf in part of a row gives exact zeros there (and zero gradient).
 
 With ``TRITON_INTERPRET=1`` set before Triton is imported the kernels run in the interpreter, the
 only way a CPU tensor gets them; otherwise a CPU tensor is refused.
@@ -127,9 +145,39 @@ ROW_LIMITS = {lim.key: lim for lim in (
 ELEMENTS_PER_THREAD = 8
 
 
+# The chunked form (rows over the limit's max_row_elements): CHUNK, the block its loop walks the
+# row in, per limit key. The chunked kernels keep three CHUNK-long fp32 vectors live (softmax: the
+# running max, the running sum and the chunk; the norms: two sums and the chunk) and launch
+# pick_num_warps(CHUNK) warps, so CHUNK stays well under the one-pass limit. sm_90: 4096 at 16
+# warps (512 threads, 8 fp32 values a thread per vector), where 8192 would take 32 warps of 1024
+# threads, the count at which the 16k one-pass LayerNorm already took 41-44 registers and one
+# program per SM (FORWARD_NUM_WARPS); two 512-thread programs per SM keep 2 x 132 rows of 64k fp16
+# (33 MiB) in flight, under the H200's 50 MB L2 that pass 2 rereads them from. Not yet timed on a GPU.
+CHUNK_ELEMENTS = {"sm_90": 4096}
+# A limit not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
+# vectors in the limit's on-chip bytes (4096 on every 64 KiB DCU / AMD limit, 2048 on the 48 KiB
+# CUDA default; 64 on a 1 KiB test limit).
+DEFAULT_CHUNK = 4096
+# Longest row the chunked form takes (4 MiB of fp32 a row); longer rows are refused as before.
+MAX_CHUNKED_ELEMENTS = 1 << 20
+FORMS = ("one_pass", "chunked")
+
+
+def chunk_elements(limit: RowLimit) -> int:
+    """CHUNK of the chunked form under ``limit`` (:data:`CHUNK_ELEMENTS`, else the rule above)."""
+    if limit.key in CHUNK_ELEMENTS:
+        return CHUNK_ELEMENTS[limit.key]
+    return max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
+
+
 @dataclass(frozen=True)
 class RowPlan:
-    """What a call will do: launch the kernel (``reason is None``) or fall back, and why."""
+    """What a call will do: launch a kernel (``reason is None``) or fall back, and why.
+
+    ``form`` is the kernel that runs: ``"one_pass"`` (the row is one block of ``block``
+    elements) or ``"chunked"`` (the row is over the limit: a loop over ``chunk``-element blocks,
+    two passes; ``block`` is still the row's one-pass BLOCK and ``note`` says why); a refused
+    plan's ``form`` is ``"reference"``."""
 
     op: str
     n_rows: int
@@ -138,6 +186,9 @@ class RowPlan:
     num_warps: int
     limit: Optional[RowLimit]
     reason: Optional[str] = None
+    form: str = "one_pass"
+    chunk: Optional[int] = None
+    note: Optional[str] = None
 
     @property
     def use_kernel(self) -> bool:
@@ -224,9 +275,12 @@ def _check_param(name: str, t, x: torch.Tensor, n_cols: int) -> Optional[str]:
 
 def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
              limit: Optional[RowLimit] = None, backward: bool = False) -> RowPlan:
-    """Decide whether ``op`` on ``x`` runs the one-pass kernel; ``reason`` says why not.
+    """Decide whether ``op`` on ``x`` runs a kernel, and which form; ``reason`` says why not.
 
-    ``backward`` plans the op's backward kernel: the same checks and BLOCK, its own warps."""
+    A row whose BLOCK fits ``limit`` runs the one-pass kernel; a longer one, up to
+    :data:`MAX_CHUNKED_ELEMENTS`, the chunked form (``form="chunked"``). ``backward`` plans the
+    op's backward kernel: the same checks and BLOCK, its own warps, and one-pass only (a row over
+    the limit is refused: the backward falls back to the torch formula)."""
     if op not in OPS:
         raise ValueError(f"unknown row op {op!r}; one of {', '.join(OPS)}")
     n_cols = int(x.shape[-1]) if x.dim() else 1
@@ -234,7 +288,7 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
     block = _next_pow2(n_cols)
 
     def refuse(reason, lim=None):
-        return RowPlan(op, n_rows, n_cols, block, 1, lim, reason)
+        return RowPlan(op, n_rows, n_cols, block, 1, lim, reason, form="reference")
 
     if triton is None:
         return refuse("triton is not importable")
@@ -255,11 +309,21 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         if why:
             return refuse(why)
     lim = limit or device_limit(x.device)
+    chunk = note = None
     if block > lim.max_row_elements:
-        return refuse(f"row of {n_cols} (BLOCK {block}) exceeds {lim.max_row_elements} fp32 "
-                      f"elements on {lim.key} ({lim.on_chip_bytes // 1024} KiB on chip)", lim)
+        over = (f"row of {n_cols} (BLOCK {block}) exceeds {lim.max_row_elements} fp32 "
+                f"elements on {lim.key} ({lim.on_chip_bytes // 1024} KiB on chip)")
+        if backward:
+            return refuse(f"{over}; the backward kernels are one-pass only", lim)
+        if n_cols > MAX_CHUNKED_ELEMENTS:
+            return refuse(f"{over} and the chunked form's cap of {MAX_CHUNKED_ELEMENTS}", lim)
+        chunk = chunk_elements(lim)
+        note = f"{over}: chunked, two passes over {chunk}-element chunks"
     if x.device.type != "cuda" and not interpreting():
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
+    if chunk is not None:
+        return RowPlan(op, n_rows, n_cols, block, pick_num_warps(chunk, lim), lim,
+                       form="chunked", chunk=chunk, note=note)
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -449,6 +513,117 @@ if tl is not None:
         if HAS_DB:
             tl.store(DB + pid * n_cols + cols, db_acc, mask=mask)
 
+    # The chunked form: one row per program, walked in CHUNK-element blocks twice (pass 1 reduces,
+    # pass 2 rereads the row, from L2 while it is still there, and writes). Each lane of a block
+    # keeps its own running fp32 values; the lanes merge once, between the passes. While loops,
+    # as in _norm_bwd_kernel: Triton 3.3's interpreter takes no runtime int as a range() bound.
+    def _softmax_chunked_kernel(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr,
+                                LOG: tl.constexpr):
+        # online softmax: per lane a running max m and s = sum(exp(x - m)), s rescaled by
+        # exp(m_old - m_new) when m grows. -inf entries add exact zeros and a lane that has seen
+        # only -inf keeps s = 0 (no -inf - -inf); a NaN or +inf entry makes s NaN, so the row
+        # comes out NaN as torch's does, and a row of -inf gives exp(-inf - -inf) = NaN
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, CHUNK)
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
+        m = tl.full([CHUNK], float("-inf"), tl.float32)
+        s = tl.zeros([CHUNK], dtype=tl.float32)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            x = tl.load(x_row + c, mask=c < n_cols, other=float("-inf")).to(tl.float32)
+            m_new = tl.maximum(m, x)
+            alpha = tl.where(m == m_new, 1.0, tl.exp(m - m_new))
+            s = s * alpha + tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+            m = m_new
+            start += CHUNK
+        row_max = tl.max(m, axis=0)
+        total = tl.sum(s * tl.where(m == row_max, 1.0, tl.exp(m - row_max)), axis=0)
+        log_total = tl.log(total)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            mask = c < n_cols
+            z = tl.load(x_row + c, mask=mask, other=float("-inf")).to(tl.float32) - row_max
+            if LOG:
+                y = z - log_total
+            else:
+                y = tl.exp(z) / total
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+            start += CHUNK
+
+    def _layer_norm_chunked_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
+                                   CHUNK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
+                                   STATS: tl.constexpr):
+        # pass 1: per lane the fp32 sums of d and d * d, d = x - x[0]: shifted by the row's first
+        # element, so that var = E[d^2] - E[d]^2 does not cancel when |mean| >> std (unshifted,
+        # an fp32 row of mean 300 and std 1 loses about 1e-2 of its variance); pass 2
+        # normalizes d - E[d], not x - mean, which would round at the size of the mean.
+        # NaN / inf rows give NaN, as F.layer_norm does.
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, CHUNK)
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
+        shift = tl.load(x_row).to(tl.float32)
+        s1 = tl.zeros([CHUNK], dtype=tl.float32)
+        s2 = tl.zeros([CHUNK], dtype=tl.float32)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            mask = c < n_cols
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+            d = tl.where(mask, x - shift, 0.0)
+            s1 += d
+            s2 += d * d
+            start += CHUNK
+        d_mean = tl.sum(s1, axis=0) / n_cols
+        var = tl.sum(s2, axis=0) / n_cols - d_mean * d_mean
+        var = tl.where(var < 0.0, 0.0, var)      # rounding only; a NaN stays NaN
+        mean = shift + d_mean
+        rstd = 1.0 / tl.sqrt(var + eps)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            mask = c < n_cols
+            x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+            y = ((x - shift) - d_mean) * rstd
+            if HAS_W:
+                y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+            if HAS_B:
+                y = y + tl.load(B + c, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+            start += CHUNK
+        if STATS:
+            tl.store(Mean + row, mean)
+            tl.store(Rstd + row, rstd)
+
+    def _rms_norm_chunked_kernel(X, Y, W, Rstd, stride_x, stride_y, n_cols, eps,
+                                 CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, CHUNK)
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
+        s2 = tl.zeros([CHUNK], dtype=tl.float32)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            x = tl.load(x_row + c, mask=c < n_cols, other=0.0).to(tl.float32)
+            s2 += x * x
+            start += CHUNK
+        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps)
+        start = 0
+        while start < n_cols:
+            c = start + cols
+            mask = c < n_cols
+            y = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32) * rstd
+            if HAS_W:
+                y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+            start += CHUNK
+        if STATS:
+            tl.store(Rstd + row, rstd)
+
 _JITTED: dict = {}
 
 
@@ -460,7 +635,10 @@ def _kernels() -> dict:
                          "softmax_bwd": triton.jit(_softmax_bwd_kernel),
                          "layer_norm": triton.jit(_layer_norm_kernel),
                          "rms_norm": triton.jit(_rms_norm_kernel),
-                         "norm_bwd": triton.jit(_norm_bwd_kernel)}
+                         "norm_bwd": triton.jit(_norm_bwd_kernel),
+                         "softmax_chunked": triton.jit(_softmax_chunked_kernel),
+                         "layer_norm_chunked": triton.jit(_layer_norm_chunked_kernel),
+                         "rms_norm_chunked": triton.jit(_rms_norm_chunked_kernel)}
     return _JITTED[mode]
 
 
@@ -470,7 +648,8 @@ def _stats_like(x: torch.Tensor, want: bool) -> Optional[torch.Tensor]:
 
 def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float = 0.0,
             stats: bool = False):
-    """The forward kernel: ``(y, mean, rstd)``; the stats are None unless ``stats`` (a norm)."""
+    """The forward kernel of ``plan.form``: ``(y, mean, rstd)``; the stats are None unless
+    ``stats`` (a norm). Both forms take the same arguments, the block as BLOCK or CHUNK."""
     x2 = x.view(-1, plan.n_cols)
     y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     mean = _stats_like(x, stats and plan.op == "layer_norm")
@@ -480,22 +659,25 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
     y2 = y.view(-1, plan.n_cols)
     k = _kernels()
     grid = (plan.n_rows,)
-    common = dict(BLOCK=plan.block, num_warps=plan.num_warps)
+    if plan.form == "chunked":
+        common, form = dict(CHUNK=plan.chunk, num_warps=plan.num_warps), "_chunked"
+    else:
+        common, form = dict(BLOCK=plan.block, num_warps=plan.num_warps), ""
     # an absent pointer (weight, bias, stats) is passed as x2: the kernel never touches it
     if plan.op in ("softmax", "log_softmax"):
-        k["softmax"][grid](x2, y2, x2.stride(0), y2.stride(0), plan.n_cols,
-                           LOG=plan.op == "log_softmax", **common)
+        k["softmax" + form][grid](x2, y2, x2.stride(0), y2.stride(0), plan.n_cols,
+                                  LOG=plan.op == "log_softmax", **common)
     elif plan.op == "layer_norm":
-        k["layer_norm"][grid](x2, y2, weight if weight is not None else x2,
-                              bias if bias is not None else x2,
-                              mean if stats else x2, rstd if stats else x2,
-                              x2.stride(0), y2.stride(0), plan.n_cols, float(eps),
-                              HAS_W=weight is not None, HAS_B=bias is not None, STATS=stats,
-                              **common)
+        k["layer_norm" + form][grid](x2, y2, weight if weight is not None else x2,
+                                     bias if bias is not None else x2,
+                                     mean if stats else x2, rstd if stats else x2,
+                                     x2.stride(0), y2.stride(0), plan.n_cols, float(eps),
+                                     HAS_W=weight is not None, HAS_B=bias is not None,
+                                     STATS=stats, **common)
     else:
-        k["rms_norm"][grid](x2, y2, weight if weight is not None else x2,
-                            rstd if stats else x2, x2.stride(0), y2.stride(0), plan.n_cols,
-                            float(eps), HAS_W=weight is not None, STATS=stats, **common)
+        k["rms_norm" + form][grid](x2, y2, weight if weight is not None else x2,
+                                   rstd if stats else x2, x2.stride(0), y2.stride(0), plan.n_cols,
+                                   float(eps), HAS_W=weight is not None, STATS=stats, **common)
     return y, mean, rstd
 
 
@@ -634,7 +816,8 @@ _CALLS: dict = {}
 
 
 def call_counts() -> dict:
-    """Calls per ``"op: kernel"`` / ``"op: reference (reason)"`` since import.
+    """Calls per ``"op: kernel"`` / ``"op: kernel (chunked)"`` / ``"op: reference (reason)"``
+    since import (``kernel`` is the one-pass form).
 
     Backward calls count under ``"<op>_bwd: ..."`` (``softmax_bwd: torch``, ``softmax_bwd:
     kernel``), apart from the forward ones."""
@@ -643,7 +826,10 @@ def call_counts() -> dict:
 
 def _count(plan: RowPlan, suffix: str = "") -> None:
     op = plan.op + suffix
-    key = f"{op}: kernel" if plan.use_kernel else f"{op}: reference ({plan.reason})"
+    if not plan.use_kernel:
+        key = f"{op}: reference ({plan.reason})"
+    else:
+        key = f"{op}: kernel" + (" (chunked)" if plan.form == "chunked" else "")
     _CALLS[key] = _CALLS.get(key, 0) + 1
 
 
@@ -674,7 +860,7 @@ def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     # the backward never reads the input)
     plan = plan_row(op, y, backward=True)
     if plan.use_kernel and (dy.shape != y.shape or dy.dtype not in KERNEL_DTYPES):
-        plan = replace(plan, num_warps=1,
+        plan = replace(plan, num_warps=1, form="reference",
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the output")
     ref = softmax_bwd_ref if op == "softmax" else log_softmax_bwd_ref
     dx = _launch_softmax_bwd(plan, dy, y) if plan.use_kernel else ref(dy, y)
@@ -687,7 +873,7 @@ def _norm_backward(op: str, dy, x, weight, bias, mean, rstd, need_dw: bool, need
     checks and BLOCK as the forward, with the backward's warps."""
     plan = plan_row(op, x, weight, bias, backward=True)
     if plan.use_kernel and (dy.shape != x.shape or dy.dtype not in KERNEL_DTYPES):
-        plan = replace(plan, num_warps=1,
+        plan = replace(plan, num_warps=1, form="reference",
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the input")
     need_dw, need_db = need_dw and weight is not None, need_db and bias is not None
     if plan.use_kernel:
@@ -715,7 +901,8 @@ def _differentiable(op: str, limit, run_op, run_ref, plan_args):
     plan = plan_row(op, *plan_args)
     if OPS_REGISTERED:
         return run_op(), plan
-    plan = replace(plan, num_warps=1, reason="no torch.library.custom_op to carry the backward")
+    plan = replace(plan, num_warps=1, reason="no torch.library.custom_op to carry the backward",
+                   form="reference", chunk=None)
     _count(plan)
     return run_ref(), plan  # torch's autograd of the reference
 
