@@ -6,7 +6,8 @@
 # embedding forward+backward), gemm (GEMM with a fused epilogue), pinned (capture long-row softmax,
 # sweep its kernel, trial the sweep's best config as the pinned arm), again1 / again2 (the second
 # table of the repros that have one, with budgets that give the baseline two counted runs and
-# without the arms measured slower twice; about 9.5 minutes each). Default: first.
+# without the arms measured slower twice; about 9.5 minutes each), rows64k (the replace arm on a
+# 2048 x 65536 fp16 softmax, past the one-pass limit: the chunked kernels). Default: first.
 # Arms are restricted to what each class needs, so one set fits one 10-minute device call.
 set -uo pipefail
 out="${1:-/tmp/trials}"
@@ -17,7 +18,7 @@ trial() {  # trial [LABEL:]EXAMPLE ARMS BUDGET_S [try_remedies flags]
   local name=${1%%:*} example=${1##*:} arms=$2 budget=$3
   shift 3
   python scripts/try_remedies.py --out "$out/$name" --runs 2 --budget-s "$budget" --timeout 150 \
-    --arms "$arms" "$@" -- python "examples/$example.py" --steps 50 > "$out/$name.log" 2>&1
+    --arms "$arms" "$@" -- python "examples/$example.py" --steps 50 ${REPRO_ARGS:-} > "$out/$name.log" 2>&1
   echo "== $name rc=$?"
   tail -14 "$out/$name/trials.md"
 }
@@ -48,6 +49,9 @@ for set in $sets; do
       trial gelu_erf baseline,coordinate_descent,max_autotune_no_cudagraphs 85
       trial dynamic_shapes baseline,static_shapes,multi_kernel,cudagraphs 85
       trial embedding_fwd_bwd baseline,eager_fallback,coordinate_descent 80 ;;
+    rows64k)  # rows past the one-pass limit: the chunked two-pass kernels against Inductor's loop
+      REPRO_ARGS="--rows 2048 --cols 65536" trial softmax_64k_replace:softmax_long_rows \
+        baseline,coordinate_descent,replace 150 ;;
     gemm)
       trial gemm_epilogue baseline,max_autotune_no_cudagraphs,coordinate_descent 100 ;;
     pinned) pinned ;;
