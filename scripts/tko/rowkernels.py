@@ -60,8 +60,8 @@ formula; ``softmax_bwd: torch (traced into a compiled backward)`` once per trace
 kernel``, ``softmax_bwd: reference (why)`` (a refused kernel). The backward kernels are one-pass
 only: under ``"kernel"`` a row over the limit (a chunked forward) falls back to the torch formula,
 counted ``softmax_bwd: reference (row of ... ; the backward kernels are one-pass only)``. Forward
-calls count ``softmax: kernel`` (one pass), ``softmax: kernel (chunked)`` and ``softmax: reference
-(why)``.
+calls count ``softmax: kernel`` (one pass), ``softmax (chunked): kernel`` and ``softmax: reference
+(why)``; every launch key ends in ``: kernel``, the form a ``TKO_REPLACE:`` reader looks for.
 
 NaN/inf rows follow torch in both forms: a row holding NaN or +inf gives NaN softmax, and a row
 that is -inf everywhere (a fully masked attention row) gives NaN, as ``torch.softmax`` does (its
@@ -816,8 +816,8 @@ _CALLS: dict = {}
 
 
 def call_counts() -> dict:
-    """Calls per ``"op: kernel"`` / ``"op: kernel (chunked)"`` / ``"op: reference (reason)"``
-    since import (``kernel`` is the one-pass form).
+    """Calls per ``"op: kernel"`` (the one-pass form) / ``"op (chunked): kernel"`` /
+    ``"op: reference (reason)"`` since import.
 
     Backward calls count under ``"<op>_bwd: ..."`` (``softmax_bwd: torch``, ``softmax_bwd:
     kernel``), apart from the forward ones."""
@@ -828,8 +828,10 @@ def _count(plan: RowPlan, suffix: str = "") -> None:
     op = plan.op + suffix
     if not plan.use_kernel:
         key = f"{op}: reference ({plan.reason})"
+    elif plan.form == "chunked":   # still ': kernel' at the end: trials read ': kernel N' as launched
+        key = f"{op} (chunked): kernel"
     else:
-        key = f"{op}: kernel" + (" (chunked)" if plan.form == "chunked" else "")
+        key = f"{op}: kernel"
     _CALLS[key] = _CALLS.get(key, 0) + 1
 
 
