@@ -25,7 +25,7 @@ from tko import rowkernels as rk
 
 FRONT = Path(__file__).resolve().parents[1] / "scripts" / "rowkernel_sweep.py"
 SVG = "{http://www.w3.org/2000/svg}"
-LIMIT = rk.ROW_LIMITS["interpreter"].max_row_elements          # 16384: 20000 is refused
+LIMIT = rk.ROW_LIMITS["interpreter"].max_row_elements          # 16384: 20000 runs chunked
 
 
 def _front(*args, cwd, env=None, timeout=120):
@@ -67,10 +67,9 @@ def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
         for m in ("bundled", "inductor_default")}
     for r in rows:
         assert set(rs.ROW_KEYS) <= set(r) and r["n_rows"] == 3
-        if r["mode"] == "bundled" and r["n_cols"] == 20000:
-            assert r["status"] == "refused" and r["ms"] is None and r["correct"] is None
-            assert "exceeds" in r["reason"] and str(LIMIT) in r["reason"] and r["plan"]["block"] == 32768
-            continue
+        if r["mode"] == "bundled":   # over the one-pass limit: the chunked form, timed and checked
+            chunked = r["n_cols"] > LIMIT
+            assert (r["plan"]["form"], r["plan"]["chunk"]) == (("chunked", 4096) if chunked else ("one_pass", None))
         assert r["status"] == "ok" and r["correct"] is True and r["reason"] is None, r
         assert r["ms"] > 0 and r["max_abs_err"] is not None
         assert r["gbps"] == pytest.approx(r["bytes"] / (r["ms"] * 1e-3) / 1e9)
@@ -82,10 +81,11 @@ def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
     assert by["softmax", "fp16", 100, "bundled"]["bytes"] == 2 * 3 * 100 * 2
     assert by["rms_norm", "bf16", 1000, "inductor_default"]["bytes"] == (2 * 3 + 1) * 1000 * 2
     assert by["softmax", "fp16", 1000, "bundled"]["plan"]["block"] == 1024
-    refused = [c for c in doc["comparison"] if c["n_cols"] == 20000]
-    assert len(doc["comparison"]) == 12 and len(refused) == 4
-    assert all(c["bundled_beats_inductor"] is False and c["verdict"].startswith("bundled refused")
-               and c["best_inductor_mode"] == "inductor_default" for c in refused)
+    assert by["softmax", "fp16", 20000, "bundled"]["plan"]["block"] == 32768
+    chunked = [c for c in doc["comparison"] if c["n_cols"] == 20000]
+    assert len(doc["comparison"]) == 12 and len(chunked) == 4
+    assert all(c["bundled_status"] == "ok" and c["bundled_speedup"] is not None
+               and c["best_inductor_mode"] == "inductor_default" for c in chunked)
 
 
 def test_default_direction_is_forward_only(interpreted):
@@ -104,7 +104,7 @@ def test_default_direction_is_forward_only(interpreted):
 @pytest.fixture(scope="module")
 def interpreted_bwd(tmp_path_factory):
     """The front in the interpreter, both directions: softmax and layer_norm (dx, dweight,
-    dbias), fp16, 3 rows of 100 and 20000 (refused), bundled and Inductor default; the
+    dbias), fp16, 3 rows of 100 and 20000 (chunked forward, refused backward), bundled and Inductor default; the
     environment asks for the torch backward, which the bundled mode must override."""
     return _interpreted(tmp_path_factory.mktemp("sweep_bwd"), "--ops", "softmax,layer_norm", "--dtypes", "fp16",
                         "--cols", "100,20000", "--direction", "fwd,bwd", env={rk.BACKWARD_ENV: "torch"})
@@ -213,10 +213,10 @@ def test_interpreted_svg_has_a_line_per_mode_in_each_panel(interpreted):
     for p in panels:
         series = {s.get("data-mode"): s.get("d") for s in p.findall(f"{SVG}path[@class='series']")}
         assert set(series) == {"bundled", "inductor_default"}
-        # bundled has no point at 20000 (refused); Inductor has all three
-        assert len(re.findall(r"[ML]", series["bundled"])) == 2
+        # both have a point at each of the three lengths (20000: the chunked form)
+        assert len(re.findall(r"[ML]", series["bundled"])) == 3
         assert len(re.findall(r"[ML]", series["inductor_default"])) == 3
-        assert len(p.findall(f"{SVG}circle")) == 5
+        assert len(p.findall(f"{SVG}circle")) == 6
 
 
 def test_interpreted_markdown_has_one_table_line_per_row_and_is_printed_last(interpreted):
@@ -227,10 +227,9 @@ def test_interpreted_markdown_has_one_table_line_per_row_and_is_printed_last(int
     body = runs[2:]
     assert len(body) == 24 and all(line.startswith("| softmax |") or line.startswith("| rms_norm |")
                                    for line in body)
-    assert sum("| refused |" in line and "exceeds" in line for line in body) == 4
+    assert not any("| refused |" in line for line in body)
     assert all(line.count(" | ") == rs.RUN_HEADER.count(" | ") for line in body)
     assert res.stdout.rstrip().splitlines()[-1] == body[-1]
-    assert "bundled refused" in text.split("## Runs")[0]
 
 
 def test_cpu_tensor_refused_without_the_interpreter_and_eager_checked():

@@ -12,7 +12,7 @@ replacement never changes what a program computes, only which kernel computes it
 ``torch.compile`` the wrappers are traced like user code and each forward custom op stays one opaque
 node and the default backward is traced into the compiled backward graph. Counts of replaced and passed-over calls are printed at exit, so a trial
 can tell "replaced" from "never applied": ``<op>: routed`` / ``<op>: passed over`` (eager calls),
-``<op>: kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: torch`` (the default
+``<op>: kernel`` / ``<op> (chunked): kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: torch`` (the default
 backward), ``<op>_bwd: kernel`` / ``<op>_bwd: reference (why)`` (backward launches), from :func:`tko.rowkernels.call_counts`.
 
 :func:`row_pattern` names the row op an Inductor kernel implements from its name (Inductor names
