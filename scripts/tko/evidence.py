@@ -964,7 +964,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     undecided = [a for a in ran if a not in judged and a.x_baseline > 1.0  # faster, noise unknown
                  and a.outputs != "different"]
     # faster by a margin worth a second look, but inside a noisy baseline: not a "no" either
-    inside = [a for a in judged if a.beyond_noise is False and a.outputs != "different"
+    inside = [a for a in judged if a.beyond_noise is False and a.outputs != "different" and a.noise is not None
               and a.x_baseline >= _inside_noise_candidate_x()]
     equal = [a for a in faster if a.outputs == "equal"]
     winner = max(equal, key=lambda a: a.x_baseline) if equal else None

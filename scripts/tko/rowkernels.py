@@ -186,13 +186,16 @@ class RowPlan:
     num_warps: int
     limit: Optional[RowLimit]
     reason: Optional[str] = None
-    form: str = "one_pass"
     chunk: Optional[int] = None
     note: Optional[str] = None
 
     @property
     def use_kernel(self) -> bool:
         return self.reason is None
+
+    @property
+    def form(self) -> str:
+        return "reference" if self.reason is not None else ("chunked" if self.chunk else "one_pass")
 
 
 def interpreting() -> bool:
@@ -288,7 +291,7 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
     block = _next_pow2(n_cols)
 
     def refuse(reason, lim=None):
-        return RowPlan(op, n_rows, n_cols, block, 1, lim, reason, form="reference")
+        return RowPlan(op, n_rows, n_cols, block, 1, lim, reason)
 
     if triton is None:
         return refuse("triton is not importable")
@@ -323,7 +326,7 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
     if chunk is not None:
         return RowPlan(op, n_rows, n_cols, block, pick_num_warps(chunk, lim), lim,
-                       form="chunked", chunk=chunk, note=note)
+                       chunk=chunk, note=note)
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -862,7 +865,7 @@ def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
     # the backward never reads the input)
     plan = plan_row(op, y, backward=True)
     if plan.use_kernel and (dy.shape != y.shape or dy.dtype not in KERNEL_DTYPES):
-        plan = replace(plan, num_warps=1, form="reference",
+        plan = replace(plan, num_warps=1,
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the output")
     ref = softmax_bwd_ref if op == "softmax" else log_softmax_bwd_ref
     dx = _launch_softmax_bwd(plan, dy, y) if plan.use_kernel else ref(dy, y)
@@ -875,7 +878,7 @@ def _norm_backward(op: str, dy, x, weight, bias, mean, rstd, need_dw: bool, need
     checks and BLOCK as the forward, with the backward's warps."""
     plan = plan_row(op, x, weight, bias, backward=True)
     if plan.use_kernel and (dy.shape != x.shape or dy.dtype not in KERNEL_DTYPES):
-        plan = replace(plan, num_warps=1, form="reference",
+        plan = replace(plan, num_warps=1,
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the input")
     need_dw, need_db = need_dw and weight is not None, need_db and bias is not None
     if plan.use_kernel:
@@ -904,7 +907,7 @@ def _differentiable(op: str, limit, run_op, run_ref, plan_args):
     if OPS_REGISTERED:
         return run_op(), plan
     plan = replace(plan, num_warps=1, reason="no torch.library.custom_op to carry the backward",
-                   form="reference", chunk=None)
+                   chunk=None)
     _count(plan)
     return run_ref(), plan  # torch's autograd of the reference
 

@@ -104,8 +104,7 @@ def floors(model: dict, peak_gbps: float | None, matched: dict | None = None) ->
     size_matched = {k: v for k, v in matched.items() if k in rates}
     return {"peak_gbps": peak_gbps, "unique_bytes": model.get("unique_bytes"),
             "copy_floor_ms": ms.get("copy"),
-            "one_pass_floor_ms": ms.get("one_pass") if passes > 1 else None,
-            "passes_floor_ms": ms.get("passes") if passes > 1 else None,
+            "one_pass_floor_ms": ms.get("one_pass"), "passes_floor_ms": ms.get("passes"),  # multi-pass only
             "copy_rate_basis": (rates.get("copy") or {}).get("basis"), "floor_rates": rates,
             "size_matched_copy": size_matched or None,
             "passes": passes, "multi_pass_bytes": multi if passes > 1 else None,

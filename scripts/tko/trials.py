@@ -231,14 +231,11 @@ def undecided_arms(arms: list[Arm]) -> list[Arm]:
     """The arms faster than the baseline that the table cannot decide yet (one counted baseline run,
     or inside the run-to-run noise by at least ``inside_noise_candidate_x``), fastest first, as
     :func:`tko.evidence.trial_outcome` reads them."""
-    base = arms[0]
-    base_ms = statistics.median(base.ms()) if base.ms() else None
-    rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
-    outcome = trial_outcome({"arms": rows})
+    outcome = trial_outcome({"arms": _rows(arms)})
     if outcome["winner"]:
         return []
-    names = [a.name for a in sorted(outcome["undecided"] + outcome["inside"], key=lambda a: -a.x_baseline)]
-    return [a for n in names for a in arms if a.name == n and a.status == "ok"]
+    pending = sorted(outcome["undecided"] + outcome["inside"], key=lambda a: -a.x_baseline)
+    return [arms[a.index] for a in pending if arms[a.index].status == "ok"]
 
 
 def extra_rounds(arms: list[Arm], runs: int, max_runs: int, budget_s: float, ctx: Context,
@@ -276,6 +273,13 @@ def budget_advice(arms: list[Arm], runs: int, budget_s: float) -> list[str]:
 
 def _spread(values: list[float]) -> float | None:
     return max(values) / min(values) if len(values) >= 2 and min(values) > 0 else None
+
+
+def _rows(arms: list[Arm]) -> list[dict]:
+    """Every arm summarized against the baseline (``arms[0]``): the ``arms`` of ``remedy_trials/1``."""
+    base = arms[0].ms()
+    base_ms = statistics.median(base) if base else None
+    return [summarize(a, base_ms, _spread(base)) for a in arms]
 
 
 def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dict:
@@ -339,9 +343,7 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
 
 def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: dict, ctx: Context,
            notes: list[str], tool: str) -> dict:
-    base = arms[0]
-    base_ms = statistics.median(base.ms()) if base.ms() else None
-    rows = [summarize(a, base_ms, _spread(base.ms())) for a in arms]
+    rows = _rows(arms)
     outcome = trial_outcome({"arms": rows})  # the winner, its words and the noise, as reports read them
     noise = outcome["noise"]  # null under two counted baseline runs: unknown, not zero
     winner = outcome["winner"]
