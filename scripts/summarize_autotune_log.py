@@ -13,13 +13,15 @@ several files it is listed in `skipped`, unless none of them holds an autotune r
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
 import sys
 
 from tko import artifact, atomic
 from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
-from tko.errors import ArgumentParser, InputError, run_main
+from tko.errors import ArgumentParser, InputError, exit_now, run_main
 
 SCHEMA = "autotune_summary/2"
 
@@ -50,10 +52,15 @@ def log_in(path: str) -> str:
     raise InputError(f"{path}: a folder with no autotune.log (nor autotune_kernels/autotune.log) in it")
 
 
-def summarize_logs(args) -> tuple[int, int]:
-    """Parse, summarize and write the outputs; (kernels, skipped lines).  The summary is gone
-    when this returns, so the garbage collector resumes on an empty heap."""
-    summary = summarize(parse_files([log_in(path) for path in args.logs]), args.spread_threshold)
+def summarize_logs(args, held: list | None = None) -> tuple[int, int]:
+    """Parse, summarize and write the outputs; (kernels, skipped lines).  ``held``: a list that
+    keeps the parsed logs and the summary for the process exit to free (:func:`exit_now`);
+    without it they are gone when this returns, so the garbage collector resumes on an empty heap."""
+    parsed = parse_files([log_in(path) for path in args.logs])
+    summary = summarize(parsed, args.spread_threshold)
+    if held is not None:
+        held += (parsed, summary)
+        gc.freeze()  # out of the collector's sight: resuming it would walk millions of held objects (~1 s)
     if args.json_out:
         artifact.write_artifact(args.json_out, SCHEMA, "summarize_autotune_log.py", summary)
     markdown = render_markdown(summary)
@@ -64,7 +71,7 @@ def summarize_logs(args) -> tuple[int, int]:
     return len(summary["kernels"]), len(summary["skipped"])
 
 
-def main(argv=None) -> int:
+def main(argv=None, held: list | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.spread_threshold is None:
         args.spread_threshold = default_spread_threshold()
@@ -74,7 +81,7 @@ def main(argv=None) -> int:
         if path and os.path.isdir(path):
             raise InputError(f"{flag} {path}: is a directory, expected a file name")
     with paused_gc():  # one pause for the whole run: each resume would walk every object again
-        kernels, skipped = summarize_logs(args)
+        kernels, skipped = summarize_logs(args, held)
     print(f"summarize_autotune_log.py: {kernels} kernels"
           + (f", {skipped} unreadable lines skipped (listed in the JSON 'skipped')" if skipped else ""),
           file=sys.stderr)
@@ -82,4 +89,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_main(main, prog="summarize_autotune_log.py"))
+    # the parsed logs and the summary are freed by the exit, not object by object (exit_now)
+    exit_now(run_main(functools.partial(main, held=[]), prog="summarize_autotune_log.py"))

@@ -100,6 +100,21 @@ def test_cli_writes_contract_conforming_outputs(run_script, tmp_path):
     assert "## `add_one_kernel`" in md and "no_timings" in md
 
 
+def test_the_script_exits_without_teardown_yet_everything_reaches_the_pipe_and_the_files(run_script, tmp_path):
+    # the script leaves its parsed logs and summary to the process exit (errors.exit_now): stdout
+    # is flushed first, so a pipe still gets the whole Markdown, and the files are complete
+    logs = sorted(Path(__file__).resolve().parents[1].glob("examples/recorded_h200/*/autotune_kernels/autotune.log"))
+    res = run_script("summarize_autotune_log.py", *logs)
+    assert res.returncode == 0, res.stderr
+    from tko.autotune_log import render_markdown
+    assert res.stdout == render_markdown(summarize(parse_files(logs)))
+    assert res.stdout.count("\n## `") > 5 and "kernels" in res.stderr
+    out = tmp_path / "s.json"
+    res = run_script("summarize_autotune_log.py", *logs, "--json-out", out)
+    assert res.returncode == 0 and res.stdout == ""
+    assert len(json.loads(out.read_text())["kernels"]) == len(summarize(parse_files(logs))["kernels"])
+
+
 @pytest.mark.parametrize("content", [b"", b"   \n\n", b"just some program output\nloss 0.1\n"])
 def test_empty_or_unrecognisable_file_exits_2(run_script, tmp_path, content):
     log = tmp_path / "x.log"

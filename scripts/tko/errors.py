@@ -123,3 +123,18 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
         print(f"{prog}: error: unexpected {type(exc).__name__}: {exc} "
               f"(set TKO_DEBUG=1 for a traceback)", file=sys.stderr)
         return EXIT_FAILURE
+
+
+def exit_now(rc: int) -> None:
+    """Exit with ``rc`` once stdout and stderr are flushed, skipping the interpreter's teardown.
+
+    For a script whose results are written and whose large data (a parsed 100 MB log and its
+    summary: about 0.2-0.6 s of freeing, object by object, on a 2-core machine) would otherwise be
+    freed before the process ends; the exit hands all of it back at once. Nothing may be left
+    unwritten: files are closed (atomic writes rename before this) and no atexit work is needed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more can reach it
+            pass
+    os._exit(rc)
