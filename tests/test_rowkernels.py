@@ -336,6 +336,32 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     assert "last dim not contiguous" in rk.plan_row("rms_norm", torch.empty(1000, 2).t(), limit=SMALL).reason
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
+def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
+    # the plan's CHUNK and warps for a row past the one-pass limit, compiled for sm_90 and the DCU
+    # proxy gfx942 (tests/fixtures/rowkernels_offline): no spill, no scratch, full residency
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "rowkernels_offline"))
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")
+    import compile_chunked as cc
+
+    for arch, cols in (("sm_90", 65536), ("gfx942", 32768)):
+        for op, const in cc.CASES:
+            plan = _plan(monkeypatch, op, cols, rk.ROW_LIMITS[arch])
+            kernel, chunk, warps = cc.compile_one(op, const, "fp16", arch)
+            assert (plan.form, plan.chunk, plan.num_warps) == ("chunked", chunk, warps), (arch, op)
+            if arch == "sm_90":
+                use = cc.nvidia_usage(kernel)
+                assert (use["stack"], use["local"], use["spill_store_b"]) == (0, 0, 0), (op, use)
+                assert use["programs_per_sm"] * warps == 64, (op, use)
+            else:
+                use = cc.amd_usage(kernel, warps)
+                assert (use["scratch"], use["vgpr_spill"], use["spill_ops"]) == (0, 0, 0), (op, use)
+                # buffer loads on Triton >= 3.5, global loads on 3.3 (chunked_offline_triton331.json)
+                loads = (use["buffer_load"] or 0) + (use["global_load"] or 0)
+                assert use["waves_per_simd"] == 8 and loads >= 2, (op, use)
+
+
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
 def test_chunked_rows_of_a_cpu_tensor_are_refused_without_the_interpreter():
     x = _x(2, 1000, torch.float32)
