@@ -7,7 +7,9 @@
 # sweep its kernel, trial the sweep's best config as the pinned arm), again1 / again2 (the second
 # table of the repros that have one, with budgets that give the baseline two counted runs and
 # without the arms measured slower twice; about 9.5 minutes each), rows64k (the replace arm on a
-# 2048 x 65536 fp16 softmax, past the one-pass limit: the chunked kernels). Default: first.
+# 2048 x 65536 fp16 softmax, past the one-pass limit: the chunked kernels), long (embedding,
+# dynamic shapes and RMS norm at 500 timed steps instead of 50: does a longer window narrow the
+# 1.4-2x baseline spread of again/?). STEPS sets the timed steps (default 50). Default: first.
 # Arms are restricted to what each class needs, so one set fits one 10-minute device call.
 set -uo pipefail
 out="${1:-/tmp/trials}"
@@ -18,7 +20,7 @@ trial() {  # trial [LABEL:]EXAMPLE ARMS BUDGET_S [try_remedies flags]
   local name=${1%%:*} example=${1##*:} arms=$2 budget=$3
   shift 3
   python scripts/try_remedies.py --out "$out/$name" --runs 2 --budget-s "$budget" --timeout 150 \
-    --arms "$arms" "$@" -- python "examples/$example.py" --steps 50 ${REPRO_ARGS:-} > "$out/$name.log" 2>&1
+    --arms "$arms" "$@" -- python "examples/$example.py" --steps "${STEPS:-50}" ${REPRO_ARGS:-} > "$out/$name.log" 2>&1
   echo "== $name rc=$?"
   tail -14 "$out/$name/trials.md"
 }
@@ -52,6 +54,10 @@ for set in $sets; do
     rows64k)  # rows past the one-pass limit: the chunked two-pass kernels against Inductor's loop
       REPRO_ARGS="--rows 2048 --cols 65536" trial softmax_64k_replace:softmax_long_rows \
         baseline,coordinate_descent,replace 150 ;;
+    long)  # the short programs whose baselines moved 1.4-2x between processes, 10x the timed steps
+      STEPS=500 trial embedding_long:embedding_fwd_bwd baseline,eager_fallback 170
+      STEPS=500 trial dynamic_long:dynamic_shapes baseline,multi_kernel 170
+      STEPS=500 trial rms_norm_long:rms_norm baseline,coordinate_descent 150 ;;
     gemm)
       trial gemm_epilogue baseline,max_autotune_no_cudagraphs,coordinate_descent 100 ;;
     pinned) pinned ;;
