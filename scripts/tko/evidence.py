@@ -977,7 +977,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     elif inside:
         best = max(inside, key=lambda a: a.x_baseline)
         what = (f"not decided: {best.x_text()}, but inside the run-to-run noise (+-{_noise_pct(best.noise):.1f} %);"
-                " run try_remedies.py again with --runs 3 or more (a quieter machine helps)")
+                " re-measure with more runs (--runs / --max-runs) or more timed steps per run")
     elif ran and noise_pct is None:
         what = "nothing tried was faster than the baseline (one counted run of it: the run-to-run noise is unknown)"
     elif ran:
