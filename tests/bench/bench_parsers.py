@@ -13,9 +13,9 @@ Target (issue 15): summarize_autotune_log.py within 4x of the bare pass, under 5
 scan_amdgcn.py within 4x of its bare pass.
 The summary of a large log is written compact (``artifact.COMPACT_ABOVE``) and its Markdown
 caps kernels and rows (``autotune_log.MD_MAX_*``),
-so the run also times those paths.  ``--repeat N`` (default 3) measures each pair (bare pass,
-then the tool) N times, interleaved; the verdict is the ratio of the fastest runs of each side,
-since on a shared machine noise only adds time and one figure is not to be trusted.
+so the run also times those paths.  ``--repeat N`` (default 5) measures each pair (bare pass,
+then the tool) N times, interleaved; the verdict is the median of the pairs' ratios (see
+:func:`verdict`): on a shared machine one figure is not to be trusted.
 """
 
 from __future__ import annotations
@@ -115,17 +115,18 @@ def measure_pair(label: str, bare: tuple[str, list[str]], tool: list[str]) -> di
 
 
 def verdict(label: str, pairs: list[dict], max_mib: int | None = None) -> None:
-    """The ratio of the fastest tool run to the fastest bare pass, in wall and in CPU seconds (noise
-    on a shared machine only ever adds time: the minimum of each side is the figure that repeats;
-    CPU time leaves out the time the process waited for a core), against the target."""
+    """The median of the pairs' ratios, in wall and in CPU seconds, against the target: a pair's two
+    runs follow each other, so a machine whose speed drifts by 1.5x within a minute (a shared VM)
+    moves both alike, where a ratio of separate minimums would pair a fast moment with a slow one.
+    CPU time leaves out the time the process waited for a core."""
     parts = []
     for kind in ("wall", "cpu"):
-        tool_s, bare_s = min(p[kind][0] for p in pairs), min(p[kind][1] for p in pairs)
-        ratio = tool_s / bare_s
-        each = ", ".join(f"{p[kind][0] / p[kind][1]:.2f}" for p in pairs)
-        parts.append(f"{kind} {tool_s:.2f} s against {bare_s:.2f} s = {ratio:.2f}x "
-                     f"{'met' if ratio <= TARGET_RATIO else 'NOT met'} (per pair {each})")
-    line = f"{label}, best of {len(pairs)}, target {TARGET_RATIO:g}x: " + "; ".join(parts)
+        ratios = sorted(p[kind][0] / p[kind][1] for p in pairs)
+        mid = len(ratios) // 2
+        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        parts.append(f"{kind} {median:.2f}x {'met' if median <= TARGET_RATIO else 'NOT met'} "
+                     f"(pairs {', '.join(f'{r:.2f}' for r in ratios)})")
+    line = f"{label}, median of {len(pairs)} pairs, target {TARGET_RATIO:g}x: " + "; ".join(parts)
     if max_mib is not None:
         mib = max(p["mib"] for p in pairs)
         line += f"; peak RSS {mib} MiB, target {max_mib} MiB {'met' if mib < max_mib else 'NOT met'}"
@@ -137,8 +138,8 @@ def main() -> int:
     p.add_argument("--log-mb", type=float, default=100.0)
     p.add_argument("--isa-mb", type=float, default=50.0)
     p.add_argument("--keep", type=Path, default=None, help="folder for the inputs (default: a temp dir)")
-    p.add_argument("--repeat", type=int, default=3, metavar="N",
-                   help="pairs (bare pass, then the tool) measured per parser, interleaved (default 3)")
+    p.add_argument("--repeat", type=int, default=5, metavar="N",
+                   help="pairs (bare pass, then the tool) measured per parser, interleaved (default 5)")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = a.keep or Path(tmp)
