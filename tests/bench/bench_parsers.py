@@ -114,6 +114,24 @@ def measure_pair(label: str, bare: tuple[str, list[str]], tool: list[str]) -> di
     return {"wall": (tool_s, bare_s), "cpu": (tool_cpu, bare_cpu), "mib": tool_mb}
 
 
+def instructions(code: str, argv: list[str]) -> int:
+    """Instructions a fresh Python process runs (valgrind's callgrind; 50-200x slower than a
+    plain run): the same count on a quiet or a loaded machine."""
+    cmd = [sys.executable, *argv] if code == "-" else [sys.executable, "-c", code, *argv]
+    proc = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.devnull}", *cmd],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or not found:
+        raise SystemExit(f"valgrind failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def instruction_ratio(label: str, bare: tuple[str, list[str]], tool: list[str]) -> None:
+    bare_n, tool_n = instructions(*bare), instructions("-", tool)
+    print(f"{label}: {tool_n / 1e9:.2f} G instructions against a bare pass of {bare_n / 1e9:.2f} G = "
+          f"{tool_n / bare_n:.2f}x (cache and memory stalls are not in this count)")
+
+
 def verdict(label: str, pairs: list[dict], max_mib: int | None = None) -> None:
     """The median of the pairs' ratios, in wall and in CPU seconds, against the target: a pair's two
     runs follow each other, so a machine whose speed drifts by 1.5x within a minute (a shared VM)
@@ -140,6 +158,9 @@ def main() -> int:
     p.add_argument("--keep", type=Path, default=None, help="folder for the inputs (default: a temp dir)")
     p.add_argument("--repeat", type=int, default=5, metavar="N",
                    help="pairs (bare pass, then the tool) measured per parser, interleaved (default 5)")
+    p.add_argument("--instructions", action="store_true",
+                   help="also count the instructions of one bare pass and one summarize run under valgrind "
+                        "(about 25 minutes for the 100 MB log): a figure machine load cannot move")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = a.keep or Path(tmp)
@@ -162,6 +183,8 @@ def main() -> int:
               f"{(work / 'summary.md').stat().st_size / 1e6:.1f} MB Markdown")
         verdict("summarize_autotune_log.py", sums, TARGET_MIB)
         verdict("scan_amdgcn.py", scans)
+        if a.instructions:
+            instruction_ratio("summarize_autotune_log.py", (BARE_JSON, [str(log)]), summary)
     return 0
 
 
