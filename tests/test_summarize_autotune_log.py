@@ -104,15 +104,16 @@ def test_the_script_exits_without_teardown_yet_everything_reaches_the_pipe_and_t
     # the script leaves its parsed logs and summary to the process exit (errors.exit_now): stdout
     # is flushed first, so a pipe still gets the whole Markdown, and the files are complete
     logs = sorted(Path(__file__).resolve().parents[1].glob("examples/recorded_h200/*/autotune_kernels/autotune.log"))
+    from tko.autotune_log import render_markdown
+    summary = summarize(parse_files(logs))
     res = run_script("summarize_autotune_log.py", *logs)
     assert res.returncode == 0, res.stderr
-    from tko.autotune_log import render_markdown
-    assert res.stdout == render_markdown(summarize(parse_files(logs)))
+    assert res.stdout == render_markdown(summary)
     assert res.stdout.count("\n## `") > 5 and "kernels" in res.stderr
     out = tmp_path / "s.json"
     res = run_script("summarize_autotune_log.py", *logs, "--json-out", out)
     assert res.returncode == 0 and res.stdout == ""
-    assert len(json.loads(out.read_text())["kernels"]) == len(summarize(parse_files(logs))["kernels"])
+    assert len(json.loads(out.read_text())["kernels"]) == len(summary["kernels"])
 
 
 @pytest.mark.parametrize("content", [b"", b"   \n\n", b"just some program output\nloss 0.1\n"])

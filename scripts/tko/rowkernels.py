@@ -151,8 +151,9 @@ ELEMENTS_PER_THREAD = 8
 # pick_num_warps(CHUNK) warps, so CHUNK stays well under the one-pass limit. sm_90: 4096 at 16
 # warps (512 threads, 8 fp32 values a thread per vector), where 8192 would take 32 warps of 1024
 # threads, the count at which the 16k one-pass LayerNorm already took 41-44 registers and one
-# program per SM (FORWARD_NUM_WARPS). Offline (tests/fixtures/rowkernels_offline, Triton 3.9) every
-# chunked kernel takes 32 registers there, no spill, so 4 programs share an SM: 528 rows of 64k
+# program per SM (FORWARD_NUM_WARPS). Offline (tests/fixtures/rowkernels_offline; Triton 3.3.1 and 3.9)
+# every chunked kernel takes 32 registers there, no spill (3.5.1: fp16 log_softmax 38, 3 programs
+# per SM), so 4 programs share an SM: 528 rows of 64k
 # fp16 are up to 66 MiB read in pass 1 and not yet reread, over the H200's 50 MB L2 that pass 2
 # rereads them from. Not yet timed on a GPU.
 CHUNK_ELEMENTS = {"sm_90": 4096}
