@@ -194,6 +194,66 @@ def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
     assert d.rule == "row_kernel_replacement_unmeasured" and "not timed" in d.fired[0].says
 
 
+def _sol_at(cols, kernel_ms, arch="sm_90"):
+    """The H200 speed-of-light run of the long-row softmax, its rows reshaped to ``cols`` columns
+    (same bytes) and its kernel time set to ``kernel_ms``."""
+    import copy
+    import json
+
+    sol = json.loads(open(os.path.join(ROOT, "tests", "fixtures", "sol_h200", "table",
+                                       "softmax_long_rows_rep1.json")).read())
+    sol = copy.deepcopy(sol)
+    for a in sol["byte_model"]["args"]:
+        a["shape"] = [(1 << 27) // cols, cols]
+    sol["classification"]["numbers"]["kernel_ms"] = kernel_ms
+    sol["peak"]["arch"] = arch
+    return sol
+
+
+def _offer(sol, kernel=None):
+    from tko import decide, evidence
+
+    ev = evidence.Evidence(kernel or sol["kernel"])
+    evidence.from_sol(ev, sol, "sol.json")
+    evidence.name_facts(ev)
+    facts = {**ev.facts, "share": decide.Fact(0.9, "hand"), "multi_pass": decide.Fact(True, "meta.json"),
+             "pct_copy_peak": decide.Fact(0.48, "run.json")}
+    return ev.facts, decide.decide(facts, decide.load_rules())
+
+
+def test_rows_past_the_one_pass_limit_are_offered_the_chunked_kernel_only_under_its_floor():
+    from tko.row_replace import bundled_form
+
+    # the form the bundled kernel takes, by arch: sm_90 keeps 32k on chip, gfx936 16k, an unknown
+    # CUDA arch 8k; past 2^20 columns nothing
+    assert [bundled_form("softmax", n, "sm_90") for n in (32768, 32769, 65536, 1 << 20, (1 << 20) + 1)] == \
+        ["one_pass", "chunked", "chunked", "chunked", "refused"]
+    assert [bundled_form("rms_norm", n, "gfx936") for n in (16384, 16385)] == ["one_pass", "chunked"]
+    assert bundled_form("layer_norm", 16384, "sm_120") == "chunked" and bundled_form("gelu", 1024, "sm_90") is None
+    one_pass_ms = _sol_at(32768, 0.266)["classification"]["numbers"]["one_pass_floor_ms"]
+    # 32k on the H200: the one-pass offer, as before
+    facts, d = _offer(_sol_at(32768, 0.266))
+    assert facts["row_kernel_form"].value == "one_pass" and d.rule == "row_kernel_replacement"
+    assert facts["sol_bundled_floor_ms"].value == pytest.approx(one_pass_ms)
+    # 64k, Inductor's softmax at 0.2523 ms (coordinate descent, rowkernel_sweep_h200/call5_chunked):
+    # the chunked kernel reads the row twice, a floor 1.5x the one-pass one, still 1.32x under it
+    facts, d = _offer(_sol_at(65536, 0.2523))
+    assert facts["row_kernel_form"].value == "chunked" and facts["sol_row_cols"].value == 65536
+    assert facts["sol_bundled_floor_ms"].value == pytest.approx(1.5 * one_pass_ms)
+    assert facts["sol_bundled_gain"].value == pytest.approx(0.2523 / (1.5 * one_pass_ms))
+    assert (d.verdict, d.rule) == ("rewrite_model", "row_kernel_replacement_chunked")
+    assert "rows of 65536 elements" in d.fired[0].says and f"{facts['sol_bundled_gain'].value:.2f}x" in d.fired[0].says
+    # Inductor's RMSNorm at 64k ran at 0.140 ms (90 % of copy, its pass 2 from L2): under the
+    # chunked floor, and the chunked kernel measured slower (0.71x): no offer
+    facts, d = _offer(_sol_at(65536, 0.140), "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0")
+    assert facts["row_pattern"].value == "rms_norm" and facts["sol_bundled_gain"].value < 1
+    assert not d.rule.startswith("row_kernel_replacement")
+    # past the chunked cap: refused, no floor and no offer
+    facts, d = _offer(_sol_at(1 << 21, 0.5))
+    assert facts["row_kernel_form"].value == "refused" and "sol_bundled_gain" not in facts
+    assert not d.rule.startswith("row_kernel_replacement")
+
+
 def test_no_offer_once_the_replace_arm_was_measured_no_faster():
     # the rms_norm trials recorded on the H200: replace ran at 0.995x, not beyond noise
     import json

@@ -1127,10 +1127,17 @@ class SpeedOfLight:
     bytes_upper_bound: bool | None        # byte_model.upper_bound: the byte count is an upper bound
     bandwidth: dict
     chart_svg: str | None
+    arch: str | None = None               # peak.arch: the device the floors were measured on
+    one_pass_bytes: int | float | None = None   # byte_model.one_pass_bytes
+    reread_bytes: int | float | None = None     # byte_model.args[passes > 1].touched_bytes, summed
+    row_cols: int | None = None           # the last dim of the first input read more than once
 
     @classmethod
     def read(cls, doc: dict) -> SpeedOfLight:
         c, model = _obj(doc.get("classification")), _obj(doc.get("byte_model"))
+        reread = [a for a in _objs(model.get("args")) if (_num(a.get("passes")) or 0) > 1]
+        shape = reread[0].get("shape") if reread else None
+        row_cols = shape[-1] if isinstance(shape, list) and shape and isinstance(shape[-1], int) else None
         costly = _obj(_obj(c.get("costly_ops")).get("source"))
         bandwidth = {k: _numbers_in(b, BANDWIDTH_NUMBERS) for k, b in _obj(doc.get("bandwidth")).items()
                      if isinstance(b, dict)}
@@ -1143,7 +1150,10 @@ class SpeedOfLight:
                    peak_source=_str(_obj(doc.get("peak")).get("source")),
                    unique_bytes=_num(model.get("unique_bytes")), inductor_bytes=_num(model.get("inductor_bytes")),
                    bytes_upper_bound=_bool(model.get("upper_bound")), bandwidth=bandwidth,
-                   chart_svg=_str(doc.get("chart_svg")))
+                   chart_svg=_str(doc.get("chart_svg")), arch=_str(_obj(doc.get("peak")).get("arch")),
+                   one_pass_bytes=_num(model.get("one_pass_bytes")),
+                   reread_bytes=sum(_num(a.get("touched_bytes")) or 0 for a in reread) or None,
+                   row_cols=row_cols)
 
     def number(self, key: str) -> int | float | None:
         return _num(self.numbers.get(key))
@@ -1159,6 +1169,32 @@ def _sol_section(sol: SpeedOfLight, label: str) -> dict:
             "twin_valid": sol.twin_valid, "peak_source": sol.peak_source, "unique_bytes": sol.unique_bytes,
             "inductor_bytes": sol.inductor_bytes, "bytes_upper_bound": sol.bytes_upper_bound,
             "bandwidth": sol.bandwidth, "above_peak": sol.above_peak(), "chart_svg": sol.chart_svg}
+
+
+def _bundled_row_floor(ev: Evidence, sol: SpeedOfLight, one_pass_ms: float, kernel_ms: float,
+                       label: str) -> None:
+    """The floor of the bundled row kernel that would replace this multi-pass one: the one-pass
+    floor where its rows fit on chip, else that of its chunked form, which reads each row twice
+    (pass 2 from L2 when the row is still there; this floor counts both reads from DRAM)."""
+    from .row_replace import bundled_form, row_pattern
+
+    op = row_pattern(ev.kernel)
+    if not op or not sol.row_cols:
+        return
+    arch = sol.arch or (ev.sections.get("env") or {}).get("arch")
+    form = bundled_form(op, sol.row_cols, arch)
+    ev.fact("sol_row_cols", sol.row_cols, f"{label}: byte_model.args[passes > 1][0].shape[-1]")
+    ev.fact("row_kernel_form", form, f"{label}: rows of {sol.row_cols} on {arch or 'an unknown arch'} "
+            "(tko.row_replace.bundled_form)")
+    if form == "one_pass":
+        floor, how = one_pass_ms, "one_pass_floor_ms"
+    elif form == "chunked" and sol.reread_bytes and sol.one_pass_bytes:
+        floor = one_pass_ms * (sol.one_pass_bytes + sol.reread_bytes) / sol.one_pass_bytes
+        how = "one_pass_floor_ms x (one_pass_bytes + the reread inputs once more) / one_pass_bytes"
+    else:
+        return
+    ev.fact("sol_bundled_floor_ms", floor, f"{label}: {how}")
+    ev.fact("sol_bundled_gain", kernel_ms / floor, f"{label}: kernel_ms / sol_bundled_floor_ms")
 
 
 def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
@@ -1177,6 +1213,7 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
         # a multi-pass kernel: what reading each input once could reach
         ev.fact("sol_one_pass_floor_ms", one_pass, f"{where}.numbers.one_pass_floor_ms")
         ev.fact("sol_one_pass_gain", kernel_ms / one_pass, f"{where}.numbers: kernel_ms / one_pass_floor_ms")
+        _bundled_row_floor(ev, sol, one_pass, kernel_ms, label)
     if sol.sol_class == "access_pattern_bound":
         ev.fact("sol_causes", _cause_text(sol.causes), f"{where}.causes")
         ev.fact("sol_cause_known", any(c.get("cause") not in (None, "unknown") for c in sol.causes),

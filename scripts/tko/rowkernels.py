@@ -5,18 +5,23 @@ Each program owns one row of the last dimension. In the one-pass form the whole 
 once in the input dtype (fp16, bf16 or fp32). That is only right while the row fits on chip, so
 :func:`plan_row` checks the row against :data:`ROW_LIMITS`. A longer row, up to
 :data:`MAX_CHUNKED_ELEMENTS`, runs the chunked form (``RowPlan.form == "chunked"``): a loop over
-``CHUNK``-element blocks (:data:`CHUNK_ELEMENTS`) in two passes, each lane keeping running fp32
-values. Softmax / log-softmax: pass 1 is the online softmax (a running max, and a sum of exp
-rescaled whenever the max grows), pass 2 rereads the row and writes ``exp(x - max) / sum``
+``CHUNK``-element blocks in two passes, keeping running fp32 values (CHUNK, warps and the form of
+the softmax stats per device and op: :data:`CHUNK_PLANS`). Softmax / log-softmax: pass 1 is the
+online softmax (a running max, and a sum of exp rescaled whenever the max grows; per lane, or per
+row with each chunk reduced first), pass 2 rereads the row and writes ``exp(x - max) / sum``
 (``x - max - log(sum)``); LayerNorm: pass 1 sums ``d = x - x[0]`` and ``d * d`` (the shift keeps
 the variance from cancelling when the mean is large), pass 2 normalizes and writes, with the
 per-row mean / rstd for the backward; RMSNorm: pass 1 sums ``x * x``. Pass 2 rereads the row,
-meant to find it in L2 still, so that the row crosses DRAM about once. Why: on an NVIDIA H200 at 65536
-columns (fp16 / bf16, tests/fixtures/rowkernel_sweep_h200/README.md) the one-pass kernels are
-refused (a 64k fp32 row is 256 KiB, over the 227 KiB a block holds; offline compiles spill) and
-Inductor's looped reductions, which read the row from DRAM three times (max, sum, write) or twice
-(the norms), reach 48-50 % of copy (softmax), 53-54 % (log-softmax) and 57-61 % (LayerNorm). The
-chunked form is checked in the interpreter only; it is not yet timed on a GPU. Anything else
+meant to find it in L2 still (pass 1 loads evict_last, pass 2 evict_first, as Inductor's looped
+reductions do). Why: on an NVIDIA H200 at 65536 columns (fp16 / bf16,
+tests/fixtures/rowkernel_sweep_h200/README.md) the one-pass kernels are refused (a 64k fp32 row is
+256 KiB, over the 227 KiB a block holds; offline compiles spill) and Inductor's looped softmax
+reads the row from DRAM twice, at 48-50 % of copy (log-softmax 53-54 %, LayerNorm 57-62 %). There
+the chunked form reached 60-62 % at CHUNK 4096 / 16 warps with no eviction hints, and 72-74 %
+(softmax, LayerNorm) with the hints and :data:`CHUNK_PLANS`' launches (chunk_probe). Inductor's
+RMSNorm keeps its second pass in L2 (90 % of copy, fp16) and stays faster than the chunked one
+(80 %), which is why the report offers the chunked kernel only where the kernel is slower than
+the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
 the reason.
@@ -145,32 +150,41 @@ ROW_LIMITS = {lim.key: lim for lim in (
 ELEMENTS_PER_THREAD = 8
 
 
-# The chunked form (rows over the limit's max_row_elements): CHUNK, the block its loop walks the
-# row in, per limit key. The chunked kernels keep three CHUNK-long fp32 vectors live (softmax: the
-# running max, the running sum and the chunk; the norms: two sums and the chunk) and launch
-# pick_num_warps(CHUNK) warps, so CHUNK stays well under the one-pass limit. sm_90: 4096 at 16
-# warps (512 threads, 8 fp32 values a thread per vector), where 8192 would take 32 warps of 1024
-# threads, the count at which the 16k one-pass LayerNorm already took 41-44 registers and one
-# program per SM (FORWARD_NUM_WARPS). Offline (tests/fixtures/rowkernels_offline; Triton 3.3.1 and 3.9)
-# every chunked kernel takes 32 registers there, no spill (3.5.1: fp16 log_softmax 38, 3 programs
-# per SM), so 4 programs share an SM: 528 rows of 64k
-# fp16 are up to 66 MiB read in pass 1 and not yet reread, over the H200's 50 MB L2 that pass 2
-# rereads them from. Not yet timed on a GPU.
-CHUNK_ELEMENTS = {"sm_90": 4096}
-# A limit not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
+# The chunked form (rows over the limit's max_row_elements): how it walks a row, per (limit key,
+# op): CHUNK (the block its loop reads), warps, and for softmax / log-softmax whether pass 1 keeps
+# its running max and sum per lane (a CHUNK-long vector each; no cross-warp reduction until the
+# passes meet) or per row (each chunk reduced to a scalar max and sum: one exp an element instead
+# of two, two block reductions a chunk). Pass 1 loads with evict_last and pass 2 with evict_first,
+# as Inductor's looped reductions do, so that pass 2 finds the row in L2; fewer rows in flight
+# (larger CHUNK, more warps, so fewer programs per SM) help it too. sm_90 is measured on an H200
+# at 2048 x 65536 fp16 (tests/fixtures/rowkernel_sweep_h200/chunk_probe: CHUNK 4096-16384 x 16/32
+# warps, two rounds within 0.5 %): per-row stats at CHUNK 16384, 16 warps reached 74 % of copy on
+# softmax where per-lane stats at 4096 / 16 (the plan before) reached 62.5 %; the norms reached
+# 73 % (LayerNorm) and 80 % (RMSNorm) at 8192 / 32 against 62-64 % at 4096 / 16.
+CHUNK_PLANS = {
+    ("sm_90", "softmax"): (16384, 16, True),
+    ("sm_90", "log_softmax"): (16384, 16, True),
+    ("sm_90", "layer_norm"): (8192, 32, False),
+    ("sm_90", "rms_norm"): (8192, 32, False),
+}
+# A (limit, op) not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
 # vectors in the limit's on-chip bytes (4096 on every 64 KiB DCU / AMD limit, 2048 on the 48 KiB
-# CUDA default; 64 on a 1 KiB test limit).
+# CUDA default; 64 on a 1 KiB test limit), pick_num_warps(CHUNK) warps and per-lane stats: not
+# timed on those devices; offline (tests/fixtures/rowkernels_offline) gfx942 compiles them with no
+# spill at 8 waves per SIMD.
 DEFAULT_CHUNK = 4096
 # Longest row the chunked form takes (4 MiB of fp32 a row); longer rows are refused as before.
 MAX_CHUNKED_ELEMENTS = 1 << 20
 FORMS = ("one_pass", "chunked")
 
 
-def chunk_elements(limit: RowLimit) -> int:
-    """CHUNK of the chunked form under ``limit`` (:data:`CHUNK_ELEMENTS`, else the rule above)."""
-    if limit.key in CHUNK_ELEMENTS:
-        return CHUNK_ELEMENTS[limit.key]
-    return max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
+def chunk_plan(limit: RowLimit, op: str) -> tuple[int, int, bool]:
+    """(CHUNK, warps, per-row stats) of the chunked form of ``op`` under ``limit``
+    (:data:`CHUNK_PLANS`, else the rule above)."""
+    if (limit.key, op) in CHUNK_PLANS:
+        return CHUNK_PLANS[(limit.key, op)]
+    chunk = max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
+    return chunk, pick_num_warps(chunk, limit), False
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,7 @@ class RowPlan:
     reason: Optional[str] = None
     chunk: Optional[int] = None
     note: Optional[str] = None
+    row_stats: bool = False       # chunked softmax: pass 1 keeps a scalar max and sum per row
 
     @property
     def use_kernel(self) -> bool:
@@ -316,6 +331,7 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
             return refuse(why)
     lim = limit or device_limit(x.device)
     chunk = note = None
+    chunk_warps, row_stats = 1, False
     if block > lim.max_row_elements:
         over = (f"row of {n_cols} (BLOCK {block}) exceeds {lim.max_row_elements} fp32 "
                 f"elements on {lim.key} ({lim.on_chip_bytes // 1024} KiB on chip)")
@@ -323,13 +339,13 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
             return refuse(f"{over}; the backward kernels are one-pass only", lim)
         if n_cols > MAX_CHUNKED_ELEMENTS:
             return refuse(f"{over} and the chunked form's cap of {MAX_CHUNKED_ELEMENTS}", lim)
-        chunk = chunk_elements(lim)
+        chunk, chunk_warps, row_stats = chunk_plan(lim, op)
         note = f"{over}: chunked, two passes over {chunk}-element chunks"
     if x.device.type != "cuda" and not interpreting():
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
     if chunk is not None:
-        return RowPlan(op, n_rows, n_cols, block, pick_num_warps(chunk, lim), lim,
-                       chunk=chunk, note=note)
+        return RowPlan(op, n_rows, n_cols, block, chunk_warps, lim, chunk=chunk, note=note,
+                       row_stats=row_stats and op in ("softmax", "log_softmax"))
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -524,34 +540,53 @@ if tl is not None:
     # keeps its own running fp32 values; the lanes merge once, between the passes. While loops,
     # as in _norm_bwd_kernel: Triton 3.3's interpreter takes no runtime int as a range() bound.
     def _softmax_chunked_kernel(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr,
-                                LOG: tl.constexpr):
-        # online softmax: per lane a running max m and s = sum(exp(x - m)), s rescaled by
-        # exp(m_old - m_new) when m grows. -inf entries add exact zeros and a lane that has seen
-        # only -inf keeps s = 0 (no -inf - -inf); a NaN or +inf entry makes s NaN, so the row
-        # comes out NaN as torch's does, and a row of -inf gives exp(-inf - -inf) = NaN
+                                LOG: tl.constexpr, ROW_STATS: tl.constexpr):
+        # online softmax: a running max m and s = sum(exp(x - m)), s rescaled by exp(m_old - m_new)
+        # when m grows; per lane (CHUNK-long m and s, merged once after pass 1) or, ROW_STATS, per
+        # row (each chunk reduced to its max and sum: one exp an element). -inf entries add exact
+        # zeros and a max that has seen only -inf keeps s = 0 (no -inf - -inf); a NaN or +inf entry
+        # makes s NaN, so the row comes out NaN as torch's does, and a row of -inf gives
+        # exp(-inf - -inf) = NaN
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, CHUNK)
         x_row = X + row * stride_x
         y_row = Y + row * stride_y
-        m = tl.full([CHUNK], float("-inf"), tl.float32)
-        s = tl.zeros([CHUNK], dtype=tl.float32)
+        if ROW_STATS:
+            m = tl.max(tl.full([CHUNK], float("-inf"), tl.float32), axis=0)
+            s = tl.sum(tl.zeros([CHUNK], dtype=tl.float32), axis=0)
+        else:
+            m = tl.full([CHUNK], float("-inf"), tl.float32)
+            s = tl.zeros([CHUNK], dtype=tl.float32)
         start = 0
         while start < n_cols:
             c = start + cols
-            x = tl.load(x_row + c, mask=c < n_cols, other=float("-inf")).to(tl.float32)
-            m_new = tl.maximum(m, x)
+            x = tl.load(x_row + c, mask=c < n_cols, other=float("-inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+            if ROW_STATS:
+                m_new = tl.maximum(m, tl.max(x, axis=0))
+            else:
+                m_new = tl.maximum(m, x)
             alpha = tl.where(m == m_new, 1.0, tl.exp(m - m_new))
-            s = s * alpha + tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+            e = tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+            if ROW_STATS:
+                s = s * alpha + tl.sum(e, axis=0)
+            else:
+                s = s * alpha + e
             m = m_new
             start += CHUNK
-        row_max = tl.max(m, axis=0)
-        total = tl.sum(s * tl.where(m == row_max, 1.0, tl.exp(m - row_max)), axis=0)
+        if ROW_STATS:
+            row_max = m
+            total = s
+        else:
+            row_max = tl.max(m, axis=0)
+            total = tl.sum(s * tl.where(m == row_max, 1.0, tl.exp(m - row_max)), axis=0)
         log_total = tl.log(total)
         start = 0
         while start < n_cols:
             c = start + cols
             mask = c < n_cols
-            z = tl.load(x_row + c, mask=mask, other=float("-inf")).to(tl.float32) - row_max
+            z = tl.load(x_row + c, mask=mask, other=float("-inf"),
+                        eviction_policy="evict_first").to(tl.float32) - row_max
             if LOG:
                 y = z - log_total
             else:
@@ -578,7 +613,7 @@ if tl is not None:
         while start < n_cols:
             c = start + cols
             mask = c < n_cols
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             d = tl.where(mask, x - shift, 0.0)
             s1 += d
             s2 += d * d
@@ -592,7 +627,7 @@ if tl is not None:
         while start < n_cols:
             c = start + cols
             mask = c < n_cols
-            x = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             y = ((x - shift) - d_mean) * rstd
             if HAS_W:
                 y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
@@ -614,7 +649,8 @@ if tl is not None:
         start = 0
         while start < n_cols:
             c = start + cols
-            x = tl.load(x_row + c, mask=c < n_cols, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c, mask=c < n_cols, other=0.0,
+                        eviction_policy="evict_last").to(tl.float32)
             s2 += x * x
             start += CHUNK
         rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps)
@@ -622,7 +658,8 @@ if tl is not None:
         while start < n_cols:
             c = start + cols
             mask = c < n_cols
-            y = tl.load(x_row + c, mask=mask, other=0.0).to(tl.float32) * rstd
+            y = tl.load(x_row + c, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32) * rstd
             if HAS_W:
                 y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
             tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
@@ -671,6 +708,8 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
         common, form = dict(BLOCK=plan.block, num_warps=plan.num_warps), ""
     # an absent pointer (weight, bias, stats) is passed as x2: the kernel never touches it
     if plan.op in ("softmax", "log_softmax"):
+        if plan.form == "chunked":
+            common["ROW_STATS"] = plan.row_stats
         k["softmax" + form][grid](x2, y2, x2.stride(0), y2.stride(0), plan.n_cols,
                                   LOG=plan.op == "log_softmax", **common)
     elif plan.op == "layer_norm":
