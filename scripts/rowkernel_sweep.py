@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Size sweep of the bundled one-pass row kernels against Inductor (``rowkernel_sweep/1``).
+"""Size sweep of the bundled row kernels against Inductor (``rowkernel_sweep/1``).
 
     python scripts/rowkernel_sweep.py [--ops softmax,rms_norm] [--dtypes fp16,bf16]
         [--cols 1024,...,65536] [--elements N | --rows N] [--modes bundled,inductor_default,...]

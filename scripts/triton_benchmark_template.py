@@ -685,13 +685,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder holding the tko package (the bundle's scripts/)")
     p.add_argument("--no-tko", action="store_true", help="use the inline fallback core")
     p.add_argument("--row-kernels", action="store_true",
-                   help="as the first flag: sweep the bundled one-pass row kernels against Inductor "
+                   help="as the first flag: sweep the bundled row kernels against Inductor "
                         "instead (the flags after it go to rowkernel_sweep.py; needs tko)")
     return p
 
 
 def run_row_kernels(argv: list) -> int:
-    """``--row-kernels [FLAGS]``: the bundled one-pass row kernels against Inductor over row lengths
+    """``--row-kernels [FLAGS]``: the bundled row kernels against Inductor over row lengths
     (scripts/rowkernel_sweep.py, which needs the tko package), instead of this file's kernel."""
     import runpy
 

@@ -271,3 +271,33 @@ def test_max_runs_below_runs_is_an_input_error(tmp_path):
 
     with pytest.raises(InputError, match="--max-runs 1 is below --runs 2"):
         tr.run_trials(["python", "x.py"], tmp_path, [trial_plan.ArmSpec(name="baseline")], runs=2, max_runs=1)
+
+
+def test_two_correct_float16_softmaxes_of_long_rows_compare_equal(monkeypatch):
+    # A float16 softmax over 65536 columns writes most outputs as subnormals (under 6.1e-5); two
+    # correct kernels round them one subnormal step apart (an H200 trial of 2048 x 65536 saw 52
+    # such elements against the replace arm and 6 against coordinate descent). That is no change;
+    # a wrong value still is.
+    import torch
+
+    from tko import trial_compare
+
+    g = torch.Generator().manual_seed(0)
+    ref = torch.softmax(torch.randn(4, 65536, generator=g), -1).half()
+    assert (ref.float() < torch.finfo(torch.float16).smallest_normal).float().mean() > 0.5
+    bits = ref.view(torch.int16).clone()
+    tiny = (ref > 0) & (ref.float() < 2e-6)
+    bits[tiny] += 1                                   # one step up, where it is sure to be subnormal
+    nudged = bits.view(torch.float16)
+    assert int(tiny.sum()) > 1000 and not torch.equal(nudged, ref)
+    assert trial_compare.check({"y": nudged}, {"y": ref}, 0.0)[0] == "equal"
+    monkeypatch.setattr(trial_compare, "QUANTA_ALLOWED", 0)   # the relative bound alone fails them
+    verdict, why = trial_compare.check({"y": nudged}, {"y": ref}, 0.0)
+    assert verdict == "different" and "Mismatched elements" in why and "Greatest absolute difference" in why
+    monkeypatch.undo()
+    wrong = ref.clone()
+    wrong[0, ref[0].argmax()] *= 1.05                 # 5 % off on the largest output
+    assert trial_compare.check({"y": wrong}, {"y": ref}, 0.0)[0] == "different"
+    far = bits.clone()
+    far[tiny] += 9                                    # ten steps: more than rounding
+    assert trial_compare.check({"y": far.view(torch.float16)}, {"y": ref}, 0.0)[0] == "different"

@@ -8,7 +8,7 @@ the program only through it and the environment, never by editing the user's fil
 assigns ``inductor.<config>`` / ``dynamo.<config>`` values before the script runs;
 ``--eager-compile`` makes ``torch.compile`` return the callable uncompiled; ``--static-shapes``
 forces ``dynamic=False``; ``--replace-rows softmax,layer_norm`` routes those torch functions to the
-bundled one-pass row kernels (``tko.row_replace``); ``$TKO_PINS`` installs config pins; ``$TKO_TRIAL_OUT`` turns on the
+bundled row kernels (``tko.row_replace``); ``$TKO_PINS`` installs config pins; ``$TKO_TRIAL_OUT`` turns on the
 timing of compiled callables and the saving of their outputs (``tko.trial_hooks``).
 
 TARGET is ``module.path:Name`` or ``module.path:Class.method`` for code in an importable module

@@ -1,4 +1,4 @@
-"""Size sweep of the bundled one-pass row kernels against Inductor (``rowkernel_sweep/1``).
+"""Size sweep of the bundled row kernels against Inductor (``rowkernel_sweep/1``).
 
 For each op of :mod:`tko.rowkernels` (softmax, log_softmax, layer_norm, rms_norm), dtype and row
 length ``n_cols`` (``n_rows = elements // n_cols``), every mode is run on the same input:
@@ -244,7 +244,7 @@ def bundled_plan(op: str, args: tuple):
     plan = rk.plan_row(op, *args)
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
                            "limit": plan.limit.key if plan.limit else None,
-                           "form": plan.form, "chunk": plan.chunk}}
+                           "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats}}
 
 
 def prepare(mode: str, op: str, args: tuple) -> tuple[Callable | None, object, dict]:

@@ -17,10 +17,11 @@ reductions do). Why: on an NVIDIA H200 at 65536 columns (fp16 / bf16,
 tests/fixtures/rowkernel_sweep_h200/README.md) the one-pass kernels are refused (a 64k fp32 row is
 256 KiB, over the 227 KiB a block holds; offline compiles spill) and Inductor's looped softmax
 reads the row from DRAM twice, at 48-50 % of copy (log-softmax 53-54 %, LayerNorm 57-62 %). There
-the chunked form reached 60-62 % at CHUNK 4096 / 16 warps with no eviction hints, and 72-74 %
-(softmax, LayerNorm) with the hints and :data:`CHUNK_PLANS`' launches (chunk_probe). Inductor's
-RMSNorm keeps its second pass in L2 (90 % of copy, fp16) and stays faster than the chunked one
-(80 %), which is why the report offers the chunked kernel only where the kernel is slower than
+the chunked form reached 59-62 % at CHUNK 4096 / 16 warps with no eviction hints, and with the
+hints and :data:`CHUNK_PLANS`' launches 71-72 % (softmax), 79-81 % (log-softmax), 72-73 %
+(LayerNorm): 1.19-1.48x over every Inductor mode timed (call7_chunked_plans), 1.47x end to end
+on a softmax repro (examples/recorded_h200/trials/softmax_64k_replace). Inductor's fp16 RMSNorm
+keeps its second pass in L2 (90 % of copy) and stays faster than the chunked one (80 %), which is why the report offers the chunked kernel only where the kernel is slower than
 the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with

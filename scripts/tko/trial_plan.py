@@ -129,8 +129,8 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
     arm = ArmSpec("replace", bootstrap=["--replace-rows", ",".join(ops)],
                   proposed_by="; ".join(f"{k}: multi-pass {op}" for k, op in sorted(found.items()))
                   or "no facts given: tried",
-                  change="route " + ", ".join(ops) + " to the bundled one-pass row kernels "
-                         "(tko.rowkernels; torch.ops.tko.*)")
+                  change="route " + ", ".join(ops) + " to the bundled row kernels "
+                         "(tko.rowkernels, one pass or chunked by row length; torch.ops.tko.*)")
     if not env.get("gpu"):
         arm.skip = "no GPU: the bundled row kernels run on a GPU"
     elif facts.given and not found:
