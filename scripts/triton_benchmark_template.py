@@ -915,6 +915,18 @@ _TOLERANCES = {
 }
 
 
+def quantum_near_zero(dtype: Any) -> float:
+    """The spacing of a float dtype's subnormals (``smallest_normal * eps``; float16: 2^-24 =
+    5.96e-8), 0 for anything else. Two results rounded to the dtype from nearly equal values can
+    differ by one such step however small the values; under it a relative bound means nothing."""
+    import torch
+
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        return 0.0
+    info = torch.finfo(dtype)
+    return float(info.smallest_normal * info.eps)
+
+
 def dtype_name(dtype: Any) -> str:
     """'torch.bfloat16' / torch.bfloat16 / 'bf16' -> 'bfloat16'."""
     text = str(dtype).replace("torch.", "").lower()
