@@ -54,23 +54,15 @@ def row_pattern(kernel_name: str | None) -> str | None:
 
 
 def bundled_form(op: str, n_cols: int, arch: str | None) -> str | None:
-    """The form the bundled kernel of ``op`` takes on rows of ``n_cols`` on ``arch`` (its
-    :data:`tko.rowkernels.ROW_LIMITS` row, else the backend's default, else the DCU figure the
-    interpreter uses): ``"one_pass"``, ``"chunked"`` (past the one-pass limit, up to
-    :data:`~tko.rowkernels.MAX_CHUNKED_ELEMENTS`) or ``"refused"`` (a longer row); None for an op
-    or length it does not know. The plan's row-length rule only; dtype and layout checks need the
-    tensor (:func:`tko.rowkernels.plan_row`)."""
+    """The form the bundled kernel of ``op`` takes on rows of ``n_cols`` on ``arch``
+    (:func:`tko.rowkernels.row_form` under :func:`tko.rowkernels.arch_limit`): ``"one_pass"``,
+    ``"chunked"`` or ``"refused"``; None for an op or length it does not know. The row-length rule
+    only; dtype and layout checks need the tensor (:func:`tko.rowkernels.plan_row`)."""
     from . import rowkernels as rk
 
     if op not in OPS or not isinstance(n_cols, int) or n_cols < 1:
         return None
-    limits = rk.ROW_LIMITS
-    a = str(arch or "")
-    lim = limits.get(a) or (limits["cuda"] if a.startswith("sm_") else limits["hip"] if a.startswith("gfx")
-                            else limits["interpreter"])
-    if rk._next_pow2(n_cols) <= lim.max_row_elements:
-        return "one_pass"
-    return "chunked" if n_cols <= rk.MAX_CHUNKED_ELEMENTS else "refused"
+    return rk.row_form(n_cols, rk.arch_limit(arch))
 
 
 def parse_ops(text: str) -> list[str]:

@@ -21,8 +21,9 @@ the chunked form reached 59-62 % at CHUNK 4096 / 16 warps with no eviction hints
 hints and :data:`CHUNK_PLANS`' launches 71-72 % (softmax), 79-81 % (log-softmax), 72-73 %
 (LayerNorm): 1.19-1.48x over every Inductor mode timed (call7_chunked_plans), 1.47x end to end
 on a softmax repro (examples/recorded_h200/trials/softmax_64k_replace). Inductor's fp16 RMSNorm
-keeps its second pass in L2 (90 % of copy) and stays faster than the chunked one (80 %), which is why the report offers the chunked kernel only where the kernel is slower than
-the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
+keeps its second pass in L2 (90 % of copy) and stays faster than the chunked one (80 %), which
+is why the report offers the chunked kernel only where the kernel is slower than the chunked
+form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
 the reason.
@@ -240,9 +241,26 @@ def device_limit(device: torch.device) -> RowLimit:
         arch = normalize(arch) if arch else None
     except Exception:
         arch = None
+    return arch_limit(arch, hip)
+
+
+def arch_limit(arch: Optional[str], hip: Optional[bool] = None) -> RowLimit:
+    """The :data:`ROW_LIMITS` row of an arch name, else its backend's default (``hip`` as given,
+    else ``sm_*`` CUDA and ``gfx*`` HIP), else the interpreter's."""
     if arch in ROW_LIMITS:
         return ROW_LIMITS[arch]
-    return ROW_LIMITS["hip" if hip else "cuda"]
+    if hip is None:
+        name = str(arch or "")
+        hip = True if name.startswith("gfx") else False if name.startswith("sm_") else None
+    return ROW_LIMITS["interpreter" if hip is None else "hip" if hip else "cuda"]
+
+
+def row_form(n_cols: int, limit: RowLimit) -> str:
+    """The form a row of ``n_cols`` takes under ``limit``, by its length alone: ``"one_pass"``
+    (BLOCK fits), ``"chunked"`` (up to :data:`MAX_CHUNKED_ELEMENTS`) or ``"refused"``."""
+    if _next_pow2(n_cols) <= limit.max_row_elements:
+        return "one_pass"
+    return "chunked" if n_cols <= MAX_CHUNKED_ELEMENTS else "refused"
 
 
 def pick_num_warps(block: int, limit: RowLimit) -> int:
@@ -332,13 +350,13 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
             return refuse(why)
     lim = limit or device_limit(x.device)
     chunk = note = None
-    chunk_warps, row_stats = 1, False
-    if block > lim.max_row_elements:
+    form = row_form(n_cols, lim)
+    if form != "one_pass":
         over = (f"row of {n_cols} (BLOCK {block}) exceeds {lim.max_row_elements} fp32 "
                 f"elements on {lim.key} ({lim.on_chip_bytes // 1024} KiB on chip)")
         if backward:
             return refuse(f"{over}; the backward kernels are one-pass only", lim)
-        if n_cols > MAX_CHUNKED_ELEMENTS:
+        if form == "refused":
             return refuse(f"{over} and the chunked form's cap of {MAX_CHUNKED_ELEMENTS}", lim)
         chunk, chunk_warps, row_stats = chunk_plan(lim, op)
         note = f"{over}: chunked, two passes over {chunk}-element chunks"
