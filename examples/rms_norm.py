@@ -1,4 +1,4 @@
-"""RMS normalization with a weight (8192 x 4096 fp16), as in LLaMA-style blocks."""
+"""RMS normalization with a weight (8192 x 4096 fp16 by default), as in LLaMA-style blocks."""
 
 import torch
 
@@ -11,11 +11,20 @@ def rms_norm(x, w, eps: float = 1e-6):
 
 
 def main():
-    args = parse_args(__doc__, lambda p: p.add_argument("--rows", type=int, default=8192))
+    def extra(p):
+        p.add_argument("--rows", type=int, default=8192)
+        p.add_argument("--cols", type=int, default=4096)
+        p.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16")
+        p.add_argument("--functional", action="store_true",
+                       help="torch.nn.functional.rms_norm instead of the hand-written formula")
+
+    args = parse_args(__doc__, extra)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     torch.manual_seed(0)
-    x = torch.randn(args.rows, 4096, device=args.device, dtype=torch.float16)
-    w = torch.randn(4096, device=args.device, dtype=torch.float16)
-    g = maybe_compile(rms_norm, args)
+    x = torch.randn(args.rows, args.cols, device=args.device, dtype=dtype)
+    w = torch.randn(args.cols, device=args.device, dtype=dtype)
+    fn = (lambda a, b: torch.nn.functional.rms_norm(a, (args.cols,), b, 1e-6)) if args.functional else rms_norm
+    g = maybe_compile(fn, args)
     run_steps(lambda: g(x, w), args, "rms_norm")
 
 

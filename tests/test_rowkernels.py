@@ -35,7 +35,9 @@ DTYPES = list(TOL)
 ODD_COLS = (1, 7, 1000, 1023, 4097)
 # A limit that forces the chunked form on short rows: 256 fp32 elements one-pass, 64-element chunks
 SMALL = rk.RowLimit("small", 64, 16, 1024, "tests: 1 KiB on chip")
-CHUNKED_COLS = (1000, 777, 4099)
+# 16, 13 and 65 chunks of 64, the last one partly masked (a runtime loop bound), and 16 whole
+# chunks (the unrolled form: RowPlan.n_chunks 16, no masks)
+CHUNKED_COLS = (1000, 777, 4099, 1024)
 
 
 INTERP = rk.interpreting()
@@ -304,10 +306,13 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
         plan = _plan(monkeypatch, op, 65536, h200)
         assert plan.use_kernel and plan.reason is None
         # measured on an H200 (rk.CHUNK_PLANS): softmax rows in 16k chunks at 16 warps with per-row
-        # stats, the norms in 8k chunks at 32 warps
-        want = (16384, 16, True) if "softmax" in op else (8192, 32, False)
+        # stats and a runtime loop, the norms in 16k chunks at 32 warps, unrolled
+        want = (16384, 16, True) if "softmax" in op else (16384, 32, False)
         assert (plan.form, plan.chunk, plan.num_warps, plan.row_stats, plan.block) == ("chunked", *want, 65536)
         assert plan.note == f"{over}: chunked, two passes over {want[0]}-element chunks"
+        # a whole number of chunks: the norms compiled for that count (loops unrolled, no masks)
+        assert plan.n_chunks == (0 if "softmax" in op else 65536 // want[0])
+        assert _plan(monkeypatch, op, 65536 + 8, h200).n_chunks == 0
         # a row that fits keeps the one-pass plan
         fit = _plan(monkeypatch, op, 32768, h200)
         assert fit.use_kernel and (fit.form, fit.chunk, fit.note, fit.block) == ("one_pass", None, None, 32768)
@@ -326,9 +331,12 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     # CHUNK: listed per limit and op, else the largest power of two up to 4096 with room for four
     # fp32 vectors on chip, pick_num_warps of it and per-lane stats
     assert [rk.chunk_plan(rk.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
-        [(4096, 8, False), (4096, 8, False), (2048, 8, False), (4096, 8, False)]
-    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False)
-    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False)
+        [(4096, 8, False, True), (4096, 8, False, True), (2048, 8, False, True), (4096, 8, False, True)]
+    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True)
+    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True)
+    assert [rk.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
+    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, unroll=False))
+    assert _plan(monkeypatch, "rms_norm", 1024, SMALL).n_chunks == 0
     small = _plan(monkeypatch, "layer_norm", 257, SMALL)
     assert (small.form, small.chunk, small.num_warps, small.block) == ("chunked", 64, 1, 512)
     assert _plan(monkeypatch, "layer_norm", 256, SMALL).form == "one_pass"
@@ -353,8 +361,9 @@ def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
     for arch, cols in (("sm_90", 65536), ("gfx942", 32768)):
         for op, const in cc.CASES:
             plan = _plan(monkeypatch, op, cols, rk.ROW_LIMITS[arch])
-            kernel, chunk, warps = cc.compile_one(op, const, "fp16", arch)
-            assert (plan.form, plan.chunk, plan.num_warps) == ("chunked", chunk, warps), (arch, op)
+            kernel, chunk, warps, n_chunks = cc.compile_one(op, const, "fp16", arch, cols)
+            assert (plan.form, plan.chunk, plan.num_warps, plan.n_chunks) == \
+                ("chunked", chunk, warps, n_chunks), (arch, op)
             if arch == "sm_90":
                 use = cc.nvidia_usage(kernel)
                 assert (use["stack"], use["local"], use["spill_store_b"]) == (0, 0, 0), (op, use)
@@ -382,12 +391,13 @@ def test_chunked_rows_of_a_cpu_tensor_are_refused_without_the_interpreter():
 @pytest.mark.parametrize("op", rk.OPS)
 def test_kernel_chunked_rows_match_the_reference(op, dtype):
     before = rk.call_counts()
-    for cols in CHUNKED_COLS:         # 16, 13 and 65 chunks of 64, the last one partly masked
+    for cols in CHUNKED_COLS:
         x = _x(2, cols, dtype, seed=cols)
         w = torch.randn(cols).to(dtype) if op in ("layer_norm", "rms_norm") else None
         b = torch.randn(cols).to(dtype) if op == "layer_norm" else None
         (got, plan), want = _call(op, x, w, b, limit=SMALL)
         assert plan.use_kernel and (plan.form, plan.chunk, plan.block) == ("chunked", 64, _next_pow2(cols)), plan
+        assert plan.n_chunks == (16 if cols == 1024 else 0), plan
         _close(got, want, dtype)
     # rows strided apart under batched leading dims
     x = _x(6, 1100, dtype, seed=1)[:, 50:1050].view(2, 3, 1000)
@@ -437,20 +447,25 @@ def test_kernel_chunked_masks_nan_and_inf_follow_torch(dtype, row_stats, monkeyp
     # chunk reduced to a scalar first), as rk.CHUNK_PLANS picks per device
     for op in ("softmax", "log_softmax"):
         monkeypatch.setitem(rk.CHUNK_PLANS, ("small", op), (64, 1, row_stats))
+    for cols in (1000, 1024):          # a masked tail (runtime loop bound), whole chunks (unrolled)
+        _check_nan_and_inf_rows(dtype, row_stats, cols)
+
+
+def _check_nan_and_inf_rows(dtype, row_stats, cols):
     inf = float("inf")
-    x = _x(9, 1000, dtype)
+    x = _x(9, cols, dtype)
     x[0] = -inf                        # fully masked attention row: torch gives NaN
     x[1, 10:700] = -inf                # masked in part, across chunks
     x[2, 5] = float("nan")
     x[3, 7] = inf
-    x[4, :999] = -inf                  # one live element, in the last chunk's masked tail
-    x[5, torch.arange(1000) % 64 >= 32] = -inf   # half the lanes see only -inf, in every chunk
+    x[4, :cols - 1] = -inf             # one live element, in the last chunk
+    x[5, torch.arange(cols) % 64 >= 32] = -inf   # half the lanes see only -inf, in every chunk
     x[6, :500] = -inf                  # NaN after a masked start
     x[6, 700] = float("nan")
     x[7, :300] = -inf                  # +inf after a masked start
     x[7, 900] = inf
     x[8, :600] = -inf                  # masked first chunks, then live ones
-    causal = _x(6, 777, dtype, seed=1)
+    causal = _x(6, cols - 223, dtype, seed=1)
     for i in range(6):                 # a causal mask: row i sees columns 0 .. 150 i
         causal[i, 150 * i + 1:] = -inf
     for op in ("softmax", "log_softmax"):
@@ -460,11 +475,12 @@ def test_kernel_chunked_masks_nan_and_inf_follow_torch(dtype, row_stats, monkeyp
             _close(got, want, dtype)
             torch.testing.assert_close(got, getattr(torch, op)(t.float(), -1).to(dtype), equal_nan=True,
                                        **TOL[dtype])
+    assert rk.plan_row("softmax", x, limit=SMALL).n_chunks == (16 if cols == 1024 else 0)
     sm = rk.softmax(x, limit=SMALL)
     assert torch.isnan(sm[[0, 2, 3, 6, 7]]).all()
     assert torch.isfinite(sm[[1, 4, 5, 8]]).all()
-    assert (sm[1, 10:700] == 0).all() and (sm[5, torch.arange(1000) % 64 >= 32] == 0).all()
-    assert (sm[8, :600] == 0).all() and sm[4, 999] == 1 and (sm[4, :999] == 0).all()
+    assert (sm[1, 10:700] == 0).all() and (sm[5, torch.arange(cols) % 64 >= 32] == 0).all()
+    assert (sm[8, :600] == 0).all() and sm[4, cols - 1] == 1 and (sm[4, :cols - 1] == 0).all()
     assert (rk.log_softmax(x, limit=SMALL)[1, 10:700] == -inf).all()
     csm = rk.softmax(causal, limit=SMALL)
     assert csm[0, 0] == 1 and torch.isfinite(csm).all()

@@ -244,7 +244,8 @@ def bundled_plan(op: str, args: tuple):
     plan = rk.plan_row(op, *args)
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
                            "limit": plan.limit.key if plan.limit else None,
-                           "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats}}
+                           "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats,
+                           "n_chunks": plan.n_chunks}}
 
 
 def prepare(mode: str, op: str, args: tuple) -> tuple[Callable | None, object, dict]:

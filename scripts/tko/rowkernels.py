@@ -13,17 +13,19 @@ row with each chunk reduced first), pass 2 rereads the row and writes ``exp(x - 
 the variance from cancelling when the mean is large), pass 2 normalizes and writes, with the
 per-row mean / rstd for the backward; RMSNorm: pass 1 sums ``x * x``. Pass 2 rereads the row,
 meant to find it in L2 still (pass 1 loads evict_last, pass 2 evict_first, as Inductor's looped
-reductions do). Why: on an NVIDIA H200 at 65536 columns (fp16 / bf16,
+reductions do); where a plan unrolls and the row is a whole number of chunks, the kernel is
+compiled for that count (:func:`unrolled_chunks`): no masks, and loops the compiler unrolls, as
+Inductor's static-shape loops are. Why: on an NVIDIA H200 at 65536 columns (fp16 / bf16,
 tests/fixtures/rowkernel_sweep_h200/README.md) the one-pass kernels are refused (a 64k fp32 row is
 256 KiB, over the 227 KiB a block holds; offline compiles spill) and Inductor's looped softmax
 reads the row from DRAM twice, at 48-50 % of copy (log-softmax 53-54 %, LayerNorm 57-62 %). There
 the chunked form reached 59-62 % at CHUNK 4096 / 16 warps with no eviction hints, and with the
-hints and :data:`CHUNK_PLANS`' launches 71-72 % (softmax), 79-81 % (log-softmax), 72-73 %
-(LayerNorm): 1.19-1.48x over every Inductor mode timed (call7_chunked_plans), 1.47x end to end
-on a softmax repro (examples/recorded_h200/trials/softmax_64k_replace). Inductor's fp16 RMSNorm
-keeps its second pass in L2 (90 % of copy) and stays faster than the chunked one (80 %), which
-is why the report offers the chunked kernel only where the kernel is slower than the chunked
-form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
+hints and :data:`CHUNK_PLANS`' launches 70-72 % (softmax), 79-81 % (log-softmax), 75-78 %
+(LayerNorm), 85 % (RMSNorm): 1.26-1.48x over every Inductor mode on softmax, log-softmax and
+LayerNorm, 1.07x on bf16 RMSNorm (call11_unrolled_plans), 1.47x end to end on a softmax repro
+(examples/recorded_h200/trials/softmax_64k_replace). Inductor's fp16 RMSNorm (90.6 % of copy)
+stays 1.07x faster, which is why the report offers the chunked kernel only where the kernel is
+slower than the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
 the reason.
@@ -85,7 +87,7 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -156,37 +158,55 @@ ELEMENTS_PER_THREAD = 8
 # op): CHUNK (the block its loop reads), warps, and for softmax / log-softmax whether pass 1 keeps
 # its running max and sum per lane (a CHUNK-long vector each; no cross-warp reduction until the
 # passes meet) or per row (each chunk reduced to a scalar max and sum: one exp an element instead
-# of two, two block reductions a chunk). Pass 1 loads with evict_last and pass 2 with evict_first,
-# as Inductor's looped reductions do, so that pass 2 finds the row in L2; fewer rows in flight
-# (larger CHUNK, more warps, so fewer programs per SM) help it too. sm_90 is measured on an H200
-# at 2048 x 65536 fp16 (tests/fixtures/rowkernel_sweep_h200/chunk_probe: CHUNK 4096-16384 x 16/32
-# warps, two rounds within 0.5 %): per-row stats at CHUNK 16384, 16 warps reached 74 % of copy on
-# softmax where per-lane stats at 4096 / 16 (the plan before) reached 62.5 %; the norms reached
-# 73 % (LayerNorm) and 80 % (RMSNorm) at 8192 / 32 against 62-64 % at 4096 / 16.
+# of two, two block reductions a chunk), and whether a row of whole chunks is walked by loops
+# with a compile-time bound (unroll: no masks, the loops unrolled; else a runtime bound). Pass 1
+# loads with evict_last and pass 2 with evict_first, as Inductor's looped reductions do, so that
+# pass 2 finds the row in L2; fewer rows in flight (larger CHUNK, more warps, so fewer programs per
+# SM) help it too. sm_90 is measured on an H200 at 2048 x 65536 (tests/fixtures/rowkernel_sweep_h200):
+# chunk_probe (fp16, CHUNK 4096-16384 x 16/32 warps, runtime loops, two rounds within 0.5 %) found
+# per-row stats at CHUNK 16384, 16 warps at 74 % of copy on softmax where per-lane stats at 4096 / 16
+# (the plan before) reached 62.5 %; call10_unrolled (fp16 and bf16, both loop forms at four
+# launches) found the norms unrolled at 16384 / 32 best (LayerNorm 77-79 %, RMSNorm 85 %, against
+# 72-73 % and 80 % for the best runtime loop) and softmax / log-softmax 14-20 points worse unrolled.
+class ChunkPlan(NamedTuple):
+    chunk: int
+    num_warps: int
+    row_stats: bool               # softmax / log-softmax: per-row (True) or per-lane stats
+    unroll: bool = True           # a row of whole chunks: loops with a compile-time bound
+
+
 CHUNK_PLANS = {
-    ("sm_90", "softmax"): (16384, 16, True),
-    ("sm_90", "log_softmax"): (16384, 16, True),
-    ("sm_90", "layer_norm"): (8192, 32, False),
-    ("sm_90", "rms_norm"): (8192, 32, False),
+    ("sm_90", "softmax"): ChunkPlan(16384, 16, True, unroll=False),
+    ("sm_90", "log_softmax"): ChunkPlan(16384, 16, True, unroll=False),
+    ("sm_90", "layer_norm"): ChunkPlan(16384, 32, False),
+    ("sm_90", "rms_norm"): ChunkPlan(16384, 32, False),
 }
 # A (limit, op) not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
 # vectors in the limit's on-chip bytes (4096 on every 64 KiB DCU / AMD limit, 2048 on the 48 KiB
-# CUDA default; 64 on a 1 KiB test limit), pick_num_warps(CHUNK) warps and per-lane stats: not
-# timed on those devices; offline (tests/fixtures/rowkernels_offline) gfx942 compiles them with no
-# spill at 8 waves per SIMD.
+# CUDA default; 64 on a 1 KiB test limit), pick_num_warps(CHUNK) warps, per-lane stats and
+# unrolled loops (what Inductor's static shapes give): not timed on those devices; offline
+# (tests/fixtures/rowkernels_offline) gfx942 compiles them with no spill at 6-8 waves per SIMD.
 DEFAULT_CHUNK = 4096
 # Longest row the chunked form takes (4 MiB of fp32 a row); longer rows are refused as before.
 MAX_CHUNKED_ELEMENTS = 1 << 20
 FORMS = ("one_pass", "chunked")
 
 
-def chunk_plan(limit: RowLimit, op: str) -> tuple[int, int, bool]:
-    """(CHUNK, warps, per-row stats) of the chunked form of ``op`` under ``limit``
-    (:data:`CHUNK_PLANS`, else the rule above)."""
+def chunk_plan(limit: RowLimit, op: str) -> ChunkPlan:
+    """CHUNK, warps and the form of the softmax stats of the chunked form of ``op`` under
+    ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
     if (limit.key, op) in CHUNK_PLANS:
-        return CHUNK_PLANS[(limit.key, op)]
+        return ChunkPlan(*CHUNK_PLANS[(limit.key, op)])
     chunk = max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
-    return chunk, pick_num_warps(chunk, limit), False
+    return ChunkPlan(chunk, pick_num_warps(chunk, limit), False)
+
+
+def unrolled_chunks(n_cols: int, chunk: int) -> int:
+    """The chunk count the chunked kernel is compiled for (``N_CHUNKS``): ``n_cols / chunk``
+    where the row is a whole number of chunks (its loops then end at a compile-time bound, with
+    no masks: one compile per such row length, as Inductor's static shapes), else 0 (a runtime
+    bound and masked loads)."""
+    return n_cols // chunk if chunk and n_cols % chunk == 0 else 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +228,7 @@ class RowPlan:
     chunk: Optional[int] = None
     note: Optional[str] = None
     row_stats: bool = False       # chunked softmax: pass 1 keeps a scalar max and sum per row
+    n_chunks: int = 0             # chunked: the compile-time chunk count (unrolled_chunks), or 0
 
     @property
     def use_kernel(self) -> bool:
@@ -358,13 +379,15 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
             return refuse(f"{over}; the backward kernels are one-pass only", lim)
         if form == "refused":
             return refuse(f"{over} and the chunked form's cap of {MAX_CHUNKED_ELEMENTS}", lim)
-        chunk, chunk_warps, row_stats = chunk_plan(lim, op)
+        chunked = chunk_plan(lim, op)
+        chunk = chunked.chunk
         note = f"{over}: chunked, two passes over {chunk}-element chunks"
     if x.device.type != "cuda" and not interpreting():
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
     if chunk is not None:
-        return RowPlan(op, n_rows, n_cols, block, chunk_warps, lim, chunk=chunk, note=note,
-                       row_stats=row_stats and op in ("softmax", "log_softmax"))
+        return RowPlan(op, n_rows, n_cols, block, chunked.num_warps, lim, chunk=chunk, note=note,
+                       row_stats=chunked.row_stats and op in ("softmax", "log_softmax"),
+                       n_chunks=unrolled_chunks(n_cols, chunk) if chunked.unroll else 0)
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -555,11 +578,34 @@ if tl is not None:
             tl.store(DB + pid * n_cols + cols, db_acc, mask=mask)
 
     # The chunked form: one row per program, walked in CHUNK-element blocks twice (pass 1 reduces,
-    # pass 2 rereads the row, from L2 while it is still there, and writes). Each lane of a block
-    # keeps its own running fp32 values; the lanes merge once, between the passes. While loops,
-    # as in _norm_bwd_kernel: Triton 3.3's interpreter takes no runtime int as a range() bound.
+    # pass 2 rereads the row, from L2 while it is still there, and writes). While loops, as in
+    # _norm_bwd_kernel: Triton 3.3's interpreter takes no runtime int as a range() bound.
+    # N_CHUNKS > 0 (the row is N_CHUNKS * CHUNK long, RowPlan.n_chunks): the loops end at a
+    # compile-time bound and the loads carry no mask, so the compiler unrolls them and issues a
+    # row's loads back to back, as Inductor's loops over a static row length are (its RMSNorm at
+    # 64k: every load of pass 1 in flight, 32 registers, 90 % of copy on an H200, where the same
+    # launch with a runtime bound reached 80 %; tests/fixtures/rowkernel_sweep_h200/call9_pass2_probe).
+    @triton.jit
+    def _load_chunk(row_ptr, c, n_cols, other, EVEN: tl.constexpr, POLICY: tl.constexpr):
+        if EVEN:
+            return tl.load(row_ptr + c, eviction_policy=POLICY).to(tl.float32)
+        return tl.load(row_ptr + c, mask=c < n_cols, other=other, eviction_policy=POLICY).to(tl.float32)
+
+    @triton.jit
+    def _store_chunk(row_ptr, c, n_cols, v, EVEN: tl.constexpr):
+        if EVEN:
+            tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty))
+        else:
+            tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty), mask=c < n_cols)
+
+    @triton.jit
+    def _row_end(n_cols, CHUNK: tl.constexpr, N_CHUNKS: tl.constexpr):
+        if N_CHUNKS > 0:
+            return N_CHUNKS * CHUNK
+        return n_cols
+
     def _softmax_chunked_kernel(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr,
-                                LOG: tl.constexpr, ROW_STATS: tl.constexpr):
+                                LOG: tl.constexpr, ROW_STATS: tl.constexpr, N_CHUNKS: tl.constexpr):
         # online softmax: a running max m and s = sum(exp(x - m)), s rescaled by exp(m_old - m_new)
         # when m grows; per lane (CHUNK-long m and s, merged once after pass 1) or, ROW_STATS, per
         # row (each chunk reduced to its max and sum: one exp an element). -inf entries add exact
@@ -570,6 +616,7 @@ if tl is not None:
         cols = tl.arange(0, CHUNK)
         x_row = X + row * stride_x
         y_row = Y + row * stride_y
+        end = _row_end(n_cols, CHUNK, N_CHUNKS)
         if ROW_STATS:
             m = tl.max(tl.full([CHUNK], float("-inf"), tl.float32), axis=0)
             s = tl.sum(tl.zeros([CHUNK], dtype=tl.float32), axis=0)
@@ -577,10 +624,8 @@ if tl is not None:
             m = tl.full([CHUNK], float("-inf"), tl.float32)
             s = tl.zeros([CHUNK], dtype=tl.float32)
         start = 0
-        while start < n_cols:
-            c = start + cols
-            x = tl.load(x_row + c, mask=c < n_cols, other=float("-inf"),
-                        eviction_policy="evict_last").to(tl.float32)
+        while start < end:
+            x = _load_chunk(x_row, start + cols, n_cols, float("-inf"), N_CHUNKS > 0, "evict_last")
             if ROW_STATS:
                 m_new = tl.maximum(m, tl.max(x, axis=0))
             else:
@@ -601,21 +646,19 @@ if tl is not None:
             total = tl.sum(s * tl.where(m == row_max, 1.0, tl.exp(m - row_max)), axis=0)
         log_total = tl.log(total)
         start = 0
-        while start < n_cols:
+        while start < end:
             c = start + cols
-            mask = c < n_cols
-            z = tl.load(x_row + c, mask=mask, other=float("-inf"),
-                        eviction_policy="evict_first").to(tl.float32) - row_max
+            z = _load_chunk(x_row, c, n_cols, float("-inf"), N_CHUNKS > 0, "evict_first") - row_max
             if LOG:
                 y = z - log_total
             else:
                 y = tl.exp(z) / total
-            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
             start += CHUNK
 
     def _layer_norm_chunked_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                                    CHUNK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                                   STATS: tl.constexpr):
+                                   STATS: tl.constexpr, N_CHUNKS: tl.constexpr):
         # pass 1: per lane the fp32 sums of d and d * d, d = x - x[0]: shifted by the row's first
         # element, so that var = E[d^2] - E[d]^2 does not cancel when |mean| >> std (unshifted,
         # an fp32 row of mean 300 and std 1 loses about 1e-2 of its variance); pass 2
@@ -625,15 +668,15 @@ if tl is not None:
         cols = tl.arange(0, CHUNK)
         x_row = X + row * stride_x
         y_row = Y + row * stride_y
+        end = _row_end(n_cols, CHUNK, N_CHUNKS)
         shift = tl.load(x_row).to(tl.float32)
         s1 = tl.zeros([CHUNK], dtype=tl.float32)
         s2 = tl.zeros([CHUNK], dtype=tl.float32)
         start = 0
-        while start < n_cols:
+        while start < end:
             c = start + cols
-            mask = c < n_cols
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            d = tl.where(mask, x - shift, 0.0)
+            x = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
+            d = tl.where(c < end, x - shift, 0.0)      # `end`: a constant when unrolled
             s1 += d
             s2 += d * d
             start += CHUNK
@@ -643,45 +686,42 @@ if tl is not None:
         mean = shift + d_mean
         rstd = 1.0 / tl.sqrt(var + eps)
         start = 0
-        while start < n_cols:
+        while start < end:
             c = start + cols
-            mask = c < n_cols
-            x = tl.load(x_row + c, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            x = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_first")
             y = ((x - shift) - d_mean) * rstd
             if HAS_W:
-                y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
+                y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
             if HAS_B:
-                y = y + tl.load(B + c, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+                y = y + _load_chunk(B, c, n_cols, 0.0, N_CHUNKS > 0, "")
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
             start += CHUNK
         if STATS:
             tl.store(Mean + row, mean)
             tl.store(Rstd + row, rstd)
 
     def _rms_norm_chunked_kernel(X, Y, W, Rstd, stride_x, stride_y, n_cols, eps,
-                                 CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr):
+                                 CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr,
+                                 N_CHUNKS: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, CHUNK)
         x_row = X + row * stride_x
         y_row = Y + row * stride_y
+        end = _row_end(n_cols, CHUNK, N_CHUNKS)
         s2 = tl.zeros([CHUNK], dtype=tl.float32)
         start = 0
-        while start < n_cols:
-            c = start + cols
-            x = tl.load(x_row + c, mask=c < n_cols, other=0.0,
-                        eviction_policy="evict_last").to(tl.float32)
+        while start < end:
+            x = _load_chunk(x_row, start + cols, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
             s2 += x * x
             start += CHUNK
         rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps)
         start = 0
-        while start < n_cols:
+        while start < end:
             c = start + cols
-            mask = c < n_cols
-            y = tl.load(x_row + c, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32) * rstd
+            y = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_first") * rstd
             if HAS_W:
-                y = y * tl.load(W + c, mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_row + c, y.to(Y.dtype.element_ty), mask=mask)
+                y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
             start += CHUNK
         if STATS:
             tl.store(Rstd + row, rstd)
@@ -722,7 +762,8 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
     k = _kernels()
     grid = (plan.n_rows,)
     if plan.form == "chunked":
-        common, form = dict(CHUNK=plan.chunk, num_warps=plan.num_warps), "_chunked"
+        common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps)
+        form = "_chunked"
     else:
         common, form = dict(BLOCK=plan.block, num_warps=plan.num_warps), ""
     # an absent pointer (weight, bias, stats) is passed as x2: the kernel never touches it

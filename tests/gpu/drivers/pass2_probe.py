@@ -1,21 +1,23 @@
-"""Why does pass 2 of a chunked row kernel miss L2, and does Inductor's own loop do better?
+"""Why is Inductor's looped RMSNorm faster than the chunked row kernel, and which loop form wins?
 
     TRITON_CACHE_DIR=D1 TORCHINDUCTOR_CACHE_DIR=D2 \\
       python tests/gpu/drivers/pass2_probe.py --out-dir OUT [--cols 65536] [--dtype fp16]
 
 The chunked form (tko.rowkernels) reads a long row twice, and pass 2 is meant to find it in L2.
 At 2048 x 65536 fp16 Inductor's coordinate-descent RMSNorm (the same two loops, R0_BLOCK 16384 at
-32 warps, the same eviction hints) ran at 90 % of copy, the bundled one at 80 %. This times, in one
-process, for each op at a few launches:
+32 warps, the same eviction hints) ran at 90 % of copy, the bundled one at 80 %: Inductor's loop
+has a compile-time bound (static shapes), so its loads carry no mask and the compiler unrolls the
+loop and issues a row's loads back to back. This times, in one process, each op's bundled chunked
+kernel at a few launches in both forms:
 
-- ``library``: the bundled kernel as ``rowkernels`` launches it (a while loop, masked loads);
-- ``fwd`` / ``rev``: a probe copy with a counted ``tl.range`` loop over chunks, pass 2 walking the
-  row forwards or backwards (backwards reads first the chunks pass 1 read last, the most recent in
-  L2); ``*_even``: the same with no masks (the row a multiple of CHUNK, as Inductor's static
-  shapes give); ``*_whint``: the weight loaded evict_last, as Inductor does;
-- ``*_unroll4``: masked loads, each loop unrolled 4 times (``tl.range(loop_unroll_factor=4)``):
-  more loads in flight without the no-mask specialization;
-- ``inductor_default`` / ``inductor_cd``: torch.compile of the op, default and coordinate descent.
+- ``loop``: a runtime bound and masked loads (``RowPlan.n_chunks`` 0);
+- ``unrolled``: the chunk count a compile-time constant (``rowkernels.unrolled_chunks``);
+- ``inductor_default`` / ``coordinate_descent``: torch.compile of the op, default and coordinate
+  descent.
+
+The first run of this driver (call9_pass2_probe; the driver as of that commit) also timed probe
+copies with pass 2 walking the row backwards, no masks with a runtime bound, the weight loaded
+evict_last and ``tl.range(loop_unroll_factor=4)``: none beat the bundled loop.
 
 Every output is checked against the op's fp32 reference. At the end the cubins in the Triton and
 Inductor caches are read with cuobjdump (registers, spill, shared memory), and the SASS of the
@@ -37,149 +39,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from tko import isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.bench import time_fn  # noqa: E402
 
-# (op, CHUNK, warps): the sm_90 plan's launch first, then the neighbours chunk_probe liked
-LAUNCHES = {"rms_norm": ((8192, 32), (16384, 32)),
-            "layer_norm": ((8192, 32), (16384, 32)),
-            "softmax": ((16384, 16), (8192, 32)),
-            "log_softmax": ((16384, 16),)}
-VARIANTS = ("library", "fwd", "rev", "fwd_even", "rev_even", "fwd_even_whint", "fwd_unroll4",
-            "rev_unroll4")
+# (op, CHUNK, warps): the sm_90 plan's launch, then its neighbours
+LAUNCHES = {"rms_norm": ((8192, 32), (16384, 32), (16384, 16), (4096, 32)),
+            "layer_norm": ((8192, 32), (16384, 32), (16384, 16), (4096, 32)),
+            "softmax": ((16384, 16), (16384, 32), (8192, 32)),
+            "log_softmax": ((16384, 16), (16384, 32), (8192, 32))}
+VARIANTS = ("loop", "unrolled")
 
 
-@triton.jit
-def _chunk_start(i, n_chunks, CHUNK: tl.constexpr, REVERSE: tl.constexpr):
-    if REVERSE:
-        return (n_chunks - 1 - i) * CHUNK
-    return i * CHUNK
-
-
-@triton.jit
-def _load(ptr, c, n_cols, other, EVEN: tl.constexpr, POLICY: tl.constexpr):
-    if EVEN:
-        return tl.load(ptr + c, eviction_policy=POLICY).to(tl.float32)
-    return tl.load(ptr + c, mask=c < n_cols, other=other, eviction_policy=POLICY).to(tl.float32)
-
-
-@triton.jit
-def _store(ptr, c, n_cols, v, EVEN: tl.constexpr):
-    if EVEN:
-        tl.store(ptr + c, v.to(ptr.dtype.element_ty))
-    else:
-        tl.store(ptr + c, v.to(ptr.dtype.element_ty), mask=c < n_cols)
-
-
-@triton.jit
-def _rms_probe(X, Y, W, stride_x, stride_y, n_cols, eps, CHUNK: tl.constexpr,
-               REVERSE: tl.constexpr, EVEN: tl.constexpr, WHINT: tl.constexpr,
-               UNROLL: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, CHUNK)
-    x_row = X + row * stride_x
-    y_row = Y + row * stride_y
-    n_chunks = tl.cdiv(n_cols, CHUNK)
-    s2 = tl.zeros([CHUNK], dtype=tl.float32)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        x = _load(x_row, i * CHUNK + cols, n_cols, 0.0, EVEN, "evict_last")
-        s2 += x * x
-    rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        c = _chunk_start(i, n_chunks, CHUNK, REVERSE) + cols
-        x = _load(x_row, c, n_cols, 0.0, EVEN, "evict_first")
-        w = _load(W, c, n_cols, 0.0, EVEN, "evict_last" if WHINT else "")
-        _store(y_row, c, n_cols, x * rstd * w, EVEN)
-
-
-@triton.jit
-def _layer_norm_probe(X, Y, W, B, stride_x, stride_y, n_cols, eps, CHUNK: tl.constexpr,
-                      REVERSE: tl.constexpr, EVEN: tl.constexpr, WHINT: tl.constexpr,
-                      UNROLL: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, CHUNK)
-    x_row = X + row * stride_x
-    y_row = Y + row * stride_y
-    n_chunks = tl.cdiv(n_cols, CHUNK)
-    shift = tl.load(x_row).to(tl.float32)
-    s1 = tl.zeros([CHUNK], dtype=tl.float32)
-    s2 = tl.zeros([CHUNK], dtype=tl.float32)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        c = i * CHUNK + cols
-        x = _load(x_row, c, n_cols, 0.0, EVEN, "evict_last")
-        d = tl.where(c < n_cols, x - shift, 0.0)
-        s1 += d
-        s2 += d * d
-    d_mean = tl.sum(s1, axis=0) / n_cols
-    var = tl.maximum(tl.sum(s2, axis=0) / n_cols - d_mean * d_mean, 0.0)
-    rstd = 1.0 / tl.sqrt(var + eps)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        c = _chunk_start(i, n_chunks, CHUNK, REVERSE) + cols
-        x = _load(x_row, c, n_cols, 0.0, EVEN, "evict_first")
-        w = _load(W, c, n_cols, 0.0, EVEN, "evict_last" if WHINT else "")
-        b = _load(B, c, n_cols, 0.0, EVEN, "evict_last" if WHINT else "")
-        _store(y_row, c, n_cols, ((x - shift) - d_mean) * rstd * w + b, EVEN)
-
-
-@triton.jit
-def _softmax_probe(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr, LOG: tl.constexpr,
-                   REVERSE: tl.constexpr, EVEN: tl.constexpr, UNROLL: tl.constexpr):
-    # per-row stats, as the sm_90 plan: each chunk reduced to a scalar max and sum
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, CHUNK)
-    x_row = X + row * stride_x
-    y_row = Y + row * stride_y
-    n_chunks = tl.cdiv(n_cols, CHUNK)
-    m = tl.max(tl.full([CHUNK], float("-inf"), tl.float32), axis=0)
-    s = tl.sum(tl.zeros([CHUNK], dtype=tl.float32), axis=0)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        x = _load(x_row, i * CHUNK + cols, n_cols, float("-inf"), EVEN, "evict_last")
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        alpha = tl.where(m == m_new, 1.0, tl.exp(m - m_new))
-        s = s * alpha + tl.sum(tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new)), axis=0)
-        m = m_new
-    log_total = tl.log(s)
-    for i in tl.range(0, n_chunks, loop_unroll_factor=UNROLL):
-        c = _chunk_start(i, n_chunks, CHUNK, REVERSE) + cols
-        z = _load(x_row, c, n_cols, float("-inf"), EVEN, "evict_first") - m
-        if LOG:
-            y = z - log_total
-        else:
-            y = tl.exp(z) / s
-        _store(y_row, c, n_cols, y, EVEN)
-
-
-def probe_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
-    """The launch of one probe variant, or None where it does not apply."""
-    x = args[0]
-    n_cols = x.shape[-1]
-    even = variant.endswith("_even") or "_even_" in variant
-    if even and n_cols % chunk:
-        return None
-    y = torch.empty_like(x)
-    flags = dict(REVERSE=variant.startswith("rev"), EVEN=even, CHUNK=chunk, num_warps=warps,
-                 UNROLL=4 if variant.endswith("unroll4") else 1)
-    grid = (x.shape[0],)
-    if op in ("softmax", "log_softmax"):
-        if variant.endswith("whint"):
-            return None
-        return lambda: (_softmax_probe[grid](x, y, x.stride(0), y.stride(0), n_cols,
-                                             LOG=op == "log_softmax", **flags), y)[1]
-    flags["WHINT"] = variant.endswith("whint")
-    if op == "rms_norm":
-        return lambda: (_rms_probe[grid](x, y, args[1], x.stride(0), y.stride(0), n_cols,
-                                         sweep.RMS_EPS, **flags), y)[1]
-    return lambda: (_layer_norm_probe[grid](x, y, args[1], args[2], x.stride(0), y.stride(0),
-                                            n_cols, sweep.LN_EPS, **flags), y)[1]
-
-
-def library_fn(op: str, args: tuple, chunk: int, warps: int):
+def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
+    """The bundled chunked kernel at one launch: ``loop`` (a runtime bound, masked loads) or
+    ``unrolled`` (the chunk count a compile-time constant, ``RowPlan.n_chunks``)."""
     x = args[0]
     lim = rk.device_limit(x.device)
+    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if variant == "unrolled" else 0
+    if variant == "unrolled" and not n_chunks:
+        return None
     plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
-                      chunk=chunk, row_stats=op in ("softmax", "log_softmax"))
+                      chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks)
     eps = sweep.LN_EPS if op == "layer_norm" else sweep.RMS_EPS
     wb = tuple(args[1:3]) + (None,) * (3 - len(args))
     return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
@@ -197,8 +78,7 @@ def cases(ops, args_of):
     for op in ops:
         for chunk, warps in LAUNCHES[op]:
             for variant in VARIANTS:
-                fn = (library_fn(op, args_of[op], chunk, warps) if variant == "library"
-                      else probe_fn(op, variant, args_of[op], chunk, warps))
+                fn = library_fn(op, variant, args_of[op], chunk, warps)
                 if fn is not None:
                     yield op, variant, chunk, warps, fn
         for mode in ("inductor_default", "coordinate_descent"):
@@ -223,7 +103,7 @@ def kernel_resources() -> list[dict]:
 
 
 def sass_tarball(path: Path, rows: list[dict]) -> None:
-    """The SASS of every RMSNorm kernel (probe, library, Inductor) and Inductor's sources."""
+    """The SASS of every RMSNorm kernel (bundled, Inductor) and Inductor's sources."""
     with tarfile.open(path, "w:gz") as tar:
         def add(name, text):
             data = text.encode()
