@@ -193,8 +193,8 @@ FORMS = ("one_pass", "chunked")
 
 
 def chunk_plan(limit: RowLimit, op: str) -> ChunkPlan:
-    """CHUNK, warps and the form of the softmax stats of the chunked form of ``op`` under
-    ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
+    """CHUNK, warps, the form of the softmax stats and whether rows of whole chunks unroll, for
+    the chunked form of ``op`` under ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
     if (limit.key, op) in CHUNK_PLANS:
         return ChunkPlan(*CHUNK_PLANS[(limit.key, op)])
     chunk = max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
