@@ -5,7 +5,7 @@
 
 The chunked form (tko.rowkernels) reads a long row twice, and pass 2 is meant to find it in L2.
 At 2048 x 65536 fp16 Inductor's coordinate-descent RMSNorm (the same two loops, R0_BLOCK 16384 at
-32 warps, the same eviction hints) ran at 90 % of copy, the bundled one at 80 %: Inductor's loop
+32 warps, the same eviction hints on the row) ran at 90 % of copy, the bundled one at 80 %: its loop
 has a compile-time bound (static shapes), so its loads carry no mask and the compiler unrolls the
 loop and issues a row's loads back to back. This times, in one process, each op's bundled chunked
 kernel at a few launches in both forms:
