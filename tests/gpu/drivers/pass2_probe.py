@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from tko import isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko import isa, isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.bench import time_fn  # noqa: E402
 
 # (op, CHUNK, warps): the sm_90 plan's launch, then its neighbours
@@ -66,14 +66,6 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
 
 
-def reference(op: str, args: tuple):
-    if op == "layer_norm":
-        return rk.layer_norm_ref(*args, eps=sweep.LN_EPS)
-    if op == "rms_norm":
-        return rk.rms_norm_ref(*args, eps=sweep.RMS_EPS)
-    return getattr(rk, f"{op}_ref")(*args)
-
-
 def cases(ops, args_of):
     for op in ops:
         for chunk, warps in LAUNCHES[op]:
@@ -85,24 +77,26 @@ def cases(ops, args_of):
             yield op, mode, None, None, mode
 
 
-def kernel_resources() -> list[dict]:
-    """Registers / spill / shared memory of every cubin in the Triton and Inductor caches."""
-    out = []
+def kernel_resources() -> tuple[list[dict], dict]:
+    """Registers / spill / shared memory of every cubin in the Triton and Inductor caches, and
+    each cubin's SASS (cuobjdump once a cubin)."""
+    rows, sass_of = [], {}
     for env in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
         root = os.environ.get(env)
-        for cubin in sorted(Path(root).rglob("*.cubin")) if root else ():
+        listings = isa.find_listings(Path(root), sass=True) if root else ()
+        for cubin in (p for p, _ in listings if p.suffix == ".cubin"):
             try:
                 sass, res = isa_ptx.disassemble_cubin(cubin)
             except Exception as e:  # a cubin cuobjdump cannot read is a row, not the end
-                out.append({"cubin": str(cubin), "error": str(e)[:200]})
+                rows.append({"cubin": str(cubin), "error": str(e)[:200]})
                 continue
+            sass_of[str(cubin)] = sass + "\n" + (res or "")
             for name, usage in isa_ptx.parse_resource_usage(res or "").items():
-                out.append({"cubin": str(cubin), "kernel": name, **usage,
-                            "sass_lines": sass.count("\n")})
-    return out
+                rows.append({"cubin": str(cubin), "kernel": name, **usage, "sass_lines": sass.count("\n")})
+    return rows, sass_of
 
 
-def sass_tarball(path: Path, rows: list[dict]) -> None:
+def sass_tarball(path: Path, rows: list[dict], sass_of: dict) -> None:
     """The SASS of every RMSNorm kernel (bundled, Inductor) and Inductor's sources."""
     with tarfile.open(path, "w:gz") as tar:
         def add(name, text):
@@ -113,8 +107,7 @@ def sass_tarball(path: Path, rows: list[dict]) -> None:
         for r in rows:
             k = r.get("kernel", "")
             if "rms" in k or ("red_fused" in k and "rsqrt" in k):
-                sass, res = isa_ptx.disassemble_cubin(r["cubin"])
-                add(f"sass/{k}_{Path(r['cubin']).parent.name[:8]}.sass", sass + "\n" + (res or ""))
+                add(f"sass/{k}_{Path(r['cubin']).parent.name[:8]}.sass", sass_of[r["cubin"]])
         root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
         for src in sorted(Path(root).rglob("*.py")) if root else ():
             text = src.read_text(errors="replace")
@@ -139,7 +132,7 @@ def main() -> int:
     rows = (1 << 27) // args.cols
     ops = args.ops.split(",")
     args_of = {op: sweep.make_inputs(op, args.dtype, rows, args.cols, "cuda") for op in ops}
-    refs = {op: reference(op, a) for op, a in args_of.items()}
+    refs = {op: rk.REFERENCES[op](*a) for op, a in args_of.items()}   # eps: the sweep's
     lines = [f"copy {copy:.1f} GB/s; {rows} x {args.cols} {args.dtype}; {torch.cuda.get_device_name()}",
              "| op | variant | CHUNK | warps | us (per round) | % of copy | correct |", "|---|---|---|---|---|---|---|"]
     runs = []
@@ -163,7 +156,7 @@ def main() -> int:
             lines.append(f"| {op} | {variant} | {chunk or '-'} | {warps or '-'} | failed: {rec['error']} |")
         print(lines[-1], flush=True)
         runs.append(rec)
-    res = kernel_resources()
+    res, sass_of = kernel_resources()
     lines += ["", "| kernel | registers | stack (B) | shared (B) |", "|---|---|---|---|"]
     lines += [f"| {r.get('kernel', r['cubin'])} | {r.get('reg', '-')} | {r.get('stack', '-')} | "
               f"{r.get('shared', '-')} |" for r in res]
@@ -172,7 +165,7 @@ def main() -> int:
         {"schema": "pass2_probe/1", "copy_gbps": copy, "rows": rows, "cols": args.cols,
          "dtype": args.dtype, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
          "triton": triton.__version__, "runs": runs, "kernels": res}, indent=1))
-    sass_tarball(out_dir / "pass2_sass.tar.gz", res)
+    sass_tarball(out_dir / "pass2_sass.tar.gz", res, sass_of)
     print("\n".join(lines[-len(res) - 3:]))
     return 0
 
