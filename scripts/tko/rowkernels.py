@@ -87,6 +87,7 @@ import math
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import NamedTuple, Optional, Tuple
 
 import torch
@@ -255,10 +256,16 @@ def device_limit(device: torch.device) -> RowLimit:
     """The :data:`ROW_LIMITS` row for ``device`` (its arch, else the backend default)."""
     if device.type != "cuda":
         return ROW_LIMITS["interpreter"]
+    return _cuda_limit(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@lru_cache(maxsize=None)
+def _cuda_limit(index: int) -> RowLimit:
+    # cached: a device's arch does not change, and every eager call plans against it
     hip = bool(getattr(torch.version, "hip", None))
     try:
         from tko.archs import normalize, torch_device_arch
-        arch, _ = torch_device_arch(torch.cuda.get_device_properties(device), hip=hip)
+        arch, _ = torch_device_arch(torch.cuda.get_device_properties(index), hip=hip)
         arch = normalize(arch) if arch else None
     except Exception:
         arch = None
@@ -497,6 +504,11 @@ if tl is not None:
             dx = y * (dy - tl.sum(dy * y, axis=0))
         tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
 
+    # eps.to(tl.float32) in the norms: a direct launch passes a Python float as fp32, but Inductor
+    # types a float argument of a user kernel fp64 (torch 2.11), and an fp64 eps made the row's
+    # statistics fp64: on an H200 the chunked RMSNorm took 42 registers instead of 32 (one
+    # program an SM, not two) and ran 1.27x slower, LayerNorm 49 and 1.43x
+    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op).
     def _layer_norm_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                            BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                            STATS: tl.constexpr):
@@ -507,7 +519,7 @@ if tl is not None:
         mean = tl.sum(x, axis=0) / n_cols
         xc = tl.where(mask, x - mean, 0.0)
         var = tl.sum(xc * xc, axis=0) / n_cols
-        rstd = 1.0 / tl.sqrt(var + eps)
+        rstd = 1.0 / tl.sqrt(var + eps.to(tl.float32))
         y = xc * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
@@ -525,7 +537,7 @@ if tl is not None:
         mask = cols < n_cols
         x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
         ms = tl.sum(x * x, axis=0) / n_cols
-        rstd = 1.0 / tl.sqrt(ms + eps)
+        rstd = 1.0 / tl.sqrt(ms + eps.to(tl.float32))
         y = x * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
@@ -684,7 +696,7 @@ if tl is not None:
         var = tl.sum(s2, axis=0) / n_cols - d_mean * d_mean
         var = tl.where(var < 0.0, 0.0, var)      # rounding only; a NaN stays NaN
         mean = shift + d_mean
-        rstd = 1.0 / tl.sqrt(var + eps)
+        rstd = 1.0 / tl.sqrt(var + eps.to(tl.float32))
         start = 0
         while start < end:
             c = start + cols
@@ -714,7 +726,7 @@ if tl is not None:
             x = _load_chunk(x_row, start + cols, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
             s2 += x * x
             start += CHUNK
-        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps)
+        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps.to(tl.float32))
         start = 0
         while start < end:
             c = start + cols
@@ -744,6 +756,31 @@ def _kernels() -> dict:
     return _JITTED[mode]
 
 
+class _Wrapped(dict):
+    """The kernels, each through torch.library.wrap_triton when looked up (a traced launch)."""
+
+    def __getitem__(self, name):
+        return torch.library.wrap_triton(dict.__getitem__(self, name))
+
+
+def _launchables(t: torch.Tensor) -> dict:
+    """The kernels as a launch on ``t`` takes them: wrapped by wrap_triton while a triton op's
+    function is traced (fake tensors, or a dispatch mode such as make_fx's), so that the graph
+    holds the launch; the jitted kernels themselves otherwise (a wrapped launch in eager goes
+    through a higher-order op, much slower)."""
+    if USE_TRITON_OP and (_traced(t) or _dispatch_mode_active()):
+        return _Wrapped(_kernels())
+    return _kernels()
+
+
+def _dispatch_mode_active() -> bool:
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+    except ImportError:  # pragma: no cover - every torch with triton_op has it
+        return False
+    return _get_current_dispatch_mode() is not None
+
+
 def _stats_like(x: torch.Tensor, want: bool) -> Optional[torch.Tensor]:
     return torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device) if want else None
 
@@ -759,7 +796,7 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
     if plan.n_rows == 0:
         return y, mean, rstd
     y2 = y.view(-1, plan.n_cols)
-    k = _kernels()
+    k = _launchables(x)
     grid = (plan.n_rows,)
     if plan.form == "chunked":
         common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps)
@@ -803,7 +840,7 @@ def _launch_softmax_bwd(plan: RowPlan, dy: torch.Tensor, y: torch.Tensor) -> tor
     if plan.n_rows == 0:
         return dx
     dy2, y2, dx2 = _rows(dy, plan.n_cols), y.view(-1, plan.n_cols), dx.view(-1, plan.n_cols)
-    _kernels()["softmax_bwd"][(plan.n_rows,)](
+    _launchables(y)["softmax_bwd"][(plan.n_rows,)](
         dy2, y2, dx2, dy2.stride(0), y2.stride(0), dx2.stride(0), plan.n_cols, BLOCK=plan.block,
         LOG=plan.op == "log_softmax", num_warps=plan.num_warps)
     return dx
@@ -839,7 +876,7 @@ def _launch_norm_bwd(plan: RowPlan, dy, x, weight, mean, rstd, need_dw: bool, ne
     dw = torch.empty(grid, n, dtype=torch.float32, device=dev) if need_dw else None
     db = torch.empty(grid, n, dtype=torch.float32, device=dev) if need_db else None
     dy2, x2, dx2 = _rows(dy, n), x.view(-1, n), dx.view(-1, n)
-    _kernels()["norm_bwd"][(grid,)](
+    _launchables(x)["norm_bwd"][(grid,)](
         dy2, x2, weight if weight is not None else x2, mean if mean is not None else rstd, rstd,
         dx2, dw if need_dw else dx2, db if need_db else dx2, dy2.stride(0), x2.stride(0),
         dx2.stride(0), plan.n_rows, n, per, BLOCK=plan.block, CENTER=mean is not None,
@@ -929,21 +966,23 @@ def call_counts() -> dict:
     return dict(_CALLS)
 
 
-def _count(plan: RowPlan, suffix: str = "") -> None:
-    op = plan.op + suffix
-    if not plan.use_kernel:
-        key = f"{op}: reference ({plan.reason})"
-    elif plan.form == "chunked":   # still ': kernel' at the end: trials read ': kernel N' as launched
-        key = f"{op} (chunked): kernel"
-    else:
-        key = f"{op}: kernel"
+def _count(plan: RowPlan, suffix: str = "", on: Optional[torch.Tensor] = None) -> None:
+    """One call of ``plan`` on the tensor ``on``: a triton op's function traced on fake tensors
+    (USE_TRITON_OP under torch.compile) counts once per trace, under its own key, since the
+    compiled graph then launches the kernel with no Python of this module."""
+    tags = ["chunked"] if plan.form == "chunked" else []
+    if USE_TRITON_OP and on is not None and _traced(on):
+        tags.append("traced into a compiled graph")
+    # every launch key ends in ': kernel': trials read ': kernel N' as launched
+    key = (plan.op + suffix + (f" ({', '.join(tags)})" if tags else "")
+           + (": kernel" if plan.use_kernel else f": reference ({plan.reason})"))
     _CALLS[key] = _CALLS.get(key, 0) + 1
 
 
 def _softmax_forward(op: str, x: torch.Tensor, limit=None):
     plan = plan_row(op, x, limit=limit)
     out = _launch(plan, x)[0] if plan.use_kernel else REFERENCES[op](x)
-    _count(plan)
+    _count(plan, on=x)
     return out, plan
 
 
@@ -956,7 +995,7 @@ def _norm_forward(op: str, x, weight, bias, eps: float, stats: bool, limit=None)
     else:
         out = layer_norm_ref(x, weight, bias, eps) if center else rms_norm_ref(x, weight, eps)
         mean, rstd = norm_stats_ref(x, eps, center) if stats else (None, None)
-    _count(plan)
+    _count(plan, on=x)
     return out, mean, rstd, plan
 
 
@@ -971,7 +1010,7 @@ def _softmax_backward(op: str, dy: torch.Tensor, y: torch.Tensor) -> torch.Tenso
                        reason=f"grad {tuple(dy.shape)} {dy.dtype} does not match the output")
     ref = softmax_bwd_ref if op == "softmax" else log_softmax_bwd_ref
     dx = _launch_softmax_bwd(plan, dy, y) if plan.use_kernel else ref(dy, y)
-    _count(plan, "_bwd")
+    _count(plan, "_bwd", on=y)
     return dx
 
 
@@ -987,7 +1026,7 @@ def _norm_backward(op: str, dy, x, weight, bias, mean, rstd, need_dw: bool, need
         dx, dw, db = _launch_norm_bwd(plan, dy, x, weight, mean, rstd, need_dw, need_db)
     else:
         dx, dw, db = norm_bwd_ref(dy, x, weight, mean, rstd, need_dw, need_db)
-    _count(plan, "_bwd")
+    _count(plan, "_bwd", on=x)
     return dx, dw, None if db is None else db.to(bias.dtype)
 
 
@@ -1069,11 +1108,17 @@ BACKWARD_REFERENCES = {"softmax": softmax_bwd_ref, "log_softmax": log_softmax_bw
 
 # --- torch.library custom ops ----------------------------------------------------------------
 
-# Opaque custom ops work on every torch this project supports (custom_op exists from 2.4).
-# torch.library.triton_op (2.6+) would let Inductor see inside, but it needs the kernels launched
-# through wrap_triton, which the interpreter path does not take; HAS_TRITON_OP records whether the
-# running torch has it.
-HAS_TRITON_OP = hasattr(torch.library, "triton_op")
+# The ops are torch.library.triton_op (torch 2.6+) where Triton compiles: under torch.compile
+# AOTAutograd traces into the op's function (the kernels launched through wrap_triton, the plan
+# made at trace time) and Inductor launches the kernel from its generated code, with none of this
+# module's Python left at run time. As an opaque custom_op each call paid the op's Python: on an
+# H200 (torch 2.11) the replaced RMSNorm at 2048 x 65536 spent 0.13 ms of host time a step
+# against 0.146 ms of kernel, the per-call layers 88 us (custom op) + 31 us (launch) + 14 us
+# (plan) (tests/fixtures/rowkernel_sweep_h200/call12_host_cost). Elsewhere (older torch, the
+# interpreter: wrap_triton takes no interpreted kernel before torch 2.13) they stay opaque
+# custom ops (custom_op exists from 2.4), run at each call.
+HAS_TRITON_OP = hasattr(torch.library, "triton_op") and hasattr(torch.library, "wrap_triton")
+USE_TRITON_OP = HAS_TRITON_OP and triton is not None and not interpreting()
 OP_NAMES = {"softmax": "tko::row_softmax", "log_softmax": "tko::row_log_softmax",
             "layer_norm": "tko::layer_norm", "rms_norm": "tko::rms_norm"}
 # Internal ops: the norms' forward that also returns the per-row stats the backward reads (the
@@ -1104,6 +1149,19 @@ def _count_double_backward(op: str) -> None:
     _CALLS[key] = _CALLS.get(key, 0) + 1
 
 
+def _define_op(name: str):
+    """The decorator of one op: torch.library.triton_op where :data:`USE_TRITON_OP` (its function
+    is its own fake: traced on fake tensors, it launches nothing), else an opaque custom_op."""
+    if USE_TRITON_OP:
+        return torch.library.triton_op(name, mutates_args=())
+    return torch.library.custom_op(name, mutates_args=())
+
+
+def _register_fake(op, fake) -> None:
+    if not USE_TRITON_OP:   # a triton op traces its own function instead
+        op.register_fake(fake)
+
+
 def _register_softmax_ops() -> None:
     def fake(x):
         return torch.empty(x.shape, dtype=_out_dtype(x), device=x.device)
@@ -1111,26 +1169,26 @@ def _register_softmax_ops() -> None:
     def fake_bwd(dy, y):
         return torch.empty(y.shape, dtype=y.dtype, device=y.device)
 
-    @torch.library.custom_op(OP_NAMES["softmax"], mutates_args=())
+    @_define_op(OP_NAMES["softmax"])
     def row_softmax(x: torch.Tensor) -> torch.Tensor:
         return _dense(_softmax_forward("softmax", x)[0])
 
-    @torch.library.custom_op(OP_NAMES["log_softmax"], mutates_args=())
+    @_define_op(OP_NAMES["log_softmax"])
     def row_log_softmax(x: torch.Tensor) -> torch.Tensor:
         return _dense(_softmax_forward("log_softmax", x)[0])
 
-    @torch.library.custom_op(INTERNAL_OP_NAMES["softmax"][1], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["softmax"][1])
     def row_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return _dense(_softmax_backward("softmax", dy, y))
 
-    @torch.library.custom_op(INTERNAL_OP_NAMES["log_softmax"][1], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["log_softmax"][1])
     def row_log_softmax_bwd(dy: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return _dense(_softmax_backward("log_softmax", dy, y))
 
     for op, fwd, bwd in (("softmax", row_softmax, row_softmax_bwd),
                          ("log_softmax", row_log_softmax, row_log_softmax_bwd)):
-        fwd.register_fake(fake)
-        bwd.register_fake(fake_bwd)
+        _register_fake(fwd, fake)
+        _register_fake(bwd, fake_bwd)
         torch.library.register_autograd(OP_NAMES[op], _softmax_grad(op, bwd),
                                         setup_context=_save_output)
 
@@ -1172,37 +1230,37 @@ def _register_norm_ops() -> None:
         return dx, like(weight, need_dw), like(bias, need_db)
 
     # stats=False (no gradient wanted): empty stats, so an inference call writes none
-    @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][0], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["layer_norm"][0])
     def layer_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                        eps: float, stats: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         out, mean, rstd, _ = _norm_forward("layer_norm", x, weight, bias, eps, stats)
         return _dense(out, _or_no_stats(mean, x), _or_no_stats(rstd, x))
 
-    @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][0], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["rms_norm"][0])
     def rms_norm_fwd(x: torch.Tensor, weight: Optional[torch.Tensor], eps: float,
                      stats: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         out, _, rstd, _ = _norm_forward("rms_norm", x, weight, None, eps, stats)
         return _dense(out, _or_no_stats(rstd, x))
 
     # unwanted gradients come back as empty tensors: a custom op returns no None
-    @torch.library.custom_op(INTERNAL_OP_NAMES["layer_norm"][1], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["layer_norm"][1])
     def layer_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
                        bias: Optional[torch.Tensor], mean: torch.Tensor, rstd: torch.Tensor,
                        need_dw: bool, need_db: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         dx, dw, db = _norm_backward("layer_norm", dy, x, weight, bias, mean, rstd, need_dw, need_db)
         return _dense(dx, x.new_empty(0) if dw is None else dw, x.new_empty(0) if db is None else db)
 
-    @torch.library.custom_op(INTERNAL_OP_NAMES["rms_norm"][1], mutates_args=())
+    @_define_op(INTERNAL_OP_NAMES["rms_norm"][1])
     def rms_norm_bwd(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
                      rstd: torch.Tensor, need_dw: bool) -> Tuple[torch.Tensor, torch.Tensor]:
         dx, dw, _ = _norm_backward("rms_norm", dy, x, weight, None, None, rstd, need_dw, False)
         return _dense(dx, x.new_empty(0) if dw is None else dw)
 
-    layer_norm_fwd.register_fake(fake_fwd)
-    rms_norm_fwd.register_fake(lambda x, weight, eps, stats: fake_fwd(x, weight, None, eps, stats)[::2])
-    layer_norm_bwd.register_fake(fake_bwd)
-    rms_norm_bwd.register_fake(
-        lambda dy, x, weight, rstd, need_dw: fake_bwd(dy, x, weight, None, rstd, rstd, need_dw, False)[:2])
+    _register_fake(layer_norm_fwd, fake_fwd)
+    _register_fake(rms_norm_fwd, lambda x, weight, eps, stats: fake_fwd(x, weight, None, eps, stats)[::2])
+    _register_fake(layer_norm_bwd, fake_bwd)
+    _register_fake(rms_norm_bwd,
+                   lambda dy, x, weight, rstd, need_dw: fake_bwd(dy, x, weight, None, rstd, rstd, need_dw, False)[:2])
     torch.library.register_autograd(INTERNAL_OP_NAMES["layer_norm"][0], _layer_norm_grad,
                                     setup_context=_save_norm("layer_norm"))
     torch.library.register_autograd(INTERNAL_OP_NAMES["rms_norm"][0], _rms_norm_grad,

@@ -43,12 +43,15 @@ import triton  # noqa: E402
 from tko import isa, isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.bench import time_fn  # noqa: E402
 
-# (op, CHUNK, warps): the sm_90 plan's launch, then its neighbours
-LAUNCHES = {"rms_norm": ((8192, 32), (16384, 32), (16384, 16), (4096, 32)),
-            "layer_norm": ((8192, 32), (16384, 32), (16384, 16), (4096, 32)),
+# (op, CHUNK, warps): the sm_90 plan's launch (CHUNK_PLANS), then its neighbours
+LAUNCHES = {"rms_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
+            "layer_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
             "softmax": ((16384, 16), (16384, 32), (8192, 32)),
             "log_softmax": ((16384, 16), (16384, 32), (8192, 32))}
-VARIANTS = ("loop", "unrolled")
+# unrolled_w_evict_last: the norms' weight (and bias) loaded evict_last in pass 2, as Inductor's
+# looped RMSNorm loads its weight (the one difference left in their SASS, call10_unrolled)
+VARIANTS = ("loop", "unrolled", "unrolled_w_evict_last")
+INDUCTOR_MODES = ("inductor_default", "coordinate_descent")
 
 
 def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
@@ -56,24 +59,66 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     ``unrolled`` (the chunk count a compile-time constant, ``RowPlan.n_chunks``)."""
     x = args[0]
     lim = rk.device_limit(x.device)
-    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if variant == "unrolled" else 0
-    if variant == "unrolled" and not n_chunks:
+    unrolled = variant.startswith("unrolled")
+    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if unrolled else 0
+    w_hint = variant.endswith("w_evict_last")
+    if (unrolled and not n_chunks) or (w_hint and op not in ("layer_norm", "rms_norm")):
         return None
     plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
                       chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks)
+    if w_hint:
+        return lambda: _launch_w_evict_last(plan, *args)
     eps = sweep.LN_EPS if op == "layer_norm" else sweep.RMS_EPS
     wb = tuple(args[1:3]) + (None,) * (3 - len(args))
     return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
 
 
-def cases(ops, args_of):
+_W_HINT = {}
+
+
+def _w_evict_last_kernels() -> dict:
+    """Copies of the norms' chunked kernels whose pass 2 loads the weight (and bias) evict_last,
+    written to a module file (triton.jit reads a kernel's source from its file)."""
+    if not _W_HINT:
+        import importlib.util
+        import inspect
+        import tempfile
+        import textwrap
+
+        srcs = [textwrap.dedent(inspect.getsource(f)).replace('N_CHUNKS > 0, "")', 'N_CHUNKS > 0, "evict_last")')
+                for f in (rk._layer_norm_chunked_kernel, rk._rms_norm_chunked_kernel)]
+        head = ("import triton\nimport triton.language as tl\n"
+                "from tko.rowkernels import _load_chunk, _store_chunk, _row_end\n\n")
+        path = Path(tempfile.mkdtemp()) / "w_evict_last_kernels.py"
+        path.write_text(head + "\n\n".join("@triton.jit\n" + src for src in srcs))
+        spec = importlib.util.spec_from_file_location("w_evict_last_kernels", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        _W_HINT.update(layer_norm=mod._layer_norm_chunked_kernel, rms_norm=mod._rms_norm_chunked_kernel)
+    return _W_HINT
+
+
+def _launch_w_evict_last(plan, x, w, b=None):
+    y = torch.empty_like(x)
+    k = _w_evict_last_kernels()[plan.op]
+    common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps,
+                  STATS=False, HAS_W=True)
+    if plan.op == "layer_norm":
+        k[(plan.n_rows,)](x, y, w, b, x, x, x.stride(0), y.stride(0), plan.n_cols, sweep.LN_EPS,
+                          HAS_B=True, **common)
+    else:
+        k[(plan.n_rows,)](x, y, w, x, x.stride(0), y.stride(0), plan.n_cols, sweep.RMS_EPS, **common)
+    return y
+
+
+def cases(ops, args_of, launches, variants, modes):
     for op in ops:
-        for chunk, warps in LAUNCHES[op]:
-            for variant in VARIANTS:
+        for chunk, warps in LAUNCHES[op][:launches]:
+            for variant in variants:
                 fn = library_fn(op, variant, args_of[op], chunk, warps)
                 if fn is not None:
                     yield op, variant, chunk, warps, fn
-        for mode in ("inductor_default", "coordinate_descent"):
+        for mode in modes:
             yield op, mode, None, None, mode
 
 
@@ -125,6 +170,9 @@ def main() -> int:
     p.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16")
     p.add_argument("--rep-ms", type=float, default=40.0)
     p.add_argument("--repeat", type=int, default=2, help="rounds over the kernels (noise)")
+    p.add_argument("--launches", type=int, default=4, help="the first N launches of each op's list")
+    p.add_argument("--variants", default=",".join(VARIANTS))
+    p.add_argument("--modes", default=",".join(INDUCTOR_MODES), help="Inductor modes timed beside")
     args = p.parse_args()
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -136,7 +184,9 @@ def main() -> int:
     lines = [f"copy {copy:.1f} GB/s; {rows} x {args.cols} {args.dtype}; {torch.cuda.get_device_name()}",
              "| op | variant | CHUNK | warps | us (per round) | % of copy | correct |", "|---|---|---|---|---|---|---|"]
     runs = []
-    for op, variant, chunk, warps, fn in cases(ops, args_of):
+    modes = [m for m in args.modes.split(",") if m]
+    for op, variant, chunk, warps, fn in cases(ops, args_of, args.launches,
+                                               args.variants.split(","), modes):
         rec = {"op": op, "variant": variant, "chunk": chunk, "num_warps": warps}
         a = args_of[op]
         try:

@@ -9,7 +9,9 @@
 # without the arms measured slower twice; about 9.5 minutes each), rows64k (the replace arm on a
 # 2048 x 65536 fp16 softmax, past the one-pass limit: the chunked kernels), long (embedding,
 # dynamic shapes and RMS norm at 500 timed steps instead of 50: does a longer window narrow the
-# 1.4-2x baseline spread of again/?). STEPS sets the timed steps (default 50). Default: first.
+# 1.4-2x baseline spread of again/?), rms64k (F.rms_norm over 2048 x 65536, fp16 and bf16, the
+# replace arm at 500 timed steps: the chunked RMSNorm end to end). STEPS sets the timed steps
+# (default 50). Default: first.
 # Arms are restricted to what each class needs, so one set fits one 10-minute device call.
 set -uo pipefail
 out="${1:-/tmp/trials}"
@@ -54,6 +56,11 @@ for set in $sets; do
     rows64k)  # rows past the one-pass limit: the chunked two-pass kernels against Inductor's loop
       REPRO_ARGS="--rows 2048 --cols 65536" trial softmax_64k_replace:softmax_long_rows \
         baseline,coordinate_descent,replace 150 ;;
+    rms64k)  # 0.15-0.2 ms steps: 500 timed steps and 20 warm-up, a window of 0.1 s
+      for dt in fp16 bf16; do
+        STEPS=500 REPRO_ARGS="--warmup 20 --functional --rows 2048 --cols 65536 --dtype $dt" \
+          trial "rms_norm_64k_$dt:rms_norm" baseline,replace 110
+      done ;;
     long)  # the short programs whose baselines moved 1.4-2x between processes, 10x the timed steps
       STEPS=500 trial embedding_long:embedding_fwd_bwd baseline,eager_fallback 170
       STEPS=500 trial dynamic_long:dynamic_shapes baseline,multi_kernel 170
