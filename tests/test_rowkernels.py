@@ -381,8 +381,9 @@ def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
 def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch):
     # Inductor types a float argument of a user kernel fp64 (its generated code for the triton
-    # ops on an H200, torch 2.11: tests/fixtures/rowkernel_sweep_h200/call14_triton_op); the
-    # norms cast eps, so the PTX holds no fp64 arithmetic and the registers are the fp32 launch's
+    # ops on an H200, torch 2.11: tests/fixtures/rowkernel_sweep_h200/call14_triton_op) and its
+    # mutation analysis a Python float (call15); the norms cast eps with tl.cast, so each compiles,
+    # the PTX holds no fp64 arithmetic and the registers are the fp32 launch's
     import re
 
     import triton
@@ -400,16 +401,19 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
         fn = triton.jit(getattr(rk, name))
         idx = {n: i for i, n in enumerate(fn.arg_names)}
         regs = {}
-        for eps_type in ("fp32", "fp64"):
+        # fp32: a direct launch; fp64: Inductor's launch; a Python float: its mutation analysis
+        for eps_type in ("fp32", "fp64", "constexpr"):
+            consts = dict(const, **({"eps": 1e-6} if eps_type == "constexpr" else {}))
             sig = {n: "*fp32" if n in ("Mean", "Rstd") else "*fp16"
                    for n in ("X", "Y", "W", "B", "Mean", "Rstd") if n in idx}
-            sig.update(stride_x="i32", stride_y="i32", n_cols="i32", eps=eps_type, **dict.fromkeys(const, "constexpr"))
+            sig.update(stride_x="i32", stride_y="i32", n_cols="i32", eps=eps_type)
+            sig.update(dict.fromkeys(consts, "constexpr"))
             attrs = {(idx[n],): [["tt.divisibility", 16]] for n in sig if sig[n].startswith("*")}
-            src = ASTSource(fn, sig, constexprs={(idx[c],): v for c, v in const.items()}, attrs=attrs)
+            src = ASTSource(fn, sig, constexprs={(idx[c],): v for c, v in consts.items()}, attrs=attrs)
             k = triton.compile(src, target=cc.TARGETS["sm_90"], options={"num_warps": 16})
             assert not re.findall(r"\b(?:add|sub|mul|div|sqrt|rcp|fma|rsqrt)\.[a-z.]*f64", k.asm["ptx"]), (name, eps_type)
             regs[eps_type] = cc.nvidia_usage(k)["reg"]
-        assert regs["fp64"] == regs["fp32"], (name, regs)
+        assert regs["fp64"] == regs["fp32"] == regs["constexpr"], (name, regs)
 
 
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")

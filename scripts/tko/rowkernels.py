@@ -504,11 +504,13 @@ if tl is not None:
             dx = y * (dy - tl.sum(dy * y, axis=0))
         tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
 
-    # eps.to(tl.float32) in the norms: a direct launch passes a Python float as fp32, but Inductor
-    # types a float argument of a user kernel fp64 (torch 2.11), and an fp64 eps made the row's
-    # statistics fp64: on an H200 the chunked RMSNorm took 42 registers instead of 32 (one
-    # program an SM, not two) and ran 1.27x slower, LayerNorm 49 and 1.43x
-    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op).
+    # eps.to(tl.float32) in the norms: a direct launch passes a Python float as fp32, but
+    # Inductor types a float argument of a user kernel fp64 (torch 2.11), and an fp64 eps made
+    # the row's statistics fp64: on an H200 the chunked RMSNorm took 42 registers instead of 32
+    # (one program an SM, not two) and ran 1.27x slower, LayerNorm 49 and 1.43x
+    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op). tl.cast, not eps.to(): Inductor's
+    # mutation analysis builds the kernel with eps a Python float, which has no .to(), and on
+    # that failure takes every argument as written and copies the input first (call15: 1.9-2.2x).
     def _layer_norm_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                            BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                            STATS: tl.constexpr):
@@ -519,7 +521,7 @@ if tl is not None:
         mean = tl.sum(x, axis=0) / n_cols
         xc = tl.where(mask, x - mean, 0.0)
         var = tl.sum(xc * xc, axis=0) / n_cols
-        rstd = 1.0 / tl.sqrt(var + eps.to(tl.float32))
+        rstd = 1.0 / tl.sqrt(var + tl.cast(eps, tl.float32))
         y = xc * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
@@ -537,7 +539,7 @@ if tl is not None:
         mask = cols < n_cols
         x = tl.load(X + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
         ms = tl.sum(x * x, axis=0) / n_cols
-        rstd = 1.0 / tl.sqrt(ms + eps.to(tl.float32))
+        rstd = 1.0 / tl.sqrt(ms + tl.cast(eps, tl.float32))
         y = x * rstd
         if HAS_W:
             y = y * tl.load(W + cols, mask=mask, other=0.0).to(tl.float32)
@@ -696,7 +698,7 @@ if tl is not None:
         var = tl.sum(s2, axis=0) / n_cols - d_mean * d_mean
         var = tl.where(var < 0.0, 0.0, var)      # rounding only; a NaN stays NaN
         mean = shift + d_mean
-        rstd = 1.0 / tl.sqrt(var + eps.to(tl.float32))
+        rstd = 1.0 / tl.sqrt(var + tl.cast(eps, tl.float32))
         start = 0
         while start < end:
             c = start + cols
@@ -726,7 +728,7 @@ if tl is not None:
             x = _load_chunk(x_row, start + cols, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
             s2 += x * x
             start += CHUNK
-        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + eps.to(tl.float32))
+        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + tl.cast(eps, tl.float32))
         start = 0
         while start < end:
             c = start + cols
