@@ -381,9 +381,10 @@ def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
 def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch):
     # Inductor types a float argument of a user kernel fp64 (its generated code for the triton
-    # ops on an H200, torch 2.11: tests/fixtures/rowkernel_sweep_h200/call14_triton_op) and its
-    # mutation analysis a Python float (call15); the norms cast eps with tl.cast, so each compiles,
-    # the PTX holds no fp64 arithmetic and the registers are the fp32 launch's
+    # ops on an H200, torch 2.11: tests/fixtures/rowkernel_sweep_h200/call14_triton_op_fp64_eps)
+    # and its mutation analysis passes a Python float (call15_triton_op_input_copied); the norms
+    # cast eps with tl.cast, so each form compiles, the PTX holds no fp64 arithmetic and the
+    # occupancy is the fp32 launch's
     import re
 
     import triton
@@ -412,8 +413,12 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
             src = ASTSource(fn, sig, constexprs={(idx[c],): v for c, v in consts.items()}, attrs=attrs)
             k = triton.compile(src, target=cc.TARGETS["sm_90"], options={"num_warps": 16})
             assert not re.findall(r"\b(?:add|sub|mul|div|sqrt|rcp|fma|rsqrt)\.[a-z.]*f64", k.asm["ptx"]), (name, eps_type)
-            regs[eps_type] = cc.nvidia_usage(k)["reg"]
-        assert regs["fp64"] == regs["fp32"] == regs["constexpr"], (name, regs)
+            use = cc.nvidia_usage(k)
+            regs[eps_type] = (use["reg"], use["programs_per_sm"])
+        # the same programs per SM; a register more for the fp64 argument itself (Triton 3.3.1:
+        # the one-pass LayerNorm 38 against 37); before the cast, 14 more (the chunked LayerNorm)
+        assert {r[1] for r in regs.values()} == {regs["fp32"][1]}, (name, regs)
+        assert max(r[0] for r in regs.values()) - regs["fp32"][0] <= 2, (name, regs)
 
 
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")

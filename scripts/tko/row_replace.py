@@ -3,17 +3,27 @@ inside an unchanged program, and recognise those patterns in Inductor kernels.
 
 :func:`install` (the trial bootstrap's ``--replace-rows OPS``) rebinds ``torch.softmax``,
 ``torch.nn.functional.softmax`` (and the log-softmax, ``layer_norm`` and ``rms_norm`` functions)
-to wrappers that call the ``tko::`` custom ops of :mod:`tko.rowkernels` when the call is one they
-do: the last dim, no dtype change, fp16/bf16/fp32, a GPU tensor. Calls that need gradients are
-routed too: the ops carry a registered backward (torch formulas by default, traced into the compiled
-backward for Inductor to fuse; the one-pass kernels with ``TKO_ROW_BACKWARD=kernel``), so a training
-region runs its forward on them. Any other call goes to the original function, so the
-replacement never changes what a program computes, only which kernel computes it. Under
-``torch.compile`` the wrappers are traced like user code and each forward custom op stays one opaque
-node and the default backward is traced into the compiled backward graph. Counts of replaced and passed-over calls are printed at exit, so a trial
-can tell "replaced" from "never applied": ``<op>: routed`` / ``<op>: passed over`` (eager calls),
-``<op>: kernel`` / ``<op> (chunked): kernel`` / ``<op>: reference (why)`` (forward launches) and ``<op>_bwd: torch`` (the default
-backward), ``<op>_bwd: kernel`` / ``<op>_bwd: reference (why)`` (backward launches), from :func:`tko.rowkernels.call_counts`.
+to wrappers that call the ``tko::`` ops of :mod:`tko.rowkernels` when the call is one they do:
+the last dim, no dtype change, fp16/bf16/fp32, a GPU tensor. Calls that need gradients are routed
+too: the ops carry a registered backward (torch formulas by default, traced into the compiled
+backward for Inductor to fuse; the one-pass kernels with ``TKO_ROW_BACKWARD=kernel``), so a
+training region runs its forward on them. Any other call goes to the original function, so the
+replacement never changes what a program computes, only which kernel computes it.
+
+Under ``torch.compile`` the wrappers are traced like user code. Where the ops are triton ops
+(:data:`tko.rowkernels.USE_TRITON_OP`) Inductor launches the bundled kernel from its generated
+code; elsewhere each forward op stays one opaque node. The default backward is traced into the
+compiled backward graph either way.
+
+Counts of replaced and passed-over calls are printed at exit (``TKO_REPLACE: ...``), so a trial
+can tell "replaced" from "never applied", from :func:`tko.rowkernels.call_counts`:
+
+- ``<op>: routed`` / ``<op>: passed over``: eager calls of the wrappers;
+- ``<op>: kernel`` / ``<op> (chunked): kernel`` / ``<op>: reference (why)``: forward launches;
+- ``<op> (traced into a compiled graph): kernel`` (``(chunked, traced ...)``): a triton op's
+  function traced, once per trace; the compiled calls then launch the kernel with no Python;
+- ``<op>_bwd: torch`` (the default backward), ``<op>_bwd: kernel`` / ``<op>_bwd: reference
+  (why)``: backward launches.
 
 :func:`row_pattern` names the row op an Inductor kernel implements from its name (Inductor names
 kernels after the aten ops fused into them), for the report's offer of a replacement.
@@ -80,7 +90,7 @@ def _interpreting() -> bool:
 
 
 def _note(key: str, x=None) -> None:
-    # The count is of eager calls; the custom op itself counts each launch at run time
+    # The count is of eager calls; the op itself counts each launch (or trace) at run time
     # (rowkernels.call_counts()). Traced by Dynamo this is a constant False branch; torch <= 2.9
     # also runs the wrapper itself on fake tensors while it compiles (example values, AOT
     # tracing), which is no call of the program either.
@@ -108,7 +118,7 @@ def _kernel_call_ok(x, *, dim=-1, dtype=None) -> bool:
         return False
     if x.device.type != "cuda" and not _interpreting():
         return False
-    # autograd is no reason to pass over: the custom ops have registered backward kernels
+    # autograd is no reason to pass over: the ops have registered backwards
     return x.dtype in (torch.float16, torch.bfloat16, torch.float32)
 
 

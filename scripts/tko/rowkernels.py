@@ -36,16 +36,22 @@ Entry points, each with a pure-torch reference (``*_ref``, fp32 math, result in 
 - :func:`layer_norm` -- ``F.layer_norm(x, (n_cols,), weight, bias, eps)``;
 - :func:`rms_norm` -- ``x * rsqrt(mean(x**2) + eps) * weight``, all in fp32, then cast.
 
-Importing the module registers the same four ops as ``torch.library`` custom ops
-(``torch.ops.tko.row_softmax``, ``row_log_softmax``, ``layer_norm``, ``rms_norm``) with fake
-(meta) implementations, so they stay opaque single nodes under ``torch.compile``.
+Importing the module registers the same four ops as ``torch.library`` ops
+(``torch.ops.tko.row_softmax``, ``row_log_softmax``, ``layer_norm``, ``rms_norm``). Where torch has
+``torch.library.triton_op`` (2.6+) and Triton compiles (:data:`USE_TRITON_OP`) they are triton
+ops: under ``torch.compile`` AOTAutograd traces into them, the plan is made at the trace, and
+Inductor launches the bundled kernel from its generated code (on an H200 the compiled kernel runs
+within 1 % of a direct launch, and the host's share of a replaced step fell from 0.13 to 0.06 ms).
+Their Python then runs once per trace, and the launch counts say so: ``rms_norm (chunked, traced
+into a compiled graph): kernel``. Elsewhere (older torch, the interpreter) they are opaque custom
+ops with fake (meta) implementations, one node each, run at every call.
 
 Backward: each op has a registered autograd formula, one of two (:func:`backward_choice`). By
 default (:data:`BACKWARD` ``= "torch"``) it is the chain rule as torch ops, the ``*_bwd_ref``
 formulas (softmax ``dx = y * (dy - sum(dy * y))``, log-softmax ``dx = dy - exp(y) * sum(dy)``, the
 norms from the per-row stats the forward saved), which under ``torch.compile`` AOTAutograd traces
 into the backward graph for Inductor to fuse. ``"kernel"`` runs one-pass backward kernels instead
-(``tko::row_softmax_bwd`` ..., opaque single nodes under ``torch.compile``); select it with
+(``tko::row_softmax_bwd`` ..., ops of the same kind as the forward ones); select it with
 ``TKO_ROW_BACKWARD=kernel`` in the environment, ``rowkernels.BACKWARD = "kernel"`` or the
 :func:`use_backward` block (an unknown value is an :class:`~tko.errors.InputError` when a backward
 runs). A compiled graph keeps the backward it was traced with, and Inductor's on-disk AOTAutograd
@@ -64,7 +70,7 @@ backward=True)``'s, which skip :data:`FORWARD_NUM_WARPS`) and falls back to the 
 formulas when refused. Either way dx comes back in the input's dtype, dweight and dbias in the
 weight's and bias's. ``create_graph=True`` uses the torch formulas (the norms on stats recomputed
 from x), so double backward works. The public functions are differentiable: with autograd on they
-go through the custom ops. Backward calls count apart: ``softmax_bwd: torch`` (an eager run of the
+go through the ops. Backward calls count apart: ``softmax_bwd: torch`` (an eager run of the
 formula; ``softmax_bwd: torch (traced into a compiled backward)`` once per trace), ``softmax_bwd:
 kernel``, ``softmax_bwd: reference (why)`` (a refused kernel). The backward kernels are one-pass
 only: under ``"kernel"`` a row over the limit (a chunked forward) falls back to the torch formula,
@@ -508,9 +514,10 @@ if tl is not None:
     # Inductor types a float argument of a user kernel fp64 (torch 2.11), and an fp64 eps made
     # the row's statistics fp64: on an H200 the chunked RMSNorm took 42 registers instead of 32
     # (one program an SM, not two) and ran 1.27x slower, LayerNorm 49 and 1.43x
-    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op). tl.cast, not eps.to(): Inductor's
+    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op_fp64_eps). tl.cast, not eps.to(): Inductor's
     # mutation analysis builds the kernel with eps a Python float, which has no .to(), and on
-    # that failure takes every argument as written and copies the input first (call15: 1.9-2.2x).
+    # that failure takes every argument as written and copies the input first
+    # (call15_triton_op_input_copied: 1.9-2.2x).
     def _layer_norm_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                            BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
                            STATS: tl.constexpr):
@@ -887,13 +894,13 @@ def _launch_norm_bwd(plan: RowPlan, dy, x, weight, mean, rstd, need_dw: bool, ne
     return dx, dw.sum(0).to(weight.dtype) if need_dw else None, db.sum(0) if need_db else None
 
 
-# --- which backward the custom ops run -------------------------------------------------------
+# --- which backward the ops run --------------------------------------------------------------
 
-# The custom ops' registered autograd runs one of two backwards:
+# The ops' registered autograd runs one of two backwards:
 #   "torch":  the chain rule as torch ops (softmax_bwd_ref / log_softmax_bwd_ref / norm_bwd_ref on
 #             the output or the per-row stats the forward saved). Under torch.compile AOTAutograd
 #             traces these ops into the backward graph, where Inductor compiles and fuses them.
-#   "kernel": the one-pass backward kernels, as the tko::*_bwd custom ops (one opaque node each
+#   "kernel": the one-pass backward kernels, as the tko::*_bwd ops (triton ops, or one opaque node each
 #             under torch.compile).
 # "torch" is the default because the kernels lost every case measured: NVIDIA H200, torch 2.11,
 # Triton 3.6, fp16, rows x cols = 2^27, the backward call alone (rowkernel_sweep --direction bwd,
@@ -908,7 +915,7 @@ _FORCED_BACKWARD: Optional[str] = None   # use_backward()'s choice: over the env
 
 
 def backward_choice() -> str:
-    """The backward the custom ops run now (:data:`BACKWARDS`): :func:`use_backward`'s choice,
+    """The backward the ops run now (:data:`BACKWARDS`): :func:`use_backward`'s choice,
     else ``$TKO_ROW_BACKWARD``, else :data:`BACKWARD`. Read when a backward runs (eager) or is
     traced (torch.compile: a compiled graph keeps the backward it was traced with). An unknown
     value is an :class:`~tko.errors.InputError`. Inductor's AOTAutograd cache does not key on
@@ -1108,17 +1115,17 @@ BACKWARD_REFERENCES = {"softmax": softmax_bwd_ref, "log_softmax": log_softmax_bw
                        "layer_norm": norm_bwd_ref, "rms_norm": norm_bwd_ref}
 
 
-# --- torch.library custom ops ----------------------------------------------------------------
+# --- torch.library ops ------------------------------------------------------------------------
 
 # The ops are torch.library.triton_op (torch 2.6+) where Triton compiles: under torch.compile
 # AOTAutograd traces into the op's function (the kernels launched through wrap_triton, the plan
 # made at trace time) and Inductor launches the kernel from its generated code, with none of this
 # module's Python left at run time. As an opaque custom_op each call paid the op's Python: on an
 # H200 (torch 2.11) the replaced RMSNorm at 2048 x 65536 spent 0.13 ms of host time a step
-# against 0.146 ms of kernel, the per-call layers 88 us (custom op) + 31 us (launch) + 14 us
-# (plan) (tests/fixtures/rowkernel_sweep_h200/call12_host_cost). Elsewhere (older torch, the
-# interpreter: wrap_triton takes no interpreted kernel before torch 2.13) they stay opaque
-# custom ops (custom_op exists from 2.4), run at each call.
+# against 0.146 ms of kernel; a call of the custom op cost the host 88 us, 31 us of it the launch
+# and 14 us the plan (tests/fixtures/rowkernel_sweep_h200/call12_custom_op_host_cost). Elsewhere
+# (older torch; the interpreter, whose kernels wrap_triton takes only from torch 2.13) they stay
+# opaque custom ops (custom_op exists from 2.4), run at each call.
 HAS_TRITON_OP = hasattr(torch.library, "triton_op") and hasattr(torch.library, "wrap_triton")
 USE_TRITON_OP = HAS_TRITON_OP and triton is not None and not interpreting()
 OP_NAMES = {"softmax": "tko::row_softmax", "log_softmax": "tko::row_log_softmax",

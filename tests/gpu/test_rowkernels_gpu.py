@@ -60,7 +60,7 @@ def test_compiled_ops_launch_the_kernel_from_inductors_code(op, shape):
     assert kernel in source, source[-3000:]
     assert "torch.ops.tko" not in source, source[-3000:]
     # no Inductor kernel beside it: a copy of the input would mean its mutation analysis of the
-    # kernel failed and took every argument as written (call15_triton_op: 1.9-2.2x slower)
+    # kernel failed and took every argument as written (call15_triton_op_input_copied: 1.9-2.2x slower)
     assert "triton_poi_" not in source and "triton_red_" not in source and "triton_per_" not in source, \
         source[-3000:]
     added = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
