@@ -421,6 +421,50 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
         assert max(r[0] for r in regs.values()) - regs["fp32"][0] <= 2, (name, regs)
 
 
+@pytest.mark.skipif(INTERP or not rk.USE_TRITON_OP, reason="the triton ops: torch >= 2.6, Triton compiling")
+def test_a_compiled_triton_op_traces_to_the_planned_kernel_launch(monkeypatch):
+    # AOTAutograd on fake CUDA tensors runs nothing, so no GPU is needed: the forward graph holds
+    # the launch of the chunked RMSNorm kernel with the sm_90 plan's CHUNK, chunk count and warps
+    # (Inductor launches exactly this on a GPU: tests/gpu/test_rowkernels_gpu.py), not the op
+    import logging
+
+    import triton
+    from functorch.compile import aot_function
+    from torch._higher_order_ops.triton_kernel_wrap import kernel_side_table
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    try:   # torch keeps a launch's num_warps in a one-config autotuner
+        triton.autotune(configs=[triton.Config({}, num_warps=1)], key=[])(rk._kernels()["softmax"])
+    except RuntimeError as e:   # Triton 3.3 asks the GPU driver for its timer there
+        pytest.skip(f"Triton {triton.__version__} builds an autotuner only with a GPU driver: {e}")
+    sm90 = rk.ROW_LIMITS["sm_90"]
+    monkeypatch.setattr(rk, "device_limit", lambda device: sm90)
+    # without a GPU Triton has no target for the mutation analysis, which then logs and assumes
+    # every argument written: the graph still holds the launch
+    monkeypatch.setattr(logging.getLogger("torch._higher_order_ops.triton_kernel_wrap"), "disabled", True)
+    graphs = []
+    mode = FakeTensorMode()
+    with mode:
+        x = torch.empty(8, 65536, device="cuda", dtype=torch.float16)
+        w = torch.empty(65536, device="cuda", dtype=torch.float16)
+    compiled = aot_function(lambda a, b: torch.ops.tko.rms_norm(a, b, 1e-6),
+                            fw_compiler=lambda gm, _: graphs.append(gm) or gm)
+    before = rk.call_counts()
+    with mode, contextlib.suppress(RuntimeError):   # running the graph needs CUDA; tracing did not
+        compiled(x, w)
+    nodes = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert not [n for n in nodes if "tko." in str(n.target)], nodes
+    (launch,) = [n for n in nodes if "triton_kernel_wrapper" in str(n.target)]
+    plan = rk.chunk_plan(sm90, "rms_norm")
+    args = launch.kwargs["kwargs"]
+    assert (args["CHUNK"], args["N_CHUNKS"], args["HAS_W"], args["STATS"]) == (plan.chunk, 65536 // plan.chunk, True, False)
+    kernel = kernel_side_table.get_kernel(launch.kwargs["kernel_idx"])
+    assert [c.num_warps for c in kernel.configs] == [plan.num_warps]     # the launch's warps, kept
+    assert kernel.fn.fn.__name__ == "_rms_norm_chunked_kernel"
+    added = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
+    assert list(added) == ["rms_norm (chunked, traced into a compiled graph): kernel"], added
+
+
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
 def test_chunked_rows_of_a_cpu_tensor_are_refused_without_the_interpreter():
     x = _x(2, 1000, torch.float32)
