@@ -12,6 +12,8 @@ kernel at a few launches in both forms:
 
 - ``loop``: a runtime bound and masked loads (``RowPlan.n_chunks`` 0);
 - ``unrolled``: the chunk count a compile-time constant (``rowkernels.unrolled_chunks``);
+- ``unrolled_w_evict_last`` (the norms) / ``unrolled_num_stages_1``: the unrolled kernel with
+  the weight loaded ``evict_last`` / compiled with ``num_stages=1``, as Inductor's RMSNorm;
 - ``inductor_default`` / ``coordinate_descent``: torch.compile of the op, default and coordinate
   descent.
 
@@ -49,8 +51,10 @@ LAUNCHES = {"rms_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
             "softmax": ((16384, 16), (16384, 32), (8192, 32)),
             "log_softmax": ((16384, 16), (16384, 32), (8192, 32))}
 # unrolled_w_evict_last: the norms' weight (and bias) loaded evict_last in pass 2, as Inductor's
-# looped RMSNorm loads its weight (the one difference left in their SASS, call10_unrolled)
-VARIANTS = ("loop", "unrolled", "unrolled_w_evict_last")
+# looped RMSNorm loads its weight (the one difference left in their SASS, call10_unrolled; it lost
+# 1-4 points, call13_weight_evict_last); unrolled_num_stages_1: compiled with num_stages=1, as
+# Inductor's coordinate-descent RMSNorm config is (its .best_config, chunk_probe)
+VARIANTS = ("loop", "unrolled", "unrolled_w_evict_last", "unrolled_num_stages_1")
 INDUCTOR_MODES = ("inductor_default", "coordinate_descent")
 
 
@@ -67,7 +71,10 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
                       chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks)
     if w_hint:
-        return lambda: _launch_w_evict_last(plan, *args)
+        return lambda: _launch_direct(plan, _w_evict_last_kernels()[op], args)
+    if variant.endswith("num_stages_1"):
+        kernel = rk._kernels()[("softmax" if "softmax" in op else op) + "_chunked"]
+        return lambda: _launch_direct(plan, kernel, args, num_stages=1)
     eps = sweep.LN_EPS if op == "layer_norm" else sweep.RMS_EPS
     wb = tuple(args[1:3]) + (None,) * (3 - len(args))
     return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
@@ -98,16 +105,22 @@ def _w_evict_last_kernels() -> dict:
     return _W_HINT
 
 
-def _launch_w_evict_last(plan, x, w, b=None):
+def _launch_direct(plan, kernel, args, **options):
+    """``kernel`` (a copy of, or the bundled, chunked kernel of ``plan.op``) launched as
+    ``rowkernels._launch`` launches it, no stats, with extra compile ``options``."""
+    x = args[0]
     y = torch.empty_like(x)
-    k = _w_evict_last_kernels()[plan.op]
-    common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps,
-                  STATS=False, HAS_W=True)
-    if plan.op == "layer_norm":
-        k[(plan.n_rows,)](x, y, w, b, x, x, x.stride(0), y.stride(0), plan.n_cols, sweep.LN_EPS,
-                          HAS_B=True, **common)
+    common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps, **options)
+    grid = (plan.n_rows,)
+    if plan.op in ("softmax", "log_softmax"):
+        kernel[grid](x, y, x.stride(0), y.stride(0), plan.n_cols, LOG=plan.op == "log_softmax",
+                     ROW_STATS=plan.row_stats, **common)
+    elif plan.op == "layer_norm":
+        kernel[grid](x, y, args[1], args[2], x, x, x.stride(0), y.stride(0), plan.n_cols, sweep.LN_EPS,
+                     HAS_W=True, HAS_B=True, STATS=False, **common)
     else:
-        k[(plan.n_rows,)](x, y, w, x, x.stride(0), y.stride(0), plan.n_cols, sweep.RMS_EPS, **common)
+        kernel[grid](x, y, args[1], x, x.stride(0), y.stride(0), plan.n_cols, sweep.RMS_EPS,
+                     HAS_W=True, STATS=False, **common)
     return y
 
 
