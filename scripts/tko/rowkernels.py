@@ -510,13 +510,13 @@ if tl is not None:
             dx = y * (dy - tl.sum(dy * y, axis=0))
         tl.store(DX + row * stride_dx + cols, dx.to(DX.dtype.element_ty), mask=mask)
 
-    # eps.to(tl.float32) in the norms: a direct launch passes a Python float as fp32, but
+    # tl.cast(eps, tl.float32) in the norms: a direct launch passes a Python float as fp32, but
     # Inductor types a float argument of a user kernel fp64 (torch 2.11), and an fp64 eps made
     # the row's statistics fp64: on an H200 the chunked RMSNorm took 42 registers instead of 32
     # (one program an SM, not two) and ran 1.27x slower, LayerNorm 49 and 1.43x
-    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op_fp64_eps). tl.cast, not eps.to(): Inductor's
-    # mutation analysis builds the kernel with eps a Python float, which has no .to(), and on
-    # that failure takes every argument as written and copies the input first
+    # (tests/fixtures/rowkernel_sweep_h200/call14_triton_op_fp64_eps). tl.cast, not eps.to():
+    # Inductor's mutation analysis builds the kernel with eps a Python float, which has no .to(),
+    # and on that failure takes every argument as written and copies the input first
     # (call15_triton_op_input_copied: 1.9-2.2x).
     def _layer_norm_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                            BLOCK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
@@ -765,20 +765,13 @@ def _kernels() -> dict:
     return _JITTED[mode]
 
 
-class _Wrapped(dict):
-    """The kernels, each through torch.library.wrap_triton when looked up (a traced launch)."""
-
-    def __getitem__(self, name):
-        return torch.library.wrap_triton(dict.__getitem__(self, name))
-
-
 def _launchables(t: torch.Tensor) -> dict:
     """The kernels as a launch on ``t`` takes them: wrapped by wrap_triton while a triton op's
     function is traced (fake tensors, or a dispatch mode such as make_fx's), so that the graph
     holds the launch; the jitted kernels themselves otherwise (a wrapped launch in eager goes
     through a higher-order op, much slower)."""
     if USE_TRITON_OP and (_traced(t) or _dispatch_mode_active()):
-        return _Wrapped(_kernels())
+        return {name: torch.library.wrap_triton(k) for name, k in _kernels().items()}
     return _kernels()
 
 
@@ -1126,8 +1119,8 @@ BACKWARD_REFERENCES = {"softmax": softmax_bwd_ref, "log_softmax": log_softmax_bw
 # and 14 us the plan (tests/fixtures/rowkernel_sweep_h200/call12_custom_op_host_cost). Elsewhere
 # (older torch; the interpreter, whose kernels wrap_triton takes only from torch 2.13) they stay
 # opaque custom ops (custom_op exists from 2.4), run at each call.
-HAS_TRITON_OP = hasattr(torch.library, "triton_op") and hasattr(torch.library, "wrap_triton")
-USE_TRITON_OP = HAS_TRITON_OP and triton is not None and not interpreting()
+USE_TRITON_OP = (hasattr(torch.library, "triton_op") and hasattr(torch.library, "wrap_triton")
+                 and triton is not None and not interpreting())
 OP_NAMES = {"softmax": "tko::row_softmax", "log_softmax": "tko::row_log_softmax",
             "layer_norm": "tko::layer_norm", "rms_norm": "tko::rms_norm"}
 # Internal ops: the norms' forward that also returns the per-row stats the backward reads (the

@@ -146,11 +146,12 @@ def kernel_resources() -> tuple[list[dict], dict]:
             try:
                 sass, res = isa_ptx.disassemble_cubin(cubin)
             except Exception as e:  # a cubin cuobjdump cannot read is a row, not the end
-                rows.append({"cubin": str(cubin), "error": str(e)[:200]})
+                rows.append({"cache": env, "cubin": str(cubin), "error": str(e)[:200]})
                 continue
             sass_of[str(cubin)] = sass + "\n" + (res or "")
             for name, usage in isa_ptx.parse_resource_usage(res or "").items():
-                rows.append({"cubin": str(cubin), "kernel": name, **usage, "sass_lines": sass.count("\n")})
+                rows.append({"cache": env, "cubin": str(cubin), "kernel": name, **usage,
+                             "sass_lines": sass.count("\n")})
     return rows, sass_of
 
 

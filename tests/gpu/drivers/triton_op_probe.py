@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import re
 import sys
 import tarfile
@@ -31,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from tko import isa, isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from pass2_probe import kernel_resources  # noqa: E402  (this folder)
+from tko import peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.bench import time_fn  # noqa: E402
 
 OPS = ("rms_norm", "layer_norm", "softmax", "log_softmax")
@@ -51,21 +51,11 @@ def memory_ops(sass: str) -> dict:
 
 
 def cubins() -> list[dict]:
-    rows = []
-    for env in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR"):
-        root = os.environ.get(env)
-        for cubin in (p for p, _ in (isa.find_listings(Path(root), sass=True) if root else ())
-                      if p.suffix == ".cubin"):
-            try:
-                sass, res = isa_ptx.disassemble_cubin(cubin)
-            except Exception as e:
-                rows.append({"cache": env, "cubin": str(cubin), "error": str(e)[:200]})
-                continue
-            for name, usage in isa_ptx.parse_resource_usage(res or "").items():
-                if "_kernel" in name:
-                    rows.append({"cache": env, "kernel": name, "reg": usage.get("reg"),
-                                 "stack": usage.get("stack"), "memory_ops": memory_ops(sass)})
-    return rows
+    """The bundled kernels' cubins in both caches (pass2_probe.kernel_resources), each with its
+    global memory ops by width."""
+    rows, sass_of = kernel_resources()
+    return [dict(r, memory_ops=memory_ops(sass_of[r["cubin"]])) if "kernel" in r else r
+            for r in rows if "_kernel" in r.get("kernel", "_kernel")]
 
 
 def main() -> int:
