@@ -331,9 +331,14 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     # CHUNK: listed per limit and op, else the largest power of two up to 4096 with room for four
     # fp32 vectors on chip, pick_num_warps of it and per-lane stats
     assert [rk.chunk_plan(rk.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
-        [(4096, 8, False, True), (4096, 8, False, True), (2048, 8, False, True), (4096, 8, False, True)]
-    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True)
-    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True)
+        [(4096, 8, False, True, False), (4096, 8, False, True, False), (2048, 8, False, True, False),
+         (4096, 8, False, True, False)]
+    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, False)
+    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, False)
+    # the row guard: the sm_90 RMSNorm plan, on unrolled rows only, never another op
+    assert rk.chunk_plan(h200, "rms_norm").row_guard and not rk.chunk_plan(h200, "layer_norm").row_guard
+    assert _plan(monkeypatch, "rms_norm", 65536, h200).row_guard
+    assert not _plan(monkeypatch, "rms_norm", 65536 + 64, h200).row_guard   # not whole chunks
     assert [rk.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
     monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, unroll=False))
     assert _plan(monkeypatch, "rms_norm", 1024, SMALL).n_chunks == 0
@@ -397,7 +402,7 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
     cases = {"_layer_norm_kernel": dict(BLOCK=4096, HAS_W=True, HAS_B=True, STATS=True),
              "_rms_norm_kernel": dict(BLOCK=4096, HAS_W=True, STATS=True),
              "_layer_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, HAS_B=True, STATS=False, N_CHUNKS=4),
-             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4)}
+             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4, ROW_GUARD=True)}
     for name, const in cases.items():
         fn = triton.jit(getattr(rk, name))
         idx = {n: i for i, n in enumerate(fn.arg_names)}
@@ -408,6 +413,7 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
             sig = {n: "*fp32" if n in ("Mean", "Rstd") else "*fp16"
                    for n in ("X", "Y", "W", "B", "Mean", "Rstd") if n in idx}
             sig.update(stride_x="i32", stride_y="i32", n_cols="i32", eps=eps_type)
+            sig.update({"n_rows": "i32"} if "n_rows" in idx else {})
             sig.update(dict.fromkeys(consts, "constexpr"))
             attrs = {(idx[n],): [["tt.divisibility", 16]] for n in sig if sig[n].startswith("*")}
             src = ASTSource(fn, sig, constexprs={(idx[c],): v for c, v in consts.items()}, attrs=attrs)
@@ -513,6 +519,29 @@ def test_kernel_chunked_row_stats_match_the_reference(op, monkeypatch):
             (got, plan), want = _call(op, x, limit=SMALL)
             assert plan.row_stats and (plan.form, plan.chunk) == ("chunked", 64)
             _close(got, want, dtype)
+
+
+@kernel
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_kernel_chunked_rms_norm_row_guard_matches_the_reference(dtype, monkeypatch):
+    # the guarded form (int32 offsets from X, every access under the row mask, the sm_90 plan's):
+    # whole-chunk rows take it, rows strided apart too, a masked tail does not; the stats as well
+    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, row_guard=True))
+    for cols, guarded in ((1024, True), (1000, False)):
+        x = _x(5, cols, dtype, seed=cols)
+        w = torch.randn(cols).to(dtype)
+        (got, plan), want = _call("rms_norm", x, w, limit=SMALL)
+        assert (plan.form, plan.n_chunks > 0, plan.row_guard) == ("chunked", guarded, guarded), plan
+        _close(got, want, dtype)
+    x = _x(6, 1100, dtype, seed=1)[:, 38:1062]            # rows 1100 apart, 1024 long
+    (got, plan), want = _call("rms_norm", x, None, limit=SMALL)
+    assert plan.row_guard
+    _close(got, want, dtype)
+    plan = rk.plan_row("rms_norm", x, limit=SMALL)
+    y, _, rstd = rk._launch(plan, x.contiguous(), None, None, 1e-6, stats=True)
+    xf = x.float()
+    torch.testing.assert_close(rstd, torch.rsqrt(xf.pow(2).mean(-1) + 1e-6), **TOL[torch.float32])
+    assert rk._int32_rows(x) and not rk._int32_rows(torch.empty_strided((2, 8), (2 ** 31, 1), device="meta"))
 
 
 @kernel

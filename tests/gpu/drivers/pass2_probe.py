@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 from tko import isa, isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.bench import time_fn  # noqa: E402
@@ -54,7 +55,21 @@ LAUNCHES = {"rms_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
 # looped RMSNorm loads its weight (the one difference left in their SASS, call10_unrolled; it lost
 # 1-4 points, call13_weight_evict_last); unrolled_num_stages_1: compiled with num_stages=1, as
 # Inductor's coordinate-descent RMSNorm config is (its .best_config, chunk_probe)
-VARIANTS = ("loop", "unrolled", "unrolled_w_evict_last", "unrolled_num_stages_1")
+# inductor_copy*: Inductor's coordinate-descent RMSNorm kernel (call7_inductor_rms_norm.log) copied
+# with switches that turn one of its traits at a time into the bundled kernel's: ``_while`` (a while
+# loop instead of tl.range), ``_i64`` (a 64-bit row base instead of 32-bit offsets), ``_nomask`` (no
+# row mask on the loads and stores), ``_ns3`` (num_stages 3 instead of 1); rms_norm only
+VARIANTS = ("loop", "unrolled", "unrolled_row_guard", "unrolled_w_evict_last", "unrolled_num_stages_1", "inductor_copy",
+            "inductor_copy_while", "inductor_copy_i64", "inductor_copy_nomask", "inductor_copy_ns3",
+            *(f"bundled_{a}_{i}_{m}" for a in ("base", "vec") for i in ("i64", "i32")
+              for m in ("nomask", "rowmask")),
+            "bundled_vec_i32_rowmask_wlast", "bundled_vec_i32_rowmask_where",
+            "bundled_vec_i32_rowmask_wlast_where")
+# bundled_<addr>_<int>_<mask>: the bundled unrolled RMSNorm (rms_norm only) with its row addressed
+# as a scalar base pointer plus column offsets (``base``, the library's) or one vector of offsets
+# from X (``vec``, Inductor's), row offsets in ``i64`` (the library's) or ``i32``, and loads and
+# stores under a uniform row mask (``rowmask``, Inductor's xmask) or none; ``_wlast``: the weight
+# loaded evict_last, ``_where``: pass 1 accumulates through tl.where(mask), both as Inductor's
 INDUCTOR_MODES = ("inductor_default", "coordinate_descent")
 
 
@@ -66,10 +81,16 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     unrolled = variant.startswith("unrolled")
     n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if unrolled else 0
     w_hint = variant.endswith("w_evict_last")
-    if (unrolled and not n_chunks) or (w_hint and op not in ("layer_norm", "rms_norm")):
+    if variant.startswith("bundled_"):
+        return _bundled_switch_fn(variant, args, chunk, warps) if op == "rms_norm" else None
+    if variant.startswith("inductor_copy"):
+        return _inductor_copy_fn(variant, args, chunk, warps) if op == "rms_norm" else None
+    if (unrolled and not n_chunks) or (w_hint and op not in ("layer_norm", "rms_norm")) or (
+            variant == "unrolled_row_guard" and op != "rms_norm"):
         return None
     plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
-                      chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks)
+                      chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks,
+                      row_guard=variant == "unrolled_row_guard")
     if w_hint:
         return lambda: _launch_direct(plan, _w_evict_last_kernels()[op], args)
     if variant.endswith("num_stages_1"):
@@ -78,6 +99,134 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     eps = sweep.LN_EPS if op == "layer_norm" else sweep.RMS_EPS
     wb = tuple(args[1:3]) + (None,) * (3 - len(args))
     return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
+
+
+@triton.jit
+def _rms_norm_inductor_copy(in_ptr0, in_ptr1, out_ptr1, xnumel: tl.constexpr, r0_numel: tl.constexpr,
+                            eps, XBLOCK: tl.constexpr, R0_BLOCK: tl.constexpr, RANGE: tl.constexpr,
+                            I64: tl.constexpr, MASKED: tl.constexpr):
+    """Inductor's looped RMSNorm (triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_0 of torch 2.11,
+    XBLOCK 1), RANGE / I64 / MASKED switching its loop, row offsets and masks."""
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    if not MASKED:
+        xmask = tl.full([XBLOCK, 1], True, tl.int1)
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    if I64:
+        x_row = in_ptr0 + xindex.to(tl.int64) * r0_numel
+        y_row = out_ptr1 + xindex.to(tl.int64) * r0_numel
+    else:
+        x_row = in_ptr0 + xindex * r0_numel
+        y_row = out_ptr1 + xindex * r0_numel
+    _tmp4 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    if RANGE:
+        for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+            tmp1 = tl.load(x_row + (r0_offset + r0_base), xmask, eviction_policy="evict_last", other=0.0).to(tl.float32)
+            _tmp4 = tl.where(xmask, _tmp4 + tmp1 * tmp1, _tmp4)
+    else:
+        r0_offset = 0
+        while r0_offset < r0_numel:
+            tmp1 = tl.load(x_row + (r0_offset + r0_base), xmask, eviction_policy="evict_last", other=0.0).to(tl.float32)
+            _tmp4 = tl.where(xmask, _tmp4 + tmp1 * tmp1, _tmp4)
+            r0_offset += R0_BLOCK
+    rstd = tl.math.rsqrt(tl.sum(_tmp4, 1)[:, None] / r0_numel + tl.cast(eps, tl.float32))
+    if RANGE:
+        for r0_offset in tl.range(0, r0_numel, R0_BLOCK):
+            c = r0_offset + r0_base
+            tmp6 = tl.load(x_row + c, xmask, eviction_policy="evict_first", other=0.0).to(tl.float32)
+            tmp14 = tl.load(in_ptr1 + c, None, eviction_policy="evict_last").to(tl.float32)
+            tl.store(y_row + c, tmp6 * rstd * tmp14, xmask)
+    else:
+        r0_offset = 0
+        while r0_offset < r0_numel:
+            c = r0_offset + r0_base
+            tmp6 = tl.load(x_row + c, xmask, eviction_policy="evict_first", other=0.0).to(tl.float32)
+            tmp14 = tl.load(in_ptr1 + c, None, eviction_policy="evict_last").to(tl.float32)
+            tl.store(y_row + c, tmp6 * rstd * tmp14, xmask)
+            r0_offset += R0_BLOCK
+
+
+def _inductor_copy_fn(variant: str, args: tuple, chunk: int, warps: int):
+    """``_rms_norm_inductor_copy`` at one launch, as Inductor launches it (num_stages 1) unless the
+    variant's suffix switches one trait to the bundled kernel's."""
+    x, w = args[0], args[1]
+    n_rows, n_cols = x.shape
+
+    def run():
+        y = torch.empty_like(x)
+        _rms_norm_inductor_copy[(n_rows,)](
+            x, w, y, n_rows, n_cols, sweep.RMS_EPS, XBLOCK=1, R0_BLOCK=chunk,
+            RANGE=not variant.endswith("_while"), I64=variant.endswith("_i64"),
+            MASKED=not variant.endswith("_nomask"), num_warps=warps,
+            num_stages=3 if variant.endswith("_ns3") else 1)
+        return y
+    return run
+
+
+@triton.jit
+def _rms_norm_switches(X, Y, W, stride_x, stride_y, n_rows, n_cols, eps, CHUNK: tl.constexpr,
+                       N_CHUNKS: tl.constexpr, VEC: tl.constexpr, I32: tl.constexpr,
+                       ROWMASK: tl.constexpr, WLAST: tl.constexpr, WHERE: tl.constexpr):
+    """The bundled unrolled RMSNorm (``_rms_norm_chunked_kernel``, HAS_W, no stats) with the
+    row's addressing and a row mask switched (see ``bundled_*`` above)."""
+    pid = tl.program_id(0)
+    row = pid if I32 else pid.to(tl.int64)
+    cols = tl.arange(0, CHUNK)
+    ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows
+    if VEC:
+        xb, yb, xo, yo = X, Y, row * stride_x, row * stride_y
+    else:
+        xb, yb, xo, yo = X + row * stride_x, Y + row * stride_y, 0, 0
+    end = N_CHUNKS * CHUNK
+    s2 = tl.zeros([CHUNK], dtype=tl.float32)
+    start = 0
+    while start < end:
+        if ROWMASK:
+            x = tl.load(xb + (xo + start + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+        else:
+            x = tl.load(xb + (xo + start + cols), eviction_policy="evict_last")
+        x = x.to(tl.float32)
+        if WHERE:
+            s2 = tl.where(ok, s2 + x * x, s2)
+        else:
+            s2 += x * x
+        start += CHUNK
+    rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + tl.cast(eps, tl.float32))
+    start = 0
+    while start < end:
+        c = start + cols
+        if ROWMASK:
+            x = tl.load(xb + (xo + c), mask=ok, other=0.0, eviction_policy="evict_first")
+        else:
+            x = tl.load(xb + (xo + c), eviction_policy="evict_first")
+        if WLAST:
+            w = tl.load(W + c, eviction_policy="evict_last")
+        else:
+            w = tl.load(W + c)
+        y = x.to(tl.float32) * rstd * w.to(tl.float32)
+        if ROWMASK:
+            tl.store(yb + (yo + c), y.to(Y.dtype.element_ty), mask=ok)
+        else:
+            tl.store(yb + (yo + c), y.to(Y.dtype.element_ty))
+        start += CHUNK
+
+
+def _bundled_switch_fn(variant: str, args: tuple, chunk: int, warps: int):
+    x, w = args[0], args[1]
+    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk)
+    if not n_chunks:
+        return None
+    _, addr, ints, mask, *extra = variant.split("_")
+
+    def run():
+        y = torch.empty_like(x)
+        _rms_norm_switches[(x.shape[0],)](
+            x, y, w, x.stride(0), y.stride(0), x.shape[0], x.shape[1], sweep.RMS_EPS, CHUNK=chunk,
+            N_CHUNKS=n_chunks, VEC=addr == "vec", I32=ints == "i32", ROWMASK=mask == "rowmask",
+            WLAST="wlast" in extra, WHERE="where" in extra, num_warps=warps)
+        return y
+    return run
 
 
 _W_HINT = {}
@@ -119,8 +268,8 @@ def _launch_direct(plan, kernel, args, **options):
         kernel[grid](x, y, args[1], args[2], x, x, x.stride(0), y.stride(0), plan.n_cols, sweep.LN_EPS,
                      HAS_W=True, HAS_B=True, STATS=False, **common)
     else:
-        kernel[grid](x, y, args[1], x, x.stride(0), y.stride(0), plan.n_cols, sweep.RMS_EPS,
-                     HAS_W=True, STATS=False, **common)
+        kernel[grid](x, y, args[1], x, x.stride(0), y.stride(0), plan.n_rows, plan.n_cols,
+                     sweep.RMS_EPS, HAS_W=True, STATS=False, ROW_GUARD=plan.row_guard, **common)
     return y
 
 

@@ -10,7 +10,9 @@
 # 2048 x 65536 fp16 softmax, past the one-pass limit: the chunked kernels), long (embedding,
 # dynamic shapes and RMS norm at 500 timed steps instead of 50: does a longer window narrow the
 # 1.4-2x baseline spread of again/?), rms64k (F.rms_norm over 2048 x 65536, fp16 and bf16, the
-# replace arm at 500 timed steps: the chunked RMSNorm end to end). STEPS sets the timed steps
+# replace arm at 500 timed steps: the chunked RMSNorm end to end), rms64k_cd (the same on fp16
+# with coordinate descent beside: the one Inductor mode whose kernel came near the bundled one
+# there). STEPS sets the timed steps
 # (default 50). Default: first.
 # Arms are restricted to what each class needs, so one set fits one 10-minute device call.
 set -uo pipefail
@@ -61,6 +63,9 @@ for set in $sets; do
         STEPS=500 REPRO_ARGS="--warmup 20 --functional --rows 2048 --cols 65536 --dtype $dt" \
           trial "rms_norm_64k_$dt:rms_norm" baseline,replace 110
       done ;;
+    rms64k_cd)
+      STEPS=500 REPRO_ARGS="--warmup 20 --functional --rows 2048 --cols 65536 --dtype fp16" \
+        trial "rms_norm_64k_fp16_cd:rms_norm" baseline,coordinate_descent,replace 220 ;;
     long)  # the short programs whose baselines moved 1.4-2x between processes, 10x the timed steps
       STEPS=500 trial embedding_long:embedding_fwd_bwd baseline,eager_fallback 170
       STEPS=500 trial dynamic_long:dynamic_shapes baseline,multi_kernel 170
