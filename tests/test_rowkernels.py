@@ -402,7 +402,8 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
     cases = {"_layer_norm_kernel": dict(BLOCK=4096, HAS_W=True, HAS_B=True, STATS=True),
              "_rms_norm_kernel": dict(BLOCK=4096, HAS_W=True, STATS=True),
              "_layer_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, HAS_B=True, STATS=False, N_CHUNKS=4),
-             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4, ROW_GUARD=True)}
+             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4),
+             "_rms_norm_guarded_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4)}
     for name, const in cases.items():
         fn = triton.jit(getattr(rk, name))
         idx = {n: i for i, n in enumerate(fn.arg_names)}
@@ -464,9 +465,10 @@ def test_a_compiled_triton_op_traces_to_the_planned_kernel_launch(monkeypatch):
     plan = rk.chunk_plan(sm90, "rms_norm")
     args = launch.kwargs["kwargs"]
     assert (args["CHUNK"], args["N_CHUNKS"], args["HAS_W"], args["STATS"]) == (plan.chunk, 65536 // plan.chunk, True, False)
+    assert plan.row_guard and args["n_rows"] == 8     # the sm_90 plan's guarded form
     kernel = kernel_side_table.get_kernel(launch.kwargs["kernel_idx"])
     assert [c.num_warps for c in kernel.configs] == [plan.num_warps]     # the launch's warps, kept
-    assert kernel.fn.fn.__name__ == "_rms_norm_chunked_kernel"
+    assert kernel.fn.fn.__name__ == "_rms_norm_guarded_kernel"
     added = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
     assert list(added) == ["rms_norm (chunked, traced into a compiled graph): kernel"], added
 

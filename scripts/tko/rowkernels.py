@@ -180,7 +180,7 @@ class ChunkPlan(NamedTuple):
     num_warps: int
     row_stats: bool               # softmax / log-softmax: per-row (True) or per-lane stats
     unroll: bool = True           # a row of whole chunks: loops with a compile-time bound
-    row_guard: bool = False       # RMSNorm, unrolled: Inductor's row addressing (the kernel's note)
+    row_guard: bool = False       # RMSNorm, unrolled: _rms_norm_guarded_kernel (its note says why)
 
 
 CHUNK_PLANS = {
@@ -237,7 +237,7 @@ class RowPlan:
     note: Optional[str] = None
     row_stats: bool = False       # chunked softmax: pass 1 keeps a scalar max and sum per row
     n_chunks: int = 0             # chunked: the compile-time chunk count (unrolled_chunks), or 0
-    row_guard: bool = False       # chunked RMSNorm, unrolled: ChunkPlan.row_guard
+    row_guard: bool = False       # chunked RMSNorm, unrolled: _rms_norm_guarded_kernel runs
 
     @property
     def use_kernel(self) -> bool:
@@ -724,51 +724,65 @@ if tl is not None:
             tl.store(Mean + row, mean)
             tl.store(Rstd + row, rstd)
 
-    def _rms_norm_chunked_kernel(X, Y, W, Rstd, stride_x, stride_y, n_rows, n_cols, eps,
+    def _rms_norm_chunked_kernel(X, Y, W, Rstd, stride_x, stride_y, n_cols, eps,
                                  CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr,
-                                 N_CHUNKS: tl.constexpr, ROW_GUARD: tl.constexpr):
-        # ROW_GUARD (RowPlan.row_guard: unrolled rows, offsets within int32): the row addressed
-        # as Inductor's looped RMSNorm addresses it, int32 offsets from X, every load and store
-        # under the (always true) row mask, the weight loaded evict_last. ptxas then streams
-        # pass 2 in order, one chunk's loads at a time: on an H200 at 2048 x 65536 fp16 89.5 % of
-        # copy against 85.3 % with a 64-bit row base and no mask, bf16 88.0 against 85.6; each
-        # trait alone gained nothing (tests/fixtures/rowkernel_sweep_h200/call18_row_guard)
-        pid = tl.program_id(0)
+                                 N_CHUNKS: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, CHUNK)
-        if ROW_GUARD:
-            x_row, y_row = X, Y
-            x_off, y_off = pid * stride_x, pid * stride_y
-            ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows
-        else:
-            row = pid.to(tl.int64)
-            x_row, y_row = X + row * stride_x, Y + row * stride_y
-            x_off, y_off = 0, 0
-            ok = cols < CHUNK
+        x_row = X + row * stride_x
+        y_row = Y + row * stride_y
         end = _row_end(n_cols, CHUNK, N_CHUNKS)
         s2 = tl.zeros([CHUNK], dtype=tl.float32)
         start = 0
         while start < end:
-            c = start + cols
-            if ROW_GUARD:
-                x = tl.load(x_row + (x_off + c), mask=ok, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            else:
-                x = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
+            x = _load_chunk(x_row, start + cols, n_cols, 0.0, N_CHUNKS > 0, "evict_last")
             s2 += x * x
             start += CHUNK
         rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + tl.cast(eps, tl.float32))
         start = 0
         while start < end:
             c = start + cols
-            if ROW_GUARD:
-                y = tl.load(x_row + (x_off + c), mask=ok, other=0.0, eviction_policy="evict_first").to(tl.float32) * rstd
-                if HAS_W:
-                    y = y * tl.load(W + c, eviction_policy="evict_last").to(tl.float32)
-                tl.store(y_row + (y_off + c), y.to(Y.dtype.element_ty), mask=ok)
+            y = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_first") * rstd
+            if HAS_W:
+                y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
+            start += CHUNK
+        if STATS:
+            tl.store(Rstd + row, rstd)
+
+    def _rms_norm_guarded_kernel(X, Y, W, Rstd, stride_x, stride_y, n_rows, n_cols, eps,
+                                 CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr,
+                                 N_CHUNKS: tl.constexpr):
+        # The chunked RMSNorm on a row of N_CHUNKS whole chunks, addressed as Inductor's looped
+        # RMSNorm addresses it (RowPlan.row_guard): int32 offsets from X, every load and store
+        # under the (always true) row mask, the weight loaded evict_last. ptxas then streams
+        # pass 2 in order: on an H200 at 2048 x 65536 89.5 % of copy (fp16) and 88.0 % (bf16)
+        # against 85.3 / 85.6 % for the chunked kernel; each trait alone gained nothing, and the
+        # same traits behind constexpr switches inside the chunked kernel lost 8 points
+        # (tests/fixtures/rowkernel_sweep_h200/call18_row_guard). Kept apart for that reason.
+        pid = tl.program_id(0)
+        cols = tl.arange(0, CHUNK)
+        ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows
+        x_off, y_off = pid * stride_x, pid * stride_y
+        end = N_CHUNKS * CHUNK
+        s2 = tl.zeros([CHUNK], dtype=tl.float32)
+        start = 0
+        while start < end:
+            x = tl.load(X + (x_off + start + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+            x = x.to(tl.float32)
+            s2 += x * x
+            start += CHUNK
+        rstd = 1.0 / tl.sqrt(tl.sum(s2, axis=0) / n_cols + tl.cast(eps, tl.float32))
+        start = 0
+        while start < end:
+            c = start + cols
+            x = tl.load(X + (x_off + c), mask=ok, other=0.0, eviction_policy="evict_first")
+            if HAS_W:
+                w = tl.load(W + c, eviction_policy="evict_last")
+                y = x.to(tl.float32) * rstd * w.to(tl.float32)
             else:
-                y = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_first") * rstd
-                if HAS_W:
-                    y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
-                _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
+                y = x.to(tl.float32) * rstd
+            tl.store(Y + (y_off + c), y.to(Y.dtype.element_ty), mask=ok)
             start += CHUNK
         if STATS:
             tl.store(Rstd + pid, rstd)
@@ -787,7 +801,8 @@ def _kernels() -> dict:
                          "norm_bwd": triton.jit(_norm_bwd_kernel),
                          "softmax_chunked": triton.jit(_softmax_chunked_kernel),
                          "layer_norm_chunked": triton.jit(_layer_norm_chunked_kernel),
-                         "rms_norm_chunked": triton.jit(_rms_norm_chunked_kernel)}
+                         "rms_norm_chunked": triton.jit(_rms_norm_chunked_kernel),
+                         "rms_norm_guarded": triton.jit(_rms_norm_guarded_kernel)}
     return _JITTED[mode]
 
 
@@ -845,11 +860,9 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
                                      HAS_W=weight is not None, HAS_B=bias is not None,
                                      STATS=stats, **common)
     else:
-        if plan.form == "chunked":
-            common.update(ROW_GUARD=plan.row_guard and _int32_rows(x2, y2))
-            rows = (plan.n_rows,)
-        else:
-            rows = ()
+        rows = ()
+        if plan.form == "chunked" and plan.row_guard and _int32_rows(x2, y2):
+            form, rows = "_guarded", (plan.n_rows,)
         k["rms_norm" + form][grid](x2, y2, weight if weight is not None else x2,
                                    rstd if stats else x2, x2.stride(0), y2.stride(0), *rows,
                                    plan.n_cols, float(eps), HAS_W=weight is not None, STATS=stats,

@@ -268,8 +268,8 @@ def _launch_direct(plan, kernel, args, **options):
         kernel[grid](x, y, args[1], args[2], x, x, x.stride(0), y.stride(0), plan.n_cols, sweep.LN_EPS,
                      HAS_W=True, HAS_B=True, STATS=False, **common)
     else:
-        kernel[grid](x, y, args[1], x, x.stride(0), y.stride(0), plan.n_rows, plan.n_cols,
-                     sweep.RMS_EPS, HAS_W=True, STATS=False, ROW_GUARD=plan.row_guard, **common)
+        kernel[grid](x, y, args[1], x, x.stride(0), y.stride(0), plan.n_cols, sweep.RMS_EPS,
+                     HAS_W=True, STATS=False, **common)
     return y
 
 
