@@ -331,14 +331,15 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     # CHUNK: listed per limit and op, else the largest power of two up to 4096 with room for four
     # fp32 vectors on chip, pick_num_warps of it and per-lane stats
     assert [rk.chunk_plan(rk.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
-        [(4096, 8, False, True, False), (4096, 8, False, True, False), (2048, 8, False, True, False),
-         (4096, 8, False, True, False)]
-    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, False)
-    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, False)
+        [(4096, 8, False, True, 0), (4096, 8, False, True, 0), (2048, 8, False, True, 0),
+         (4096, 8, False, True, 0)]
+    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, 0)
+    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, 0)
     # the row guard: the sm_90 RMSNorm plan, on unrolled rows only, never another op
     assert rk.chunk_plan(h200, "rms_norm").row_guard and not rk.chunk_plan(h200, "layer_norm").row_guard
     assert _plan(monkeypatch, "rms_norm", 65536, h200).row_guard
     assert not _plan(monkeypatch, "rms_norm", 65536 + 64, h200).row_guard   # not whole chunks
+    assert not _plan(monkeypatch, "rms_norm", 131072, h200).row_guard       # over 4 chunks
     assert [rk.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
     monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, unroll=False))
     assert _plan(monkeypatch, "rms_norm", 1024, SMALL).n_chunks == 0
@@ -528,7 +529,7 @@ def test_kernel_chunked_row_stats_match_the_reference(op, monkeypatch):
 def test_kernel_chunked_rms_norm_row_guard_matches_the_reference(dtype, monkeypatch):
     # the guarded form (int32 offsets from X, every access under the row mask, the sm_90 plan's):
     # whole-chunk rows take it, rows strided apart too, a masked tail does not; the stats as well
-    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, row_guard=True))
+    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, row_guard=16))
     for cols, guarded in ((1024, True), (1000, False)):
         x = _x(5, cols, dtype, seed=cols)
         w = torch.randn(cols).to(dtype)

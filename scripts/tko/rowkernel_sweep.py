@@ -245,7 +245,7 @@ def bundled_plan(op: str, args: tuple):
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
                            "limit": plan.limit.key if plan.limit else None,
                            "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats,
-                           "n_chunks": plan.n_chunks}}
+                           "n_chunks": plan.n_chunks, "row_guard": plan.row_guard}}
 
 
 def prepare(mode: str, op: str, args: tuple) -> tuple[Callable | None, object, dict]:

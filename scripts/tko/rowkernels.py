@@ -22,9 +22,11 @@ reads the row from DRAM twice, at 48-50 % of copy (log-softmax 53-54 %, LayerNor
 the chunked form reached 59-62 % at CHUNK 4096 / 16 warps with no eviction hints, and with the
 hints and :data:`CHUNK_PLANS`' launches 70-72 % (softmax), 79-81 % (log-softmax), 75-78 %
 (LayerNorm), 85 % (RMSNorm): 1.26-1.48x over every Inductor mode on softmax, log-softmax and
-LayerNorm, 1.07x on bf16 RMSNorm (call11_unrolled_plans), 1.47x end to end on a softmax repro
-(examples/recorded_h200/trials/softmax_64k_replace). Inductor's fp16 RMSNorm (90.6 % of copy)
-stays 1.07x faster, which is why the report offers the chunked kernel only where the kernel is
+LayerNorm (call11_unrolled_plans), 1.47x end to end on a softmax repro
+(examples/recorded_h200/trials/softmax_64k_replace). RMSNorm rows of up to four whole chunks run
+``_rms_norm_guarded_kernel``, addressed as Inductor's own looped RMSNorm is (ChunkPlan.row_guard):
+88-90 % of copy, level with Inductor's coordinate-descent fp16 kernel (0.99-1.00x) and 1.10x over
+its bf16 one (call17_row_guard). The report offers the chunked kernel only where the kernel is
 slower than the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
@@ -180,14 +182,17 @@ class ChunkPlan(NamedTuple):
     num_warps: int
     row_stats: bool               # softmax / log-softmax: per-row (True) or per-lane stats
     unroll: bool = True           # a row of whole chunks: loops with a compile-time bound
-    row_guard: bool = False       # RMSNorm, unrolled: _rms_norm_guarded_kernel (its note says why)
+    row_guard: int = 0            # RMSNorm: _rms_norm_guarded_kernel on unrolled rows of up to
+                                  # this many chunks (its note says why), 0 never
 
 
 CHUNK_PLANS = {
     ("sm_90", "softmax"): ChunkPlan(16384, 16, True, unroll=False),
     ("sm_90", "log_softmax"): ChunkPlan(16384, 16, True, unroll=False),
     ("sm_90", "layer_norm"): ChunkPlan(16384, 32, False),
-    ("sm_90", "rms_norm"): ChunkPlan(16384, 32, False, row_guard=True),
+    # RMSNorm: the guarded kernel at 64k (4 chunks); at 128k it fell to 63.5 % of copy against
+    # the chunked kernel's 77.7 % (call17_row_guard), so longer rows keep the chunked kernel
+    ("sm_90", "rms_norm"): ChunkPlan(16384, 32, False, row_guard=4),
 }
 # A (limit, op) not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
 # vectors in the limit's on-chip bytes (4096 on every 64 KiB DCU / AMD limit, 2048 on the 48 KiB
@@ -403,7 +408,7 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         n_chunks = unrolled_chunks(n_cols, chunk) if chunked.unroll else 0
         return RowPlan(op, n_rows, n_cols, block, chunked.num_warps, lim, chunk=chunk, note=note,
                        row_stats=chunked.row_stats and op in ("softmax", "log_softmax"),
-                       n_chunks=n_chunks, row_guard=chunked.row_guard and n_chunks > 0 and op == "rms_norm")
+                       n_chunks=n_chunks, row_guard=op == "rms_norm" and 0 < n_chunks <= chunked.row_guard)
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -756,10 +761,11 @@ if tl is not None:
         # The chunked RMSNorm on a row of N_CHUNKS whole chunks, addressed as Inductor's looped
         # RMSNorm addresses it (RowPlan.row_guard): int32 offsets from X, every load and store
         # under the (always true) row mask, the weight loaded evict_last. ptxas then streams
-        # pass 2 in order: on an H200 at 2048 x 65536 89.5 % of copy (fp16) and 88.0 % (bf16)
-        # against 85.3 / 85.6 % for the chunked kernel; each trait alone gained nothing, and the
-        # same traits behind constexpr switches inside the chunked kernel lost 8 points
-        # (tests/fixtures/rowkernel_sweep_h200/call18_row_guard). Kept apart for that reason.
+        # pass 2 in order: on an H200 at 2048 x 65536 89.6 % of copy (fp16) and 87.8 % (bf16)
+        # against 85.6 % for the chunked kernel; each trait alone gained nothing, the same traits
+        # behind constexpr switches inside the chunked kernel lost 8 points (so it is a kernel of
+        # its own), and at 131072 columns it lost 14 (so the plan takes it up to 4 chunks only):
+        # tests/fixtures/rowkernel_sweep_h200/call17_row_guard
         pid = tl.program_id(0)
         cols = tl.arange(0, CHUNK)
         ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows

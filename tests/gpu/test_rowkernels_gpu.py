@@ -57,6 +57,7 @@ def test_compiled_ops_launch_the_kernel_from_inductors_code(op, shape):
     torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
     source = "\n".join(code)
     kernel = f"_{'softmax' if 'softmax' in op else op}{'_chunked' if plan.form == 'chunked' else ''}_kernel"
+    kernel = "_rms_norm_guarded_kernel" if plan.row_guard else kernel
     assert kernel in source, source[-3000:]
     assert "torch.ops.tko" not in source, source[-3000:]
     # no Inductor kernel beside it: a copy of the input would mean its mutation analysis of the
