@@ -22,7 +22,6 @@ import io
 import json
 import pstats
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
@@ -30,22 +29,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
-from replace_host_cost import op_call  # noqa: E402
+from replace_host_cost import enqueue_ms, op_call  # noqa: E402
 from tko import row_replace, rowkernels as rk  # noqa: E402
 from tko.rowkernel_sweep import LN_EPS, RMS_EPS, make_inputs  # noqa: E402
 
 
 def host_us(fn, calls: int) -> float:
-    """Host us per call, one sync after all calls."""
+    """Host us per call, one sync after all calls (replace_host_cost.enqueue_ms)."""
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) * 1e6 / calls
+    return enqueue_ms(fn, calls)[0] * 1e3
 
 
 def profile_top(fn, calls: int, top: int = 18) -> str:
