@@ -417,6 +417,7 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
             sig.update(stride_x="i32", stride_y="i32", n_cols="i32", eps=eps_type)
             sig.update({"n_rows": "i32"} if "n_rows" in idx else {})
             sig.update(dict.fromkeys(consts, "constexpr"))
+            sig = {n: sig[n] for n in fn.arg_names}   # Triton 3.3 reads the types in argument order
             attrs = {(idx[n],): [["tt.divisibility", 16]] for n in sig if sig[n].startswith("*")}
             src = ASTSource(fn, sig, constexprs={(idx[c],): v for c, v in consts.items()}, attrs=attrs)
             k = triton.compile(src, target=cc.TARGETS["sm_90"], options={"num_warps": 16})

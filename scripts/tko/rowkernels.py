@@ -764,8 +764,9 @@ if tl is not None:
         # pass 2 in order: on an H200 at 2048 x 65536 89.6 % of copy (fp16) and 87.8 % (bf16)
         # against 85.6 % for the chunked kernel; each trait alone gained nothing, the same traits
         # behind constexpr switches inside the chunked kernel lost 8 points (so it is a kernel of
-        # its own), and at 131072 columns it lost 14 (so the plan takes it up to 4 chunks only):
-        # tests/fixtures/rowkernel_sweep_h200/call17_row_guard
+        # its own), and at 131072 columns it lost 14: with 8 chunks its pass 1 keeps two loads in
+        # flight, each with its own 64-bit address, so the plan takes it up to 4 chunks only
+        # (tests/fixtures/rowkernel_sweep_h200/call17_row_guard)
         pid = tl.program_id(0)
         cols = tl.arange(0, CHUNK)
         ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows
