@@ -701,3 +701,6 @@ def test_the_guarded_rms_norm_replace_wins_over_the_default_and_the_trial_keeps_
                                    for r in rep["replaced"]), rep["replaced"]
     assert 0.98 < rep["x_baseline"] / cd["x_baseline"] < 1.0
     assert max(rep["ms"]) < 0.75 * min(arms["baseline"]["ms"])
+    # the program's decision follows the trial: tune (one Inductor flag), not rewrite
+    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    assert decision["verdict"] == "tune_triton" and "coordinate_descent_tuning" in decision["says"]
