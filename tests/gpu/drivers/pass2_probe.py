@@ -14,6 +14,11 @@ kernel at a few launches in both forms:
 - ``unrolled``: the chunk count a compile-time constant (``rowkernels.unrolled_chunks``);
 - ``unrolled_w_evict_last`` (the norms) / ``unrolled_num_stages_1``: the unrolled kernel with
   the weight loaded ``evict_last`` / compiled with ``num_stages=1``, as Inductor's RMSNorm;
+- ``unrolled_row_guard`` (RMSNorm): ``_rms_norm_guarded_kernel``, the plan's form on sm_90 rows of
+  up to 4 chunks;
+- ``inductor_copy*`` / ``bundled_*`` (RMSNorm): Inductor's looped RMSNorm copied here, and the
+  bundled one, with one trait at a time switched (addressing, int width, row mask, weight hint;
+  call17_row_guard found the guarded form with them);
 - ``inductor_default`` / ``coordinate_descent``: torch.compile of the op, default and coordinate
   descent.
 
