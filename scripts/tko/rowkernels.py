@@ -206,8 +206,9 @@ FORMS = ("one_pass", "chunked")
 
 
 def chunk_plan(limit: RowLimit, op: str) -> ChunkPlan:
-    """CHUNK, warps, the form of the softmax stats and whether rows of whole chunks unroll, for
-    the chunked form of ``op`` under ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
+    """CHUNK, warps, the form of the softmax stats, whether rows of whole chunks unroll and up to
+    how many chunks RMSNorm takes the guarded kernel, for the chunked form of ``op`` under
+    ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
     if (limit.key, op) in CHUNK_PLANS:
         return ChunkPlan(*CHUNK_PLANS[(limit.key, op)])
     chunk = max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
@@ -408,7 +409,8 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         n_chunks = unrolled_chunks(n_cols, chunk) if chunked.unroll else 0
         return RowPlan(op, n_rows, n_cols, block, chunked.num_warps, lim, chunk=chunk, note=note,
                        row_stats=chunked.row_stats and op in ("softmax", "log_softmax"),
-                       n_chunks=n_chunks, row_guard=op == "rms_norm" and 0 < n_chunks <= chunked.row_guard)
+                       n_chunks=n_chunks,
+                       row_guard=op == "rms_norm" and 0 < n_chunks <= chunked.row_guard and _int32_rows(x))
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -868,7 +870,7 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
                                      STATS=stats, **common)
     else:
         rows = ()
-        if plan.form == "chunked" and plan.row_guard and _int32_rows(x2, y2):
+        if plan.form == "chunked" and plan.row_guard:
             form, rows = "_guarded", (plan.n_rows,)
         k["rms_norm" + form][grid](x2, y2, weight if weight is not None else x2,
                                    rstd if stats else x2, x2.stride(0), y2.stride(0), *rows,
@@ -878,7 +880,8 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
 
 
 def _int32_rows(*rows: torch.Tensor) -> bool:
-    """Every element of these (rows, n_cols) views within int32 offsets of its first."""
+    """Every element of these row tensors (leading dims viewable as one) within int32 offsets
+    of its first: the guarded RMSNorm's offsets (the output, contiguous, spans no more)."""
     return all(t.shape[0] * t.stride(0) < 2 ** 31 for t in rows)
 
 
