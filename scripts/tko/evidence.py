@@ -967,11 +967,14 @@ def _outcome(trials: RemedyTrials) -> dict:
     inside = [a for a in judged if a.beyond_noise is False and a.outputs != "different" and a.noise is not None
               and a.x_baseline >= _inside_noise_candidate_x()]
     equal = [a for a in faster if a.outputs == "equal"]
-    winner = max(equal, key=lambda a: a.x_baseline) if equal else None
+    winner, tied = _least_change_of_ties(equal)
     noise = _decisive_noise(judged, base) if base else None
     noise_pct = _noise_pct(noise)
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
+        if tied:
+            what += (f" ({', '.join(a.x_text() for a in tied)} tied with it, under the clear lead"
+                     f" of {_lead_pct():g} %: the smaller change is kept)")
     elif undecided:
         what = _undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
     elif inside:
@@ -988,6 +991,38 @@ def _outcome(trials: RemedyTrials) -> dict:
             "tuning": [a for a in ran if a.name in TUNING_ARMS],
             "noise": noise, "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
+
+
+def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
+    """(the winner, the faster arms of larger change it was kept over). An arm of a larger
+    change class (threshold ``remedy_change_classes``) counts only when it beats every winning
+    arm of a smaller class by ``clear_lead_x`` (or the noise of either, if larger); of the rest,
+    the fastest wins. A lead of a few tenths of a percent is no reason to route ops to a library
+    when one flag does as well."""
+    if not equal:
+        return None, []
+    from .decide import threshold
+
+    classes = list(threshold("remedy_change_classes").values())
+    lead = float(threshold("clear_lead_x"))
+
+    def rank(a: Arm) -> int:
+        return next((i for i, names in enumerate(classes) if a.name in names), len(classes))
+
+    def outranked(b: Arm) -> bool:
+        return any(rank(a) < rank(b) and b.x_baseline / a.x_baseline <= max(lead, a.noise or 1.0, b.noise or 1.0)
+                   for a in equal)
+
+    kept = [a for a in equal if not outranked(a)]
+    winner = max(kept, key=lambda a: a.x_baseline)
+    return winner, sorted((a for a in equal if a not in kept and a.x_baseline > winner.x_baseline),
+                          key=lambda a: -a.x_baseline)
+
+
+def _lead_pct() -> float:
+    from .decide import threshold
+
+    return round(100.0 * (float(threshold("clear_lead_x")) - 1.0), 2)
 
 
 def _decisive_noise(judged: list[Arm], base: Arm) -> float | None:

@@ -61,9 +61,17 @@ LN_EPS, RMS_EPS = 1e-5, 1e-6                             # the defaults of tko.r
 # Output-dtype tolerances: about one rounding of the stored result (fp16 ulp 2^-10, bf16 2^-7).
 TOLERANCE = {"fp16": dict(rtol=1e-3, atol=1e-3), "bf16": dict(rtol=1.6e-2, atol=1.6e-2),
              "fp32": dict(rtol=1e-5, atol=1e-5)}
-BEAT_MARGIN = 0.02                                       # bundled must be >2 % faster to "beat"
+
 ROW_KEYS = ("op", "dtype", "n_cols", "n_rows", "mode", "direction", "status", "reason", "ms", "gbps",
             "pct_of_copy", "correct", "max_abs_err", "x_vs_inductor_default")
+
+
+def beat_margin() -> float:
+    """How much faster the bundled kernel must be to beat Inductor: the threshold
+    ``clear_lead_x`` of references/decision_rules.yaml, less one (0.02)."""
+    from .decide import threshold
+
+    return round(float(threshold("clear_lead_x")) - 1.0, 6)
 
 
 def torch_dtype(name: str):
@@ -468,7 +476,7 @@ def _timed(r: dict) -> bool:
 
 def compare(payload: dict) -> list[dict]:
     """Per (op, dtype, n_cols, direction): the fastest correct Inductor mode and whether the
-    bundled kernel beats every Inductor mode by more than :data:`BEAT_MARGIN` (None when nothing
+    bundled kernel beats every Inductor mode by more than :func:`beat_margin` (None when nothing
     to compare). A case whose every row was skipped (the time budget) says ``not run: <why>``."""
     cases: dict[tuple, list[dict]] = {}
     for r in payload["rows"]:
@@ -497,18 +505,19 @@ def compare(payload: dict) -> list[dict]:
             entry["verdict"] = f"bundled {why}"
         else:
             entry["bundled_speedup"] = best["ms"] / b["ms"]
-            entry["bundled_beats_inductor"] = b["ms"] * (1 + BEAT_MARGIN) < best["ms"]
+            entry["bundled_beats_inductor"] = b["ms"] * (1 + beat_margin()) < best["ms"]
             entry["verdict"] = _verdict(entry["bundled_speedup"], best["mode"])
         out.append(entry)
     return out
 
 
 def _verdict(speedup: float, mode: str) -> str:
-    if speedup > 1 + BEAT_MARGIN:
+    margin = beat_margin()
+    if speedup > 1 + margin:
         return f"bundled {speedup:.2f}x faster than the best Inductor mode ({mode})"
-    if speedup < 1 / (1 + BEAT_MARGIN):
+    if speedup < 1 / (1 + margin):
         return f"{mode} {1 / speedup:.2f}x faster than bundled"
-    return f"within {100 * BEAT_MARGIN:g} % of {mode}"
+    return f"within {100 * margin:g} % of {mode}"
 
 
 # --------------------------------------------------------------------------- Markdown
@@ -572,7 +581,7 @@ def markdown(payload: dict) -> str:
     lines = ["# Row kernels vs Inductor", "",
              f"Device {md.text(dev.get('name'))} ({md.text(dev.get('arch') or dev.get('backend'))}); "
              f"{peak_line}; timer: {md.text(payload['timer'])}. {_bytes_sentence(s, directions)} "
-             f"Bundled beats Inductor when it is more than {100 * BEAT_MARGIN:g} % faster than every "
+             f"Bundled beats Inductor when it is more than {100 * beat_margin():g} % faster than every "
              "correct Inductor mode."]
     entries = payload.get("comparison") or compare(payload)
     for d in directions:

@@ -24,9 +24,9 @@ hints and :data:`CHUNK_PLANS`' launches 70-72 % (softmax), 79-81 % (log-softmax)
 (LayerNorm), 85 % (RMSNorm): 1.26-1.48x over every Inductor mode on softmax, log-softmax and
 LayerNorm (call11_unrolled_plans), 1.47x end to end on a softmax repro
 (examples/recorded_h200/trials/softmax_64k_replace). RMSNorm rows of up to four whole chunks run
-``_rms_norm_guarded_kernel``, addressed as Inductor's own looped RMSNorm is (ChunkPlan.row_guard):
-88-90 % of copy, level with Inductor's coordinate-descent fp16 kernel (0.99-1.00x) and 1.10x over
-its bf16 one (call17_row_guard). The report offers the chunked kernel only where the kernel is
+``_rms_norm_guarded_kernel``, addressed as Inductor's own looped RMSNorm is (ChunkPlan.row_guard),
+its output stored streamed (``.cs``): 91 % of copy (fp16), 1.00-1.01x Inductor's coordinate-descent
+and max-autotune kernels, and 1.11x over their bf16 ones (call17_row_guard, call23_l2_rows). The report offers the chunked kernel only where the kernel is
 slower than the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
@@ -768,7 +768,11 @@ if tl is not None:
         # behind constexpr switches inside the chunked kernel lost 8 points (so it is a kernel of
         # its own), and at 131072 columns it lost 14: with 8 chunks its pass 1 keeps two loads in
         # flight, each with its own 64-bit address, so the plan takes it up to 4 chunks only
-        # (tests/fixtures/rowkernel_sweep_h200/call17_row_guard)
+        # (tests/fixtures/rowkernel_sweep_h200/call17_row_guard). Its DRAM traffic is the floor
+        # (ncu: 256.3 MiB read for the 256 MiB input, pass 2 all from L2; the chunked kernel
+        # 300-304 MiB); the streamed store added 1.5-2.5 points (91.3 % fp16, 88.9-90.3 % bf16),
+        # while a persistent grid, maxnreg 32, other launches and pass 1 of the next row run
+        # inside pass 2 all lost (call23_l2_rows)
         pid = tl.program_id(0)
         cols = tl.arange(0, CHUNK)
         ok = tl.full([CHUNK], 0, tl.int32) + pid < n_rows
@@ -791,7 +795,8 @@ if tl is not None:
                 y = x.to(tl.float32) * rstd * w.to(tl.float32)
             else:
                 y = x.to(tl.float32) * rstd
-            tl.store(Y + (y_off + c), y.to(Y.dtype.element_ty), mask=ok)
+            # streamed (.cs): written rows leave L2 first, so the rows pass 2 reads back stay
+            tl.store(Y + (y_off + c), y.to(Y.dtype.element_ty), mask=ok, cache_modifier=".cs")
             start += CHUNK
         if STATS:
             tl.store(Rstd + pid, rstd)
