@@ -21,6 +21,11 @@ guarded kernel with one lever at a time on the rows in flight and on what compet
 - ``reg_<n>``: ``auto`` or ``maxnreg`` 32 (two programs per SM fit at 32 warps);
 - ``@CHUNKxWARPS``: another launch than the plan's 16384 x 32 (``probe-cs-rows-auto@8192x32``).
 
+``split<S>[-fresh]@CHUNKxWARPS``: ``_rms_norm_split_probe``, each row in S parts on as many
+programs, the parts' sums met in an fp32 slot per row (``-fresh``: the slots allocated at every
+call instead of kept). split2 read 69-78 % of copy; split4 never finished (call27_split_rows), so
+only S = 2 runs.
+
 ``guarded`` / ``chunked`` are the library's kernels as the plan launches them (``probe_plain_rows_auto``
 must read as ``guarded`` does), ``coordinate_descent`` Inductor's kernel. Every output is checked
 against the fp32 reference. With ``--once`` each kernel runs once after its warm-up, in the order
@@ -140,6 +145,80 @@ def _rms_norm_pipelined_probe(X, Y, W, stride_x, stride_y, n_rows, n_cols, eps, 
             start += CHUNK
 
 
+@triton.jit
+def _rms_norm_split_probe(X, Y, W, Acc, Cnt, stride_x, stride_y, n_rows, n_cols, eps,
+                          CHUNK: tl.constexpr, N_CHUNKS: tl.constexpr, SPLIT: tl.constexpr):
+    """A persistent grid over parts of rows (SPLIT per row, N_CHUNKS chunks each): a program sums
+    its part's squares, adds them to the row's fp32 slot, waits for the row's other parts (the
+    grid is no larger than what the GPU holds at once, and a row's parts run in the same round on
+    programs pid ^ 1 ..., so the wait ends), then normalizes its part from L2. The last part to
+    read the sum zeroes the slot and the counter again for the next launch."""
+    pid = tl.program_id(0)
+    n_units = n_rows * SPLIT
+    cols = tl.arange(0, CHUNK)
+    part = N_CHUNKS * CHUNK
+    for u in range(pid, n_units, tl.num_programs(0)):
+        row = u // SPLIT
+        ok = tl.full([CHUNK], 0, tl.int32) + row < n_rows
+        x_off = row * stride_x + (u % SPLIT) * part
+        y_off = row * stride_y + (u % SPLIT) * part
+        s2 = tl.zeros([CHUNK], dtype=tl.float32)
+        start = 0
+        while start < part:
+            x = tl.load(X + (x_off + start + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+            x = x.to(tl.float32)
+            s2 += x * x
+            start += CHUNK
+        tl.atomic_add(Acc + row, tl.sum(s2, axis=0), sem="relaxed")
+        seen = tl.atomic_add(Cnt + row, 1, sem="acq_rel") + 1
+        while seen < SPLIT:
+            seen = tl.atomic_add(Cnt + row, 0, sem="acquire")
+        total = tl.atomic_add(Acc + row, 0.0, sem="relaxed")
+        if tl.atomic_add(Cnt + row, 1, sem="acq_rel") == 2 * SPLIT - 1:
+            tl.atomic_xchg(Acc + row, 0.0, sem="relaxed")
+            tl.atomic_xchg(Cnt + row, 0, sem="release")
+        rstd = 1.0 / tl.sqrt(total / n_cols + tl.cast(eps, tl.float32))
+        start = 0
+        while start < part:
+            c = start + cols
+            x = tl.load(X + (x_off + c), mask=ok, other=0.0, eviction_policy="evict_first")
+            w = tl.load(W + ((u % SPLIT) * part + c), eviction_policy="evict_last")
+            y = (x.to(tl.float32) * rstd * w.to(tl.float32)).to(Y.dtype.element_ty)
+            tl.store(Y + (y_off + c), y, mask=ok, cache_modifier=".cs")
+            start += CHUNK
+
+
+def split_fn(x, w, split: int, chunk: int, warps: int, fresh: bool):
+    """``_rms_norm_split_probe`` on a grid of as many programs as the GPU holds at once (from the
+    compiled kernel's registers and warps, an even count), its workspace kept across calls
+    (zeroed by the kernel) or, ``fresh``, allocated zeroed at every call."""
+    if split != 2:   # split4 never finished on the H200 (call27_split_rows; cause not established)
+        raise ValueError(f"split{split}: only split2 is run (split4 did not finish in call27_split_rows)")
+    n_rows, n_cols = x.shape
+    props = torch.cuda.get_device_properties(x.device)
+    work = torch.zeros(2, n_rows, device=x.device, dtype=torch.float32)
+    consts = dict(CHUNK=chunk, N_CHUNKS=n_cols // (split * chunk), SPLIT=split, num_warps=warps)
+
+    def launch(grid, ws):
+        y = torch.empty_like(x)
+        k = _rms_norm_split_probe[(grid,)](x, y, w, ws[0], ws[1].view(torch.int32), x.stride(0), y.stride(0),
+                                           n_rows, n_cols, sweep.RMS_EPS, **consts)
+        return y, k
+
+    _, k = launch(2, work)          # compiles; two programs are always resident together
+    threads = 32 * warps
+    regs = -(-max(k.n_regs, 1) // 8) * 8 * threads          # registers are granted 8 a thread at a time
+    smem = getattr(props, "shared_memory_per_multiprocessor", 228 * 1024)
+    per_sm = min(65536 // regs, 2048 // threads, smem // (k.metadata.shared + 1024))
+    grid = max(2, (props.multi_processor_count * per_sm) // 2 * 2)
+    print(f"split{split}@{chunk}x{warps}: {k.n_regs} registers, {per_sm} programs per SM, grid {grid}", flush=True)
+
+    def run():
+        ws = torch.zeros(2, n_rows, device=x.device, dtype=torch.float32) if fresh else work
+        return launch(grid, ws)[0]
+    return run
+
+
 def probe_fn(x, w, y_hint: str, grid: str, regs: str, chunk: int = CHUNK, warps: int = WARPS):
     n_rows, n_cols = x.shape
     sms = torch.cuda.get_device_properties(x.device).multi_processor_count
@@ -174,6 +253,10 @@ def cases(x, w, variants):
     for name in variants:
         if name in ("guarded", "chunked"):
             yield name, library_fn(x, w, name == "guarded")
+        elif name.startswith("split"):
+            spec, _, launch = name.partition("@")
+            chunk, warps = map(int, launch.split("x"))
+            yield name, split_fn(x, w, int(spec[5]), chunk, warps, spec.endswith("fresh"))
         elif name == "coordinate_descent":
             fn_c, _, _ = sweep.compiled(name, "rms_norm", lambda f: f(x, w))
             yield name, (lambda f=fn_c: f(x, w))
