@@ -104,6 +104,26 @@ def test_each_arm_maps_to_its_verdict(winner, verdict, rule):
     assert "1.25x end to end, outputs equal" in fired(rep)[rule]["says"]
 
 
+@pytest.mark.parametrize("big,big_x,small,small_x,winner", [
+    ("replace", 1.404, "coordinate_descent", 1.402, "coordinate_descent"),        # 0.1 %: a tie
+    ("replace", 1.45, "coordinate_descent", 1.40, "replace"),                     # 3.6 %: a clear lead
+    ("eager_fallback", 1.30, "max_autotune_no_cudagraphs", 1.29, "max_autotune_no_cudagraphs"),
+    ("replace", 1.31, "eager_fallback", 1.30, "eager_fallback"),
+    ("max_autotune_no_cudagraphs", 1.05, "coordinate_descent", 1.04, "max_autotune_no_cudagraphs"),  # one class
+])
+def test_a_bigger_change_wins_only_by_a_clear_lead(big, big_x, small, small_x, winner):
+    base = 0.1949
+    doc = trials_doc([arm("baseline", base, base, 1.001), arm(small, base / small_x, base, 1.001),
+                      arm(big, base / big_x, base, 1.001)], 1.001)
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    assert rep["sections"]["trials"]["winner"] == winner
+    what = rep["sections"]["trials"]["what_to_change"]
+    assert what.startswith(f"set {winner}: ")
+    tied = winner == small and big_x > small_x
+    assert (f"({big} {big_x:.2f}x tied with it, under the clear lead of 2 %" in what) == tied
+    assert evidence.trial_facts(doc, "t")["remedy_winner"].value == winner
+
+
 def test_a_not_hot_kernel_does_not_take_the_programs_remedy():
     base = 0.5
     doc = trials_doc([arm("baseline", base, base, 1.03), arm("coordinate_descent", 0.4, base, 1.03)], 1.03)
