@@ -808,3 +808,32 @@ def test_the_streamed_guarded_rms_norm_is_level_with_tuned_inductor_in_fp16_and_
         assert rows[(dt, "bundled")]["x_vs_inductor_default"] > 1.35
     probe = _l2("call25_guarded_cs/probe_fp16/l2_rows_probe.json")
     assert probe["guarded"] > probe["probe-plain-rows-auto"] + 1.0    # the library now stores .cs
+
+
+def _stream(call: str, cols: int = 65536) -> dict:
+    """{(op, variant): % of copy} of a call23_l2_rows pass2_probe run at the plans' launches."""
+    folder = {"call29_chunked_cs": "cs", "call30_stream_constexpr_off": "st", "call31_stream_plan": "st2"}[call]
+    runs = _probe(f"call23_l2_rows/{call}/{folder}_fp16_{cols}/pass2_probe.json", cols)
+    return {(op, v): pct for (op, v, _, _), (pct, _) in runs.items()}
+
+
+def test_streamed_stores_gain_on_every_plans_chunked_form_at_64k_and_the_plan_says_where():
+    cs = _stream("call29_chunked_cs")
+    plan_form = {"softmax": "loop", "log_softmax": "loop", "layer_norm": "unrolled", "rms_norm": "unrolled"}
+    gains = {op: cs[(op, f"{form}_y_cs")] - cs[(op, form)] for op, form in plan_form.items()}
+    assert all(g > 0.3 for g in gains.values()) and gains["layer_norm"] > 3 and gains["rms_norm"] > 3, gains
+    long = _stream("call29_chunked_cs", 131072)
+    assert long[("softmax", "loop_y_cs")] > long[("softmax", "loop")] + 1
+    assert all(long[(op, "unrolled_y_cs")] < long[(op, "unrolled")] for op in ("layer_norm", "rms_norm"))
+    # the constexpr switch off reads as the plain copy; on (the plan's stream_out) as the .cs copy
+    off = _stream("call30_stream_constexpr_off")
+    assert all(abs(off[(op, f)] - off[(op, f + "_y_plain")]) < 0.5 for op in plan_form for f in ("loop", "unrolled"))
+    on = _stream("call31_stream_plan")
+    for op, form in plan_form.items():
+        assert on[(op, form)] - on[(op, form + "_y_plain")] > 0.3, (op, on)
+        assert abs(on[(op, form)] - cs[(op, form + "_y_cs")]) < 1.0, (op, on, cs)
+    assert on[("layer_norm", "loop")] < on[("layer_norm", "loop_y_plain")]   # the one form it costs
+    from tko import rowkernels as rk
+
+    plans = {op: rk.CHUNK_PLANS[("sm_90", op)].stream_out for op in plan_form}
+    assert plans == {"softmax": 64, "log_softmax": 64, "layer_norm": 4, "rms_norm": 4}

@@ -331,15 +331,22 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     # CHUNK: listed per limit and op, else the largest power of two up to 4096 with room for four
     # fp32 vectors on chip, pick_num_warps of it and per-lane stats
     assert [rk.chunk_plan(rk.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
-        [(4096, 8, False, True, 0), (4096, 8, False, True, 0), (2048, 8, False, True, 0),
-         (4096, 8, False, True, 0)]
-    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, 0)
-    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, 0)
+        [(4096, 8, False, True, 0, 0), (4096, 8, False, True, 0, 0), (2048, 8, False, True, 0, 0),
+         (4096, 8, False, True, 0, 0)]
+    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, 0, 0)
+    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, 0, 0)
     # the row guard: the sm_90 RMSNorm plan, on unrolled rows only, never another op
     assert rk.chunk_plan(h200, "rms_norm").row_guard and not rk.chunk_plan(h200, "layer_norm").row_guard
     assert _plan(monkeypatch, "rms_norm", 65536, h200).row_guard
     assert not _plan(monkeypatch, "rms_norm", 65536 + 64, h200).row_guard   # not whole chunks
     assert not _plan(monkeypatch, "rms_norm", 131072, h200).row_guard       # over 4 chunks
+    # the streamed store: every chunked softmax row, norm rows of up to 4 chunks (masked tails
+    # count their partial chunk), never off the sm_90 plans
+    assert all(_plan(monkeypatch, op, n, h200).stream_out for op in ("softmax", "log_softmax")
+               for n in (65536, 65536 + 64, 1 << 20))
+    assert [_plan(monkeypatch, op, n, h200).stream_out for op in ("layer_norm", "rms_norm")
+            for n in (65536, 65536 - 64, 65536 + 64, 131072)] == [True, True, False, False] * 2
+    assert not any(_plan(monkeypatch, op, 4096, SMALL).stream_out for op in rk.REFERENCES)
     assert [rk.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
     monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, unroll=False))
     assert _plan(monkeypatch, "rms_norm", 1024, SMALL).n_chunks == 0
@@ -402,8 +409,8 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
 
     cases = {"_layer_norm_kernel": dict(BLOCK=4096, HAS_W=True, HAS_B=True, STATS=True),
              "_rms_norm_kernel": dict(BLOCK=4096, HAS_W=True, STATS=True),
-             "_layer_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, HAS_B=True, STATS=False, N_CHUNKS=4),
-             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4),
+             "_layer_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, HAS_B=True, STATS=False, N_CHUNKS=4, STREAM=True),
+             "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4, STREAM=True),
              "_rms_norm_guarded_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4)}
     for name, const in cases.items():
         fn = triton.jit(getattr(rk, name))

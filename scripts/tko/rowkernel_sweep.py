@@ -253,7 +253,8 @@ def bundled_plan(op: str, args: tuple):
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
                            "limit": plan.limit.key if plan.limit else None,
                            "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats,
-                           "n_chunks": plan.n_chunks, "row_guard": plan.row_guard}}
+                           "n_chunks": plan.n_chunks, "row_guard": plan.row_guard,
+                           "stream_out": plan.stream_out}}
 
 
 def prepare(mode: str, op: str, args: tuple) -> tuple[Callable | None, object, dict]:

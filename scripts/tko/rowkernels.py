@@ -23,11 +23,13 @@ the chunked form reached 59-62 % at CHUNK 4096 / 16 warps with no eviction hints
 hints and :data:`CHUNK_PLANS`' launches 70-72 % (softmax), 79-81 % (log-softmax), 75-78 %
 (LayerNorm), 85 % (RMSNorm): 1.26-1.48x over every Inductor mode on softmax, log-softmax and
 LayerNorm (call11_unrolled_plans), 1.47x end to end on a softmax repro
-(examples/recorded_h200/trials/softmax_64k_replace). RMSNorm rows of up to four whole chunks run
-``_rms_norm_guarded_kernel``, addressed as Inductor's own looped RMSNorm is (ChunkPlan.row_guard),
-its output stored streamed (``.cs``): 91 % of copy (fp16), 1.00-1.01x Inductor's coordinate-descent
-and max-autotune kernels, and 1.11x over their bf16 ones (call17_row_guard, call23_l2_rows). The report offers the chunked kernel only where the kernel is
-slower than the chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
+(examples/recorded_h200/trials/softmax_64k_replace); storing the output streamed (``.cs``,
+ChunkPlan.stream_out) added 0.4-4.2 points at 64k (call23_l2_rows). RMSNorm rows of up to four
+whole chunks run ``_rms_norm_guarded_kernel``, addressed as Inductor's own looped RMSNorm is
+(ChunkPlan.row_guard), its output stored streamed: 91 % of copy (fp16), 1.00-1.01x Inductor's
+coordinate-descent and max-autotune kernels, and 1.11x over their bf16 ones (call17_row_guard,
+call23_l2_rows). The report offers the chunked kernel only where the kernel is slower than the
+chunked form's two-read floor (rule ``row_kernel_replacement_chunked``). Anything else
 (dtype, layout, device, weight shape, a row over the cap) is refused; a refused call returns the
 pure-torch reference instead, and ``return_plan=True`` gives the caller the :class:`RowPlan` with
 the reason.
@@ -184,15 +186,23 @@ class ChunkPlan(NamedTuple):
     unroll: bool = True           # a row of whole chunks: loops with a compile-time bound
     row_guard: int = 0            # RMSNorm: _rms_norm_guarded_kernel on unrolled rows of up to
                                   # this many chunks (its note says why), 0 never
+    stream_out: int = 0           # the output stored streamed (.cs) on rows of up to this many
+                                  # chunks, 0 never (the guarded RMSNorm always streams)
 
 
+# stream_out: on an H200 at 64k (4 chunks) the streamed store gained softmax 0.4-0.6,
+# log-softmax 1.3-1.4, LayerNorm 3.5-4.2 and the chunked RMSNorm 3.5-3.6 points of copy in the
+# plans' forms, and at 128k softmax 1.4, while the unrolled norms lost 0.5-1.1 there and
+# LayerNorm's masked loop (rows not a whole number of chunks) 0.6-0.7 at 64k
+# (call23_l2_rows/call29_chunked_cs, call31_stream_plan): all softmax rows, norm rows of up to 4
+# chunks
 CHUNK_PLANS = {
-    ("sm_90", "softmax"): ChunkPlan(16384, 16, True, unroll=False),
-    ("sm_90", "log_softmax"): ChunkPlan(16384, 16, True, unroll=False),
-    ("sm_90", "layer_norm"): ChunkPlan(16384, 32, False),
+    ("sm_90", "softmax"): ChunkPlan(16384, 16, True, unroll=False, stream_out=64),
+    ("sm_90", "log_softmax"): ChunkPlan(16384, 16, True, unroll=False, stream_out=64),
+    ("sm_90", "layer_norm"): ChunkPlan(16384, 32, False, stream_out=4),
     # RMSNorm: the guarded kernel at 64k (4 chunks); at 128k it fell to 63.5 % of copy against
     # the chunked kernel's 77.7 % (call17_row_guard), so longer rows keep the chunked kernel
-    ("sm_90", "rms_norm"): ChunkPlan(16384, 32, False, row_guard=4),
+    ("sm_90", "rms_norm"): ChunkPlan(16384, 32, False, row_guard=4, stream_out=4),
 }
 # A (limit, op) not listed: the largest power of two up to DEFAULT_CHUNK with room for four fp32
 # vectors in the limit's on-chip bytes (4096 on every 64 KiB DCU / AMD limit, 2048 on the 48 KiB
@@ -206,9 +216,10 @@ FORMS = ("one_pass", "chunked")
 
 
 def chunk_plan(limit: RowLimit, op: str) -> ChunkPlan:
-    """CHUNK, warps, the form of the softmax stats, whether rows of whole chunks unroll and up to
-    how many chunks RMSNorm takes the guarded kernel, for the chunked form of ``op`` under
-    ``limit`` (:data:`CHUNK_PLANS`, else the rule above)."""
+    """CHUNK, warps, the form of the softmax stats, whether rows of whole chunks unroll, up to
+    how many chunks RMSNorm takes the guarded kernel and the output is stored streamed, for the
+    chunked form of ``op`` under ``limit`` (:data:`CHUNK_PLANS`, else the rule above: no
+    streaming, untimed there)."""
     if (limit.key, op) in CHUNK_PLANS:
         return ChunkPlan(*CHUNK_PLANS[(limit.key, op)])
     chunk = max(1, min(DEFAULT_CHUNK, limit.max_row_elements // 4))
@@ -244,6 +255,8 @@ class RowPlan:
     row_stats: bool = False       # chunked softmax: pass 1 keeps a scalar max and sum per row
     n_chunks: int = 0             # chunked: the compile-time chunk count (unrolled_chunks), or 0
     row_guard: bool = False       # chunked RMSNorm, unrolled: _rms_norm_guarded_kernel runs
+    stream_out: bool = False      # chunked: the output stored streamed (.cs; ChunkPlan.stream_out,
+                                  # and always with row_guard)
 
     @property
     def use_kernel(self) -> bool:
@@ -407,10 +420,11 @@ def plan_row(op: str, x: torch.Tensor, weight=None, bias=None, *,
         return refuse(f"{x.device.type} tensor and Triton was not imported with TRITON_INTERPRET=1", lim)
     if chunk is not None:
         n_chunks = unrolled_chunks(n_cols, chunk) if chunked.unroll else 0
+        guard = op == "rms_norm" and 0 < n_chunks <= chunked.row_guard and _int32_rows(x)
         return RowPlan(op, n_rows, n_cols, block, chunked.num_warps, lim, chunk=chunk, note=note,
                        row_stats=chunked.row_stats and op in ("softmax", "log_softmax"),
-                       n_chunks=n_chunks,
-                       row_guard=op == "rms_norm" and 0 < n_chunks <= chunked.row_guard and _int32_rows(x))
+                       n_chunks=n_chunks, row_guard=guard,
+                       stream_out=guard or -(-n_cols // chunk) <= chunked.stream_out)
     warps = plan_num_warps(op, block, lim, x, weight, bias, backward=backward)
     return RowPlan(op, n_rows, n_cols, block, warps, lim)
 
@@ -623,11 +637,18 @@ if tl is not None:
         return tl.load(row_ptr + c, mask=c < n_cols, other=other, eviction_policy=POLICY).to(tl.float32)
 
     @triton.jit
-    def _store_chunk(row_ptr, c, n_cols, v, EVEN: tl.constexpr):
-        if EVEN:
-            tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty))
+    def _store_chunk(row_ptr, c, n_cols, v, EVEN: tl.constexpr, STREAM: tl.constexpr):
+        # STREAM: stored .cs, so that written rows leave L2 before the rows pass 2 reads back
+        y = v.to(row_ptr.dtype.element_ty)
+        if STREAM:
+            if EVEN:
+                tl.store(row_ptr + c, y, cache_modifier=".cs")
+            else:
+                tl.store(row_ptr + c, y, mask=c < n_cols, cache_modifier=".cs")
+        elif EVEN:
+            tl.store(row_ptr + c, y)
         else:
-            tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty), mask=c < n_cols)
+            tl.store(row_ptr + c, y, mask=c < n_cols)
 
     @triton.jit
     def _row_end(n_cols, CHUNK: tl.constexpr, N_CHUNKS: tl.constexpr):
@@ -636,7 +657,8 @@ if tl is not None:
         return n_cols
 
     def _softmax_chunked_kernel(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr,
-                                LOG: tl.constexpr, ROW_STATS: tl.constexpr, N_CHUNKS: tl.constexpr):
+                                LOG: tl.constexpr, ROW_STATS: tl.constexpr, N_CHUNKS: tl.constexpr,
+                                STREAM: tl.constexpr):
         # online softmax: a running max m and s = sum(exp(x - m)), s rescaled by exp(m_old - m_new)
         # when m grows; per lane (CHUNK-long m and s, merged once after pass 1) or, ROW_STATS, per
         # row (each chunk reduced to its max and sum: one exp an element). -inf entries add exact
@@ -684,12 +706,12 @@ if tl is not None:
                 y = z - log_total
             else:
                 y = tl.exp(z) / total
-            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0, STREAM)
             start += CHUNK
 
     def _layer_norm_chunked_kernel(X, Y, W, B, Mean, Rstd, stride_x, stride_y, n_cols, eps,
                                    CHUNK: tl.constexpr, HAS_W: tl.constexpr, HAS_B: tl.constexpr,
-                                   STATS: tl.constexpr, N_CHUNKS: tl.constexpr):
+                                   STATS: tl.constexpr, N_CHUNKS: tl.constexpr, STREAM: tl.constexpr):
         # pass 1: per lane the fp32 sums of d and d * d, d = x - x[0]: shifted by the row's first
         # element, so that var = E[d^2] - E[d]^2 does not cancel when |mean| >> std (unshifted,
         # an fp32 row of mean 300 and std 1 loses about 1e-2 of its variance); pass 2
@@ -725,7 +747,7 @@ if tl is not None:
                 y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
             if HAS_B:
                 y = y + _load_chunk(B, c, n_cols, 0.0, N_CHUNKS > 0, "")
-            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0, STREAM)
             start += CHUNK
         if STATS:
             tl.store(Mean + row, mean)
@@ -733,7 +755,7 @@ if tl is not None:
 
     def _rms_norm_chunked_kernel(X, Y, W, Rstd, stride_x, stride_y, n_cols, eps,
                                  CHUNK: tl.constexpr, HAS_W: tl.constexpr, STATS: tl.constexpr,
-                                 N_CHUNKS: tl.constexpr):
+                                 N_CHUNKS: tl.constexpr, STREAM: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, CHUNK)
         x_row = X + row * stride_x
@@ -752,7 +774,7 @@ if tl is not None:
             y = _load_chunk(x_row, c, n_cols, 0.0, N_CHUNKS > 0, "evict_first") * rstd
             if HAS_W:
                 y = y * _load_chunk(W, c, n_cols, 0.0, N_CHUNKS > 0, "")
-            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0)
+            _store_chunk(y_row, c, n_cols, y, N_CHUNKS > 0, STREAM)
             start += CHUNK
         if STATS:
             tl.store(Rstd + row, rstd)
@@ -857,6 +879,8 @@ def _launch(plan: RowPlan, x: torch.Tensor, weight=None, bias=None, eps: float =
     grid = (plan.n_rows,)
     if plan.form == "chunked":
         common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps)
+        if not plan.row_guard:           # the guarded RMSNorm always streams
+            common["STREAM"] = plan.stream_out
         form = "_chunked"
     else:
         common, form = dict(BLOCK=plan.block, num_warps=plan.num_warps), ""

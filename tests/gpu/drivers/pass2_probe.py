@@ -14,6 +14,8 @@ kernel at a few launches in both forms:
 - ``unrolled``: the chunk count a compile-time constant (``rowkernels.unrolled_chunks``);
 - ``unrolled_w_evict_last`` (the norms) / ``unrolled_num_stages_1``: the unrolled kernel with
   the weight loaded ``evict_last`` / compiled with ``num_stages=1``, as Inductor's RMSNorm;
+- ``loop_y_cs`` / ``unrolled_y_cs`` (``_y_plain``): the chunked kernel with its output always (never)
+  stored streamed (``.cs``), whatever the plan's ``stream_out`` (call23_l2_rows/call29_chunked_cs);
 - ``unrolled_row_guard`` (RMSNorm): ``_rms_norm_guarded_kernel``, the plan's form on sm_90 rows of
   up to 4 chunks;
 - ``inductor_copy*`` / ``bundled_*`` (RMSNorm): Inductor's looped RMSNorm copied here, and the
@@ -64,7 +66,8 @@ LAUNCHES = {"rms_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
 # with switches that turn one of its traits at a time into the bundled kernel's: ``_while`` (a while
 # loop instead of tl.range), ``_i64`` (a 64-bit row base instead of 32-bit offsets), ``_nomask`` (no
 # row mask on the loads and stores), ``_ns3`` (num_stages 3 instead of 1); rms_norm only
-VARIANTS = ("loop", "unrolled", "unrolled_row_guard", "unrolled_w_evict_last", "unrolled_num_stages_1", "inductor_copy",
+VARIANTS = ("loop", "unrolled", "unrolled_row_guard", "unrolled_w_evict_last", "unrolled_num_stages_1",
+            "loop_y_cs", "unrolled_y_cs", "loop_y_plain", "unrolled_y_plain", "inductor_copy",
             "inductor_copy_while", "inductor_copy_i64", "inductor_copy_nomask", "inductor_copy_ns3",
             *(f"bundled_{a}_{i}_{m}" for a in ("base", "vec") for i in ("i64", "i32")
               for m in ("nomask", "rowmask")),
@@ -86,6 +89,7 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     unrolled = variant.startswith("unrolled")
     n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if unrolled else 0
     w_hint = variant.endswith("w_evict_last")
+    y_store = next((k for k in ("y_cs", "y_plain") if variant.endswith("_" + k)), None)
     if variant.startswith("bundled_"):
         return _bundled_switch_fn(variant, args, chunk, warps) if op == "rms_norm" else None
     if variant.startswith("inductor_copy"):
@@ -95,9 +99,12 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
         return None
     plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
                       chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks,
-                      row_guard=variant == "unrolled_row_guard")
+                      row_guard=variant == "unrolled_row_guard",
+                      stream_out=-(-x.shape[-1] // chunk) <= rk.chunk_plan(lim, op).stream_out)
     if w_hint:
         return lambda: _launch_direct(plan, _w_evict_last_kernels()[op], args)
+    if y_store:
+        return lambda: _launch_direct(plan, _y_store_kernels(y_store)[op], args)
     if variant.endswith("num_stages_1"):
         kernel = rk._kernels()[("softmax" if "softmax" in op else op) + "_chunked"]
         return lambda: _launch_direct(plan, kernel, args, num_stages=1)
@@ -234,29 +241,56 @@ def _bundled_switch_fn(variant: str, args: tuple, chunk: int, warps: int):
     return run
 
 
-_W_HINT = {}
+_COPIES: dict = {}
 
 
-def _w_evict_last_kernels() -> dict:
-    """Copies of the norms' chunked kernels whose pass 2 loads the weight (and bias) evict_last,
-    written to a module file (triton.jit reads a kernel's source from its file)."""
-    if not _W_HINT:
+def _kernel_copies(kind: str, edit, names=("_layer_norm_chunked_kernel", "_rms_norm_chunked_kernel"),
+                   extra: str = "") -> dict:
+    """op -> a copy of the library's chunked kernel whose source ``edit`` changed, written to a
+    module file (triton.jit reads a kernel's source from its file); ``extra``: more module source."""
+    if kind not in _COPIES:
         import importlib.util
         import inspect
         import tempfile
         import textwrap
 
-        srcs = [textwrap.dedent(inspect.getsource(f)).replace('N_CHUNKS > 0, "")', 'N_CHUNKS > 0, "evict_last")')
-                for f in (rk._layer_norm_chunked_kernel, rk._rms_norm_chunked_kernel)]
+        srcs = [edit(textwrap.dedent(inspect.getsource(getattr(rk, n)))) for n in names]
         head = ("import triton\nimport triton.language as tl\n"
                 "from tko.rowkernels import _load_chunk, _store_chunk, _row_end\n\n")
-        path = Path(tempfile.mkdtemp()) / "w_evict_last_kernels.py"
-        path.write_text(head + "\n\n".join("@triton.jit\n" + src for src in srcs))
-        spec = importlib.util.spec_from_file_location("w_evict_last_kernels", path)
+        path = Path(tempfile.mkdtemp()) / f"{kind}_kernels.py"
+        path.write_text(head + extra + "\n\n".join("@triton.jit\n" + src for src in srcs))
+        spec = importlib.util.spec_from_file_location(f"{kind}_kernels", path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        _W_HINT.update(layer_norm=mod._layer_norm_chunked_kernel, rms_norm=mod._rms_norm_chunked_kernel)
-    return _W_HINT
+        ops = {"_softmax_chunked_kernel": ("softmax", "log_softmax"), "_layer_norm_chunked_kernel": ("layer_norm",),
+               "_rms_norm_chunked_kernel": ("rms_norm",)}
+        _COPIES[kind] = {op: getattr(mod, n) for n in names for op in ops[n]}
+    return _COPIES[kind]
+
+
+def _w_evict_last_kernels() -> dict:
+    """The norms' chunked kernels whose pass 2 loads the weight (and bias) evict_last."""
+    return _kernel_copies("w_evict_last", lambda src: src.replace('N_CHUNKS > 0, "")', 'N_CHUNKS > 0, "evict_last")'))
+
+
+_STORE = """@triton.jit
+def _store_chunk_{kind}(row_ptr, c, n_cols, v, EVEN: tl.constexpr, STREAM: tl.constexpr):
+    if EVEN:
+        tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty), cache_modifier="{mod}")
+    else:
+        tl.store(row_ptr + c, v.to(row_ptr.dtype.element_ty), mask=c < n_cols, cache_modifier="{mod}")
+
+
+"""
+
+
+def _y_store_kernels(kind: str) -> dict:
+    """The chunked kernels whose output is stored streamed (``y_cs``, ``.cs``) or plainly
+    (``y_plain``), whatever the plan's ``stream_out`` says."""
+    mod = {"y_cs": ".cs", "y_plain": ""}[kind]
+    return _kernel_copies(kind, lambda src: src.replace("_store_chunk(", f"_store_chunk_{kind}("),
+                          ("_softmax_chunked_kernel", "_layer_norm_chunked_kernel", "_rms_norm_chunked_kernel"),
+                          _STORE.format(kind=kind, mod=mod))
 
 
 def _launch_direct(plan, kernel, args, **options):
@@ -264,7 +298,8 @@ def _launch_direct(plan, kernel, args, **options):
     ``rowkernels._launch`` launches it, no stats, with extra compile ``options``."""
     x = args[0]
     y = torch.empty_like(x)
-    common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, num_warps=plan.num_warps, **options)
+    common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, STREAM=plan.stream_out, num_warps=plan.num_warps,
+                  **options)
     grid = (plan.n_rows,)
     if plan.op in ("softmax", "log_softmax"):
         kernel[grid](x, y, x.stride(0), y.stride(0), plan.n_cols, LOG=plan.op == "log_softmax",
