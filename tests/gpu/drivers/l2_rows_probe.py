@@ -23,8 +23,10 @@ guarded kernel with one lever at a time on the rows in flight and on what compet
 
 ``split<S>[-fresh]@CHUNKxWARPS``: ``_rms_norm_split_probe``, each row in S parts on as many
 programs, the parts' sums met in an fp32 slot per row (``-fresh``: the slots allocated at every
-call instead of kept). split2 read 69-78 % of copy; split4 never finished (call27_split_rows), so
-only S = 2 runs.
+call instead of kept). split2 read 69-78 % of copy (call27_split_rows). split4 never finished
+there: its compile launch ran on two programs, so a row's four parts fell to one program in
+different rounds and it waited on itself. Every launch now has a multiple of S programs, all
+resident at once (not rerun since).
 
 ``guarded`` / ``chunked`` are the library's kernels as the plan launches them (``probe_plain_rows_auto``
 must read as ``guarded`` does), ``coordinate_descent`` Inductor's kernel. Every output is checked
@@ -190,10 +192,9 @@ def _rms_norm_split_probe(X, Y, W, Acc, Cnt, stride_x, stride_y, n_rows, n_cols,
 
 def split_fn(x, w, split: int, chunk: int, warps: int, fresh: bool):
     """``_rms_norm_split_probe`` on a grid of as many programs as the GPU holds at once (from the
-    compiled kernel's registers and warps, an even count), its workspace kept across calls
-    (zeroed by the kernel) or, ``fresh``, allocated zeroed at every call."""
-    if split != 2:   # split4 never finished on the H200 (call27_split_rows; cause not established)
-        raise ValueError(f"split{split}: only split2 is run (split4 did not finish in call27_split_rows)")
+    compiled kernel's registers and warps, a multiple of ``split``: a row's parts run in one
+    round on programs that are all resident, or the first waits for ever), its workspace kept
+    across calls (zeroed by the kernel) or, ``fresh``, allocated zeroed at every call."""
     n_rows, n_cols = x.shape
     props = torch.cuda.get_device_properties(x.device)
     work = torch.zeros(2, n_rows, device=x.device, dtype=torch.float32)
@@ -205,12 +206,14 @@ def split_fn(x, w, split: int, chunk: int, warps: int, fresh: bool):
                                            n_rows, n_cols, sweep.RMS_EPS, **consts)
         return y, k
 
-    _, k = launch(2, work)          # compiles; two programs are always resident together
+    _, k = launch(split, work)      # compiles; one row's parts, on programs resident together
     threads = 32 * warps
     regs = -(-max(k.n_regs, 1) // 8) * 8 * threads          # registers are granted 8 a thread at a time
     smem = getattr(props, "shared_memory_per_multiprocessor", 228 * 1024)
     per_sm = min(65536 // regs, 2048 // threads, smem // (k.metadata.shared + 1024))
-    grid = max(2, (props.multi_processor_count * per_sm) // 2 * 2)
+    grid = (props.multi_processor_count * per_sm) // split * split
+    if grid < split:
+        raise ValueError(f"split{split}: {per_sm} programs per SM cannot hold a row's parts at once")
     print(f"split{split}@{chunk}x{warps}: {k.n_regs} registers, {per_sm} programs per SM, grid {grid}", flush=True)
 
     def run():
