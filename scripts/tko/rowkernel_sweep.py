@@ -61,7 +61,6 @@ LN_EPS, RMS_EPS = 1e-5, 1e-6                             # the defaults of tko.r
 # Output-dtype tolerances: about one rounding of the stored result (fp16 ulp 2^-10, bf16 2^-7).
 TOLERANCE = {"fp16": dict(rtol=1e-3, atol=1e-3), "bf16": dict(rtol=1.6e-2, atol=1.6e-2),
              "fp32": dict(rtol=1e-5, atol=1e-5)}
-
 ROW_KEYS = ("op", "dtype", "n_cols", "n_rows", "mode", "direction", "status", "reason", "ms", "gbps",
             "pct_of_copy", "correct", "max_abs_err", "x_vs_inductor_default")
 
