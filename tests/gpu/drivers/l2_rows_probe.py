@@ -26,11 +26,16 @@ programs, the parts' sums met in an fp32 slot per row (``-fresh``: the slots all
 call instead of kept). split2 read 69-78 % of copy (call27_split_rows). split4 never finished
 there: its compile launch ran on two programs, so a row's four parts fell to one program in
 different rounds and it waited on itself. Every launch now has a multiple of S programs, all
-resident at once (not rerun since).
+resident at once: split4@8192x16 ran, at 80.0 % (call32).
+
+``held<H>[-sm1]@CHUNKxWARPS``: ``_rms_norm_held_probe``, a row of four chunks all loaded in pass 1
+and H of them kept in registers for pass 2 (the rest read again from L2); ``-sm1`` a persistent
+grid of one program per SM. With all four held pass 2 reads only the weight, but a 64k fp16 row
+is half an SM's registers: one row per SM, and at 32 warps (64 registers) ptxas spills.
 
 ``guarded`` / ``chunked`` are the library's kernels as the plan launches them (``probe_plain_rows_auto``
-must read as ``guarded`` does), ``coordinate_descent`` Inductor's kernel. Every output is checked
-against the fp32 reference. With ``--once`` each kernel runs once after its warm-up, in the order
+must read as ``guarded`` does); ``coordinate_descent``, ``max_autotune`` and ``inductor_default``
+are Inductor's kernel in that mode. Every output is checked against the fp32 reference. With ``--once`` each kernel runs once after its warm-up, in the order
 printed, for ``ncu`` to count DRAM bytes (pass 2 served from L2 reads the row from DRAM once).
 Not a pytest test: it needs a GPU. Writes OUT/l2_rows_probe.{json,md}.
 """
@@ -190,6 +195,55 @@ def _rms_norm_split_probe(X, Y, W, Acc, Cnt, stride_x, stride_y, n_rows, n_cols,
             start += CHUNK
 
 
+@triton.jit
+def _held_sq(x):
+    a = x.to(tl.float32)
+    return tl.sum(a * a, axis=0)
+
+
+@triton.jit
+def _held_out(X, Y, W, x_off, y_off, c, x, rstd, ok, HELD: tl.constexpr):
+    # pass 2 on one chunk: the chunk as pass 1 left it in registers, or (not HELD) read again
+    if not HELD:
+        x = tl.load(X + (x_off + c), mask=ok, other=0.0, eviction_policy="evict_first")
+    w = tl.load(W + c, eviction_policy="evict_last")
+    y = (x.to(tl.float32) * rstd * w.to(tl.float32)).to(Y.dtype.element_ty)
+    tl.store(Y + (y_off + c), y, mask=ok, cache_modifier=".cs")
+
+
+@triton.jit
+def _held_row(X, Y, W, row, stride_x, stride_y, n_rows, n_cols, eps, CHUNK: tl.constexpr,
+              HELD: tl.constexpr):
+    cols = tl.arange(0, CHUNK)
+    ok = tl.full([CHUNK], 0, tl.int32) + row < n_rows
+    x_off, y_off = row * stride_x, row * stride_y
+    x0 = tl.load(X + (x_off + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+    x1 = tl.load(X + (x_off + CHUNK + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+    x2 = tl.load(X + (x_off + 2 * CHUNK + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+    x3 = tl.load(X + (x_off + 3 * CHUNK + cols), mask=ok, other=0.0, eviction_policy="evict_last")
+    s2 = _held_sq(x0) + _held_sq(x1) + _held_sq(x2) + _held_sq(x3)
+    rstd = 1.0 / tl.sqrt(s2 / n_cols + tl.cast(eps, tl.float32))
+    # the chunks read first are the ones given up first when HELD < 4
+    _held_out(X, Y, W, x_off, y_off, cols, x0, rstd, ok, HELD >= 4)
+    _held_out(X, Y, W, x_off, y_off, CHUNK + cols, x1, rstd, ok, HELD >= 3)
+    _held_out(X, Y, W, x_off, y_off, 2 * CHUNK + cols, x2, rstd, ok, HELD >= 2)
+    _held_out(X, Y, W, x_off, y_off, 3 * CHUNK + cols, x3, rstd, ok, HELD >= 1)
+
+
+@triton.jit
+def _rms_norm_held_probe(X, Y, W, stride_x, stride_y, n_rows, n_cols, eps, CHUNK: tl.constexpr,
+                         HELD: tl.constexpr, PERSIST: tl.constexpr):
+    """A row of four CHUNKs loaded at once in pass 1 and HELD of them kept in registers, as
+    loaded, for pass 2 (the rest read again from L2): with all four held pass 2 reads only the
+    weight, at the price of one row per SM (a 64k fp16 row is half the register file)."""
+    pid = tl.program_id(0)
+    if PERSIST:
+        for row in range(pid, n_rows, tl.num_programs(0)):
+            _held_row(X, Y, W, row, stride_x, stride_y, n_rows, n_cols, eps, CHUNK, HELD)
+    else:
+        _held_row(X, Y, W, pid, stride_x, stride_y, n_rows, n_cols, eps, CHUNK, HELD)
+
+
 def split_fn(x, w, split: int, chunk: int, warps: int, fresh: bool):
     """``_rms_norm_split_probe`` on a grid of as many programs as the GPU holds at once (from the
     compiled kernel's registers and warps, a multiple of ``split``: a row's parts run in one
@@ -219,6 +273,22 @@ def split_fn(x, w, split: int, chunk: int, warps: int, fresh: bool):
     def run():
         ws = torch.zeros(2, n_rows, device=x.device, dtype=torch.float32) if fresh else work
         return launch(grid, ws)[0]
+    return run
+
+
+def held_fn(x, w, held: int, persist: bool, chunk: int, warps: int):
+    n_rows, n_cols = x.shape
+    if n_cols != 4 * chunk:
+        raise ValueError(f"held{held}: the row must be 4 chunks of {chunk}")
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    programs = min(n_rows, sms) if persist else n_rows
+
+    def run():
+        y = torch.empty_like(x)
+        _rms_norm_held_probe[(programs,)](x, y, w, x.stride(0), y.stride(0), n_rows, n_cols,
+                                          sweep.RMS_EPS, CHUNK=chunk, HELD=held, PERSIST=persist,
+                                          num_warps=warps)
+        return y
     return run
 
 
@@ -256,11 +326,15 @@ def cases(x, w, variants):
     for name in variants:
         if name in ("guarded", "chunked"):
             yield name, library_fn(x, w, name == "guarded")
+        elif name.startswith("held"):
+            spec, _, launch = name.partition("@")
+            chunk, warps = map(int, launch.split("x")) if launch else (CHUNK, WARPS)
+            yield name, held_fn(x, w, int(spec[4]), spec.endswith("-sm1"), chunk, warps)
         elif name.startswith("split"):
             spec, _, launch = name.partition("@")
             chunk, warps = map(int, launch.split("x"))
             yield name, split_fn(x, w, int(spec[5]), chunk, warps, spec.endswith("fresh"))
-        elif name == "coordinate_descent":
+        elif name in sweep.INDUCTOR_MODES:
             fn_c, _, _ = sweep.compiled(name, "rms_norm", lambda f: f(x, w))
             yield name, (lambda f=fn_c: f(x, w))
         else:
