@@ -906,3 +906,14 @@ def test_the_full_sweep_the_bundled_kernels_beat_every_inductor_mode_where_induc
                for k in (("layer_norm", "fp16", 65536), ("layer_norm", "bf16", 65536), ("rms_norm", "bf16", 65536)))
     level = cmp[("rms_norm", "fp16", 65536)]      # Inductor's tuned kernel is at the DRAM floor too
     assert 1.0 < level["bundled_speedup"] < 1 + beat_margin() and level["verdict"].startswith("within 2 %")
+
+
+def test_the_slow_bf16_softmax_at_32k_of_the_full_sweep_did_not_come_back():
+    for run in ("run1", "run2"):
+        doc = json.loads((FULL_SWEEP / "softmax_recheck" / run / "rowkernel_sweep.json").read_text())
+        cmp = {(c["dtype"], c["n_cols"]): c for c in doc["comparison"]}
+        for dt in ("fp16", "bf16"):
+            c = cmp[(dt, 32768)]
+            assert c["bundled_correct"] and c["bundled_pct_of_copy"] > 70 and c["bundled_speedup"] > 1.4, (run, c)
+    first = _full_sweep()[("softmax", "bf16", 32768)]
+    assert first["bundled_pct_of_copy"] < 55      # the record keeps the slow figure it measured
