@@ -35,9 +35,10 @@ is half an SM's registers: one row per SM, and at 32 warps (64 registers) ptxas 
 
 ``guarded`` / ``chunked`` are the library's kernels as the plan launches them (``probe_plain_rows_auto``
 must read as ``guarded`` does); ``coordinate_descent``, ``max_autotune`` and ``inductor_default``
-are Inductor's kernel in that mode. Every output is checked against the fp32 reference. With ``--once`` each kernel runs once after its warm-up, in the order
-printed, for ``ncu`` to count DRAM bytes (pass 2 served from L2 reads the row from DRAM once).
-Not a pytest test: it needs a GPU. Writes OUT/l2_rows_probe.{json,md}.
+are Inductor's kernel in that mode. Every output is checked against the fp32 reference. With
+``--once`` each kernel runs once after its warm-up, in the order printed, for ``ncu`` to count
+DRAM bytes (pass 2 served from L2 reads the row from DRAM once). Not a pytest test: it needs a
+GPU. Writes OUT/l2_rows_probe.{json,md}.
 """
 
 from __future__ import annotations
