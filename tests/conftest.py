@@ -16,6 +16,9 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+import fuzzing  # noqa: E402
+import interpreter_child  # noqa: E402  (tests/ is on sys.path: pytest's rootdir-relative conftest import)
+
 # Triton fixes interpreter or compiler mode when triton.language is first imported, and a test
 # that sets TRITON_INTERPRET=1 in this process must not be the first: later offline compiles
 # would then meet interpreted library functions (gluon's import asserts on them).
@@ -46,6 +49,38 @@ def _seeded_torch():
         return
     torch.manual_seed(0)
     yield
+
+
+def pytest_configure(config):
+    # the fast tier is the one that deselects slow tests (pyproject's addopts); fuzz tests run fewer examples there
+    fuzzing.full_tier = "not slow" not in (config.option.markexpr or "")
+    config._tko_slow_deselected = 0
+    if interpreter_child.in_child():
+        config.pluginmanager.register(interpreter_child.ChildRecorder(os.environ[interpreter_child.RESULTS_ENV]))
+    else:
+        config._tko_interpreter_run = interpreter_child.ChildRun(ROOT)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked ``interpreter`` takes its outcome from the interpreter child (tests/interpreter_child.py)."""
+    if pyfuncitem.get_closest_marker(interpreter_child.MARK) and not interpreter_child.in_child():
+        interpreter_child.report_outcome(pyfuncitem.config._tko_interpreter_run, pyfuncitem)
+        return True
+    return None
+
+
+def pytest_deselected(items):
+    if items:
+        config = items[0].config
+        config._tko_slow_deselected += sum(1 for i in items if i.get_closest_marker("slow"))
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    n = getattr(config, "_tko_slow_deselected", 0)
+    if n:
+        terminalreporter.write_line(f"{n} slow tests not run (the fast tier); the full tier: "
+                                    "python -m pytest -q -m 'slow or not slow'")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -13,10 +13,16 @@ from hypothesis import strategies as st
 from tko import errors
 
 
+# The fast tier (slow tests deselected: the README's command) runs FAST_EXAMPLES per fuzz test, the
+# full tier FULL_EXAMPLES; ``TKO_FUZZ_EXAMPLES=N`` runs N for a deep pass. conftest sets full_tier.
+FAST_EXAMPLES, FULL_EXAMPLES = 20, 100
+full_tier = True
+
+
 def fuzz_settings():
-    """Settings of every fuzz test: 100 examples each (bounded for CI); ``TKO_FUZZ_EXAMPLES=N``
-    runs N for a deep pass."""
-    return settings(max_examples=int(os.environ.get("TKO_FUZZ_EXAMPLES", "100")), deadline=None,
+    """Settings of every fuzz test: bounded by the tier (see FAST_EXAMPLES), or ``TKO_FUZZ_EXAMPLES``."""
+    examples = os.environ.get("TKO_FUZZ_EXAMPLES") or (FULL_EXAMPLES if full_tier else FAST_EXAMPLES)
+    return settings(max_examples=int(examples), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
                                            HealthCheck.filter_too_much, HealthCheck.data_too_large])
 

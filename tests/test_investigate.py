@@ -9,8 +9,6 @@ import pytest
 
 from tko import contracts
 
-pytestmark = pytest.mark.slow
-
 
 def recorded_capture(fixtures_dir, tmp_path, example):
     """Lay a real fixture out as a capture directory (the layout investigate.py records)."""
@@ -23,6 +21,7 @@ def recorded_capture(fixtures_dir, tmp_path, example):
     return cap
 
 
+@pytest.mark.slow
 def test_offline_chain_reports_the_hot_kernels(run_script, fixtures_dir, tmp_path):
     cap = recorded_capture(fixtures_dir, tmp_path, "scatter_index_add")
     proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--top", "2",
@@ -70,20 +69,20 @@ def test_directory_without_capture_is_exit_2(run_script, tmp_path):
 @pytest.mark.parametrize("example,kernel,verdict,rule", [
     # Recorded on an H200: 3714 GB/s standalone against a measured 4222 GB/s copy peak (88 %).
     ("pointwise_chain", "triton_poi_fused_add_gelu_mul_0", "leave_as_is", "at_copy_bandwidth"),
-    ("scatter_index_add", "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1", "rewrite_model",
-     "atomic_or_scatter_heavy"),
+    pytest.param("scatter_index_add", "triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1", "rewrite_model",
+     "atomic_or_scatter_heavy", marks=pytest.mark.slow),
     # 106 us standalone, 3713 GB/s of a measured 4243 GB/s copy peak
-    ("row_reduction", "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0",
-     "leave_as_is", "at_copy_bandwidth"),
+    pytest.param("row_reduction", "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0",
+     "leave_as_is", "at_copy_bandwidth", marks=pytest.mark.slow),
     # compiled with dynamic=True: the 768-wide norm is a two-pass loop at 10 % of copy bandwidth
-    ("dynamic_shapes", "triton_red_fused_clamp_min_div_linalg_vector_norm_mul_silu_0", "rewrite_model",
-     "dynamic_shape_multi_pass"),
+    pytest.param("dynamic_shapes", "triton_red_fused_clamp_min_div_linalg_vector_norm_mul_silu_0", "rewrite_model",
+     "dynamic_shape_multi_pass", marks=pytest.mark.slow),
     # each of the 64 kernels is 1.5 %: not hot alone; the program finding says launch-bound
-    ("tiny_launches", "triton_poi_fused_abs_mul_sign_sqrt_sub_50", "leave_as_is", "not_hot"),
+    pytest.param("tiny_launches", "triton_poi_fused_abs_mul_sign_sqrt_sub_50", "leave_as_is", "not_hot", marks=pytest.mark.slow),
     # cuBLAS GEMMs hold the time; the Triton kernels are ~1 % each
-    ("mlp_train_step", "triton_poi_fused_gelu_gelu_backward_2", "leave_as_is", "not_hot"),
+    pytest.param("mlp_train_step", "triton_poi_fused_gelu_gelu_backward_2", "leave_as_is", "not_hot", marks=pytest.mark.slow),
     # a hand-written @triton.autotune kernel: 3886 GB/s standalone of a measured 4240 GB/s copy peak
-    ("user_autotune_kernel", "scale_bias_relu_kernel", "leave_as_is", "at_copy_bandwidth"),
+    pytest.param("user_autotune_kernel", "scale_bias_relu_kernel", "leave_as_is", "at_copy_bandwidth", marks=pytest.mark.slow),
 ])
 def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path, example, kernel, verdict, rule):
     from conftest import ROOT

@@ -272,6 +272,7 @@ def _with(doc, path, value):
     return out
 
 
+@pytest.mark.slow
 def test_a_wrong_typed_field_in_any_input_reads_as_missing_never_an_exception(fixtures_dir):
     from tko import decide, report
 

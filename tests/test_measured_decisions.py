@@ -198,6 +198,7 @@ def timed(doc, kernel_ms, twin_ms):
     return {**doc, "offline": False, "bandwidth": bw, "classification": cls}
 
 
+@pytest.mark.slow
 def test_above_peak_kernel_never_gets_at_copy_bandwidth(gelu_sol):
     # 268 MB in 0.050 ms is 5369 GB/s, 126 % of the 4246 GB/s copy peak: not HBM
     doc = timed(gelu_sol, 0.050, 0.049)

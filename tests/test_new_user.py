@@ -47,6 +47,7 @@ def test_abbreviated_flag_is_refused_with_the_full_name(script, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_investigate_refuses_a_stale_out_and_force_clears_only_its_own(tmp_path):
     out = tmp_path / "inv"
     out.mkdir()
@@ -64,6 +65,7 @@ def test_investigate_refuses_a_stale_out_and_force_clears_only_its_own(tmp_path)
     assert "step 1/" in proc.stdout  # progress with a planned count
 
 
+@pytest.mark.slow
 def test_force_never_deletes_the_capture_it_reads(tmp_path):
     out = tmp_path / "inv"
     out.mkdir()
@@ -74,6 +76,7 @@ def test_force_never_deletes_the_capture_it_reads(tmp_path):
     assert (out / "capture" / "autotune_kernels" / "autotune.log").is_file()
 
 
+@pytest.mark.slow
 def test_a_repro_that_fails_stops_the_chain_with_its_cause_and_log(tmp_path):
     repro = tmp_path / "broken_repro.py"
     repro.write_text("import sys\nprint('loading weights')\nraise RuntimeError('weights.bin not found')\n")

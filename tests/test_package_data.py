@@ -58,6 +58,7 @@ def test_installed_core_loads_rules_from_another_directory(installed_site, tmp_p
     assert where.startswith(str(site)) and root.startswith(str(site)) and int(n_rules) > 5
 
 
+@pytest.mark.slow
 def test_installed_entry_point_runs_the_main_job(installed_site, tmp_path):
     site, _ = installed_site
     out = tmp_path / "inv"

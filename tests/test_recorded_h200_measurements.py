@@ -56,6 +56,7 @@ def test_nothing_faster_is_said_plainly_and_tuning_is_not_advised():
     assert facts["tuning_measured_no_faster"].value is True
 
 
+@pytest.mark.slow
 def test_investigation_of_a_recorded_capture_leads_with_its_trials(tmp_path):
     cap = tmp_path / "row_reduction"
     shutil.copytree(ROOT / "examples" / "recorded_h200" / "row_reduction", cap)

@@ -106,7 +106,9 @@ print("training ok")
 """
 
 
-@pytest.mark.parametrize("compile, backward", [(False, "torch"), (True, "torch"), (True, "kernel")],
+@pytest.mark.parametrize("compile, backward", [(False, "torch"),
+                                               pytest.param(True, "torch", marks=pytest.mark.slow),
+                                               pytest.param(True, "kernel", marks=pytest.mark.slow)],
                          ids=["eager", "compiled", "compiled-kernel-backward"])
 def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, compile, backward):
     script = tmp_path / "train_step.py"
@@ -128,6 +130,7 @@ def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, comp
     assert ("softmax: routed 2," in line) != compile, line
 
 
+@pytest.mark.slow
 def test_the_swap_inside_torch_compile_keeps_the_custom_op(tmp_path):
     proc = _launch(tmp_path, "--replace-rows", "softmax", compile=True)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -55,6 +55,17 @@ def interpreted(tmp_path_factory):
                         "--cols", "100,1000,20000")
 
 
+def test_one_short_row_sweeps_end_to_end_in_the_interpreter(tmp_path):
+    """The fast tier's run of the front: one op, one dtype, one short row, both modes, all three outputs."""
+    out, res = _interpreted(tmp_path, "--ops", "softmax", "--dtypes", "fp16", "--cols", "100")
+    rows = json.loads((out / "s.json").read_text())["rows"]
+    assert sorted((r["mode"], r["status"], r["correct"], r["n_cols"]) for r in rows) == [
+        ("bundled", "ok", True, 100), ("inductor_default", "ok", True, 100)]
+    assert ET.parse(out / "s.svg").getroot().tag == f"{SVG}svg"
+    assert res.stdout.strip().endswith((out / "s.md").read_text().strip().splitlines()[-1])
+
+
+@pytest.mark.slow
 def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
     out, _ = interpreted
     doc = json.loads((out / "s.json").read_text())
@@ -88,6 +99,7 @@ def test_interpreted_sweep_rows_are_correct_and_refusals_say_why(interpreted):
                and c["best_inductor_mode"] == "inductor_default" for c in chunked)
 
 
+@pytest.mark.slow
 def test_default_direction_is_forward_only(interpreted):
     out, res = interpreted
     doc = json.loads((out / "s.json").read_text())
@@ -110,6 +122,7 @@ def interpreted_bwd(tmp_path_factory):
                         "--cols", "100,20000", "--direction", "fwd,bwd", env={rk.BACKWARD_ENV: "torch"})
 
 
+@pytest.mark.slow
 def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(interpreted_bwd):
     out, res = interpreted_bwd
     doc = json.loads((out / "s.json").read_text())
@@ -137,6 +150,7 @@ def test_interpreted_backward_rows_time_the_kernels_and_check_every_gradient(int
     assert "softmax fp16 100 bundled bwd: ok" in res.stderr
 
 
+@pytest.mark.slow
 def test_interpreted_backward_has_its_own_tables_and_dashed_series(interpreted_bwd):
     out, res = interpreted_bwd
     text = (out / "s.md").read_text()
@@ -204,6 +218,7 @@ def test_budget_skips_cases_in_either_direction(monkeypatch):
         rs.sweep(["softmax"], ["fp32"], [8], ["eager"], rows=2, directions=["up"])
 
 
+@pytest.mark.slow
 def test_interpreted_svg_has_a_line_per_mode_in_each_panel(interpreted):
     out, _ = interpreted
     root = ET.parse(out / "s.svg").getroot()
@@ -219,6 +234,7 @@ def test_interpreted_svg_has_a_line_per_mode_in_each_panel(interpreted):
         assert len(p.findall(f"{SVG}circle")) == 6
 
 
+@pytest.mark.slow
 def test_interpreted_markdown_has_one_table_line_per_row_and_is_printed_last(interpreted):
     out, res = interpreted
     text = (out / "s.md").read_text()

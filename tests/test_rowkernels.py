@@ -2,8 +2,9 @@
 Triton interpreter.
 
 Triton takes ``TRITON_INTERPRET`` at import, and the pytest process may have imported it already,
-so the ``test_kernel_*`` tests run in one child pytest started with ``TRITON_INTERPRET=1``
-(``test_kernels_in_the_interpreter``); in this process they are skipped. The refusal path, the
+so the ``test_kernel_*`` tests are marked ``interpreter``: their bodies run in one child pytest
+started with ``TRITON_INTERPRET=1`` and each reports its own outcome here
+(``tests/interpreter_child.py``). The refusal path, the
 limits table and the custom ops need no kernel and run here, where a CPU tensor is refused.
 The backward kernels' tests select them (``kernel_backward``); the default backward is the torch
 formula, tested on both paths. The chunked form is forced with a 1 KiB limit (:data:`SMALL`: 256
@@ -41,7 +42,9 @@ CHUNKED_COLS = (1000, 777, 4099, 1024)
 
 
 INTERP = rk.interpreting()
-kernel = pytest.mark.skipif(not INTERP, reason="runs in the interpreter child (test_kernels_in_the_interpreter)")
+# Run in one child pytest under TRITON_INTERPRET=1, each by its own id (tests/interpreter_child.py)
+def kernel(test):
+    return pytest.mark.slow(pytest.mark.interpreter(test))
 
 
 @pytest.fixture(autouse=True)
@@ -57,19 +60,6 @@ def kernel_backward():
     """The custom ops' backward runs the one-pass kernels (the default is the torch formula)."""
     with rk.use_backward("kernel"):
         yield
-
-
-@pytest.mark.skipif(INTERP, reason="this is the child")
-def test_kernels_in_the_interpreter(tmp_path):
-    # a fresh Inductor cache: a graph cached before an op's schema changed would call the old one
-    env = dict(os.environ, TRITON_INTERPRET="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
-    env.pop("TKO_DEBUG", None)
-    env.pop(rk.BACKWARD_ENV, None)
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "test_kernel_",
-                          str(Path(__file__).resolve())], cwd=tmp_path, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
-    assert " passed" in res.stdout and "skipped" not in res.stdout.splitlines()[-1], res.stdout[-2000:]
 
 
 def _x(rows, cols, dtype, seed=0):
@@ -391,6 +381,7 @@ def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
                 assert use["waves_per_simd"] >= 4 and loads >= 2, (op, use)  # 8 on 3.3.1, 3.5.1 and 3.9
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(INTERP, reason="needs Triton imported without the interpreter")
 def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch):
     # Inductor types a float argument of a user kernel fp64 (its generated code for the triton

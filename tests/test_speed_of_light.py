@@ -133,6 +133,7 @@ def test_script_offline_on_a_real_capture(tmp_path, run_script):
     assert "GPU run would add" in text
 
 
+@pytest.mark.slow
 def test_script_offline_softmax_reports_the_census_difference(tmp_path, run_script):
     kernel = next((SOL / "softmax_long_rows" / "autotune_kernels").glob("triton_red_*.py"))
     out = tmp_path / "sol.json"

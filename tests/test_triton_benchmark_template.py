@@ -109,6 +109,7 @@ def test_buffer_ops_variable_cleared_by_default(cpu_run):
     assert bops["applies"] is False                   # the interpreter is not an AMD target
 
 
+@pytest.mark.slow
 def test_copied_alone_uses_inline_core_keeps_buffer_ops_and_agrees(cpu_run, tmp_path):
     res0, tmp0 = cpu_run
     doc0 = read_artifact(tmp0 / "b.json", "benchmark/1")
@@ -135,6 +136,7 @@ def test_copied_alone_uses_inline_core_keeps_buffer_ops_and_agrees(cpu_run, tmp_
             assert r["status"] == r0["status"] and r["checks"] == r0["checks"]
 
 
+@pytest.mark.slow
 def test_edited_copy_with_a_bug_is_reported_failed_and_never_ranked(tmp_path):
 
     text = (SCRIPTS / TEMPLATE).read_text()
@@ -163,6 +165,7 @@ def test_edited_copy_with_a_bug_is_reported_failed_and_never_ranked(tmp_path):
     assert all(r["status"] == "passed" for r in ok.values())
 
 
+@pytest.mark.slow
 def test_sweep_grid_and_bad_arguments(run_script, tmp_path):
     res = run_script(TEMPLATE, "--sweep", "--list", cwd=tmp_path, env={"TRITON_INTERPRET": "1"})
     assert res.returncode == 0, res.stderr
@@ -254,6 +257,7 @@ def test_template_times_and_ranks_on_gpu(run_script, tmp_path):
     assert "| 1 |" in (tmp_path / "b.md").read_text()
 
 
+@pytest.mark.slow
 def test_row_kernels_mode_runs_the_bundled_kernel_sweep_and_needs_tko(tmp_path):
     out = tmp_path / "rows.json"
     res = _run_copy(SCRIPTS / TEMPLATE, "--row-kernels", "--ops", "softmax", "--dtypes", "fp16", "--cols", "100,20000",

@@ -270,7 +270,8 @@ def run_tests(venv: Path, repo: Path, tests: list[str], kexpr: str | None, work:
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "VIRTUAL_ENV": str(venv),
     })
-    cmd = [venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+    # the full tier of the chosen files (pyproject's addopts would keep the fast tier only)
+    cmd = [venv / "bin" / "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "-m", "slow or not slow",
            f"--junitxml={junit}", f"--basetemp={basetemp}", *tests]
     if kexpr:
         cmd += ["-k", kexpr]
