@@ -5,7 +5,8 @@
 
 The kernel runs in a subprocess with a timeout.  Its result lines (a fixed prefix + JSON, one per
 config) are parsed into the JSON; a crash, a timeout or no result line exits 1 with one line, and
-the kernel's last stderr lines go into the JSON.
+the kernel's last stderr lines go into the JSON. A captured kernel on a machine whose torch sees no
+GPU is refused (exit 2) with the capture's recorded run and the offline command to read it instead.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     from tko.artifact import write_artifact
-    from tko.kernel_run import run_kernel
+    from tko.kernel_run import gpu_missing, run_kernel
     from tko.standalone import timer_arg
 
     parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
@@ -50,6 +51,9 @@ def main(argv=None) -> int:
         value = getattr(opts, flag)
         if value is not None and value <= 0:
             raise InputError(f"--{flag} must be positive")
+    no_gpu = None if opts.python else gpu_missing(kernel)
+    if no_gpu:
+        raise InputError(no_gpu)
     payload = run_kernel(kernel, all_configs=opts.all_configs, timeout=opts.timeout,
                          warmup=opts.warmup, rep=opts.rep, python=opts.python, timer=opts.timer)
     write_artifact(opts.json_out, "kernel_run/1", TOOL, payload)

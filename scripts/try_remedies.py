@@ -27,8 +27,8 @@ def parse(argv):
         i = argv.index("--")
         argv, cmd = argv[:i], argv[i + 1:]
     p = ArgumentParser(prog=TOOL, allow_abbrev=False, description=__doc__.split("\n\n")[0],
-                       epilog="example: python scripts/try_remedies.py --out trials --runs 3 "
-                              "-- python examples/pointwise_chain.py --steps 50")
+                       example="python scripts/try_remedies.py --out trials --runs 3 "
+                               "-- python examples/pointwise_chain.py --steps 50")
     p.add_argument("--out", required=True, help="output directory (trials.json, trials.md, logs/)")
     p.add_argument("--runs", type=int, default=3, help="runs per arm, interleaved (default 3)")
     p.add_argument("--max-runs", type=int, default=None,
