@@ -46,6 +46,17 @@ def md_code(value) -> str:
     return markdown.code(value)
 
 
+def md_dims(value) -> str:
+    """A recorded shape, stride or grid: a list of integers as written (``[8192, 4096]``), a
+    number as it is, anything else (text from a hand-edited log) as escaped text."""
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if isinstance(value, list) and all(map(number, value)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value) if number(value) else markdown.text(value)
+
+
 def load_inputs(paths: dict[str, str | None]) -> dict[str, dict | None]:
     docs = {}
     for key, path in paths.items():
@@ -140,6 +151,7 @@ def render_markdown(report: dict, rules: dict | None = None) -> str:
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["cell"] = md_text
     env.filters["code"] = md_code
+    env.filters["dims"] = md_dims
     template = env.get_template("investigation_report.md.j2")
     sections = report["sections"]
     return tidy_markdown(template.render(
