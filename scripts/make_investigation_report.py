@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         if not os.path.isfile(a.peaks):
             raise InputError(f"--peaks {a.peaks}: no such file")
         os.environ["TKO_PEAKS_FILE"] = a.peaks
-    result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
+    result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules, peaks_file=a.peaks)
     result["repro"] = a.repro
     markdown = report.render_markdown(result, rules)
     write_artifact(json_out, "investigation_report/1", TOOL, result)

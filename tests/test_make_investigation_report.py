@@ -293,3 +293,44 @@ def test_a_wrong_typed_field_in_any_input_reads_as_missing_never_an_exception(fi
                 raise AssertionError(f"{key}: {'.'.join(map(str, path))} = {wrong!r}: {exc!r}") from exc
             checked += 1
     assert checked > 500
+
+
+RECORDED_PC = __import__("conftest").ROOT / "examples" / "recorded_h200" / "pointwise_chain"
+PC_KERNEL = "triton_poi_fused_add_gelu_mul_0"
+
+
+@pytest.mark.parametrize("device_from", ["profile", "isa", "peaks_file"])
+def test_peaks_file_without_env_judges_the_shown_bandwidth(run_script, fixtures_dir, tmp_path, device_from):
+    # no check_env record: the device comes from the profile (name and arch), else the ISA scan
+    # (arch only), else the peaks file named on the command line (its one device); the file is read
+    extra = []
+    if device_from == "profile":
+        extra = ["--profile", RECORDED_PC / "profile" / "profile.json"]
+    elif device_from == "isa":
+        kernel = pipeline(run_script, fixtures_dir, tmp_path, "pointwise_chain")
+        assert kernel == PC_KERNEL
+        extra = ["--isa", "isa.json"]
+    proc = run_script("make_investigation_report.py", "--kernel", PC_KERNEL, *extra,
+                      "--run", RECORDED_PC / "runs" / f"{PC_KERNEL}.json",
+                      "--peaks", RECORDED_PC / "device_peaks.json", "--out", "report.md", cwd=tmp_path,
+                      env={"HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["sections"]["timing"]["standalone_gb_per_s"] == pytest.approx(3714.1, abs=0.1)
+    # the recorded copy peak of that H200: 4222 GB/s (examples/recorded_h200/pointwise_chain/device_peaks.json)
+    assert doc["facts"]["pct_copy_peak"]["value"] == pytest.approx(3714.1 / 4222.0, abs=0.001)
+    assert doc["sections"]["timing"]["peak"]["source"] == "store"
+    assert (doc["decision"]["verdict"], doc["decision"]["rule"]) == ("leave_as_is", "at_copy_bandwidth")
+    assert not any("no peak bandwidth known" in g for g in doc["gaps"])
+
+
+def test_a_shown_bandwidth_without_a_peak_is_never_called_missing():
+    from tko import decide
+
+    facts = {"share": decide.Fact(0.876, "profile.json"), "gb_per_s": decide.Fact(3714.1, "run.json")}
+    d = decide.decide(facts)
+    says = next(f.says for f in d.fired if f.rule == d.rule)
+    assert d.rule != "hot_without_bandwidth_number" and "no bandwidth measurement" not in says
+    assert "3714 GB/s" in says and "peak" in says
+    d = decide.decide({"share": decide.Fact(0.876, "profile.json")})
+    assert d.rule == "hot_without_bandwidth_number"

@@ -153,13 +153,38 @@ class Profile:
     ranking: list[ProfileRow]
     kernel_time_us: int | float | None
     dispatches: int | float | None
+    device_name: str | None      # the trace's first deviceProperties entry
+    device_arch: str | None
 
     @classmethod
     def read(cls, doc: dict) -> Profile:
         summary = _obj(doc.get("summary"))
+        devices = _objs(doc.get("device"))
+        name, arch = _trace_device(devices[0]) if devices else (None, None)
         return cls(kernels=[ProfileRow.read(r) for r in _objs(doc.get("kernels"))],
                    ranking=[ProfileRow.read(r) for r in _objs(doc.get("ranking"))],
-                   kernel_time_us=_num(summary.get("kernel_time_us")), dispatches=_num(summary.get("dispatches")))
+                   kernel_time_us=_num(summary.get("kernel_time_us")), dispatches=_num(summary.get("dispatches")),
+                   device_name=name, device_arch=arch)
+
+
+def _trace_device(dev: dict) -> tuple[str | None, str | None]:
+    """(name, arch) of a Chrome trace ``deviceProperties`` entry: a HIP trace's ``gcnArchName``,
+    else an NVIDIA device's compute capability (``computeMajor`` 9, ``computeMinor`` 0: sm_90);
+    an AMD device's compute capability is no arch name, so none is made of it."""
+    name, gcn = _str(dev.get("name")), _str(dev.get("gcnArchName"))
+    if gcn:
+        return name, archs.normalize(gcn)
+    major, minor = _int(dev.get("computeMajor")), _int(dev.get("computeMinor"))
+    nvidia = name is not None and name.upper().startswith("NVIDIA")
+    return name, (f"sm_{major}{minor}" if nvidia and major is not None and minor is not None else None)
+
+
+def profile_device(doc: dict | None) -> tuple[str | None, str | None]:
+    """(device name, arch) a ``kernel_profile/1`` recorded; (None, None) when it names none."""
+    if not doc:
+        return None, None
+    prof = Profile.read(doc)
+    return prof.device_name, prof.device_arch
 
 
 def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:

@@ -94,14 +94,31 @@ def impact_text(ev: evidence.Evidence) -> str:
     return " ".join(parts)
 
 
+def device_identity(ev: evidence.Evidence, docs: dict[str, dict | None], device_name: str | None,
+                    arch: str | None, peaks_file: str | None = None) -> tuple[str | None, str | None]:
+    """The device the kernel's numbers were measured on, for its copy peak: check_env's record,
+    else the profile's device, else the ISA scan's arch, else the one device of the peaks file
+    named on the command line (``peaks_file``)."""
+    if device_name is None and arch is None:
+        device_name, arch = evidence.profile_device(docs.get("profile"))
+    if arch is None and ev.sections.get("isa"):
+        arch = ev.sections["isa"].get("arch")
+    if device_name is None and arch is None and peaks_file:
+        from . import peaks
+
+        records = peaks.load_store(peaks_file)
+        if len(records) == 1:
+            device_name, arch = evidence._str(records[0].get("name")), evidence._str(records[0].get("arch"))
+    return device_name, arch
+
+
 def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
-          peak_override: float | None = None, rules: dict | None = None) -> dict:
+          peak_override: float | None = None, rules: dict | None = None, peaks_file: str | None = None) -> dict:
     ev = evidence.Evidence(kernel)
     device_name, arch = evidence.from_env(ev, docs.get("env"))
     for key in ADAPTER_ORDER:
         INPUTS[key][1](ev, docs.get(key), labels.get(key, key))
-    if arch is None and ev.sections.get("isa"):
-        arch = ev.sections["isa"].get("arch")
+    device_name, arch = device_identity(ev, docs, device_name, arch, peaks_file)
     if peak_override:
         peak = {"peak_gbps": peak_override, "copy_gbps": peak_override, "basis": "copy_gbps",
                 "source": "--peak-gbps", "kind": "given", "where": "command line",
