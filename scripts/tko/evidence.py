@@ -977,6 +977,22 @@ class RemedyTrials:
                    command=_list_or_none(doc.get("command")))
 
 
+def trial_device_mismatch(trial_device: dict, capture_device: str | None) -> str | None:
+    """How the device remedy trials ran (or would run) on differs from the one the capture's
+    kernels ran on, in words ("on cpu, not on the capture's NVIDIA H200"); None when they agree
+    or the capture's device is unknown and the trials had a GPU. ``trial_device`` is a
+    ``remedy_trials/1`` ``device`` (tko.trials.device_env). A run without a GPU times CPU
+    Inductor, not the program's GPU kernels, whatever the capture says."""
+    dev = _obj(trial_device)
+    name, gpu = _str(dev.get("name")), _bool(dev.get("gpu"))
+    where = f"the capture's {capture_device}" if capture_device else "a GPU"
+    if gpu is False or name == "cpu":
+        return f"on {name or 'cpu'} (no GPU), not on {where}"
+    if capture_device and name and name != capture_device:
+        return f"on {name}, not on {where}"
+    return None
+
+
 def _outcome(trials: RemedyTrials) -> dict:
     """The arms that ran, the winner (the fastest arm beyond noise with equal outputs, as
     try_remedies.py picks it), the faster arms that do not count."""

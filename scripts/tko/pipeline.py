@@ -427,7 +427,13 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
                program: dict | None, local_gpu: bool, pins_path: Path | None = None) -> Path | None:
     """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
     if opts is None:
-        return recorded_trials(cap)
+        path = recorded_trials(cap)
+        why = evidence.trial_device_mismatch(evidence._obj((load_trials(path) or {}).get("device")),
+                                             capture_device(cap)) if path else None
+        if why:
+            chain.skip("trials", f"{path.name} of the capture was timed {why}: not used")
+            return None
+        return path
     if not local_gpu:
         chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
         return None
@@ -444,6 +450,13 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
     finally:
         chain.timeout = saved
     return tdir / TRIALS_FILE if ok and (tdir / TRIALS_FILE).is_file() else None
+
+
+def capture_device(cap: Path) -> str | None:
+    """The device a capture's kernels ran on: its check_env record's, else its profile's."""
+    env = _load(cap / ENV_FILE)
+    return (evidence.Env.read(env).device if env else None) or \
+        evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
 
 
 def load_trials(path: Path | None) -> dict | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from . import resources
 from . import decide, evidence, markdown
 from .artifact import read_artifact
+from .errors import InputError
 
 TEMPLATES = resources.templates_dir()
 
@@ -112,13 +113,33 @@ def device_identity(ev: evidence.Evidence, docs: dict[str, dict | None], device_
     return device_name, arch
 
 
+def check_trials_device(ev: evidence.Evidence, trials: dict | None, capture_device: str | None, label: str,
+                        allowed: bool) -> None:
+    """Remedy trials timed on another device than the kernels' (or on no GPU) are refused, or,
+    with ``allowed`` (--allow-device-mismatch), shown flagged and listed as a gap."""
+    if trials is None:
+        return
+    why = evidence.trial_device_mismatch(evidence._obj(trials.get("device")), capture_device)
+    if why is None:
+        return
+    if not allowed:
+        raise InputError(f"{label}: the remedy trials were timed {why}, so they say nothing of these kernels: "
+                         "run try_remedies.py on the program's GPU, or pass --allow-device-mismatch to show them "
+                         "flagged")
+    ev.sections["trials"]["device_mismatch"] = why
+    ev.gaps.append(f"{label}: the remedy trials were timed {why} (--allow-device-mismatch): they decide for that "
+                   "device")
+
+
 def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
-          peak_override: float | None = None, rules: dict | None = None, peaks_file: str | None = None) -> dict:
+          peak_override: float | None = None, rules: dict | None = None, peaks_file: str | None = None,
+          allow_device_mismatch: bool = False) -> dict:
     ev = evidence.Evidence(kernel)
     device_name, arch = evidence.from_env(ev, docs.get("env"))
     for key in ADAPTER_ORDER:
         INPUTS[key][1](ev, docs.get(key), labels.get(key, key))
     device_name, arch = device_identity(ev, docs, device_name, arch, peaks_file)
+    check_trials_device(ev, docs.get("trials"), device_name, labels.get("trials", "trials"), allow_device_mismatch)
     if peak_override:
         peak = {"peak_gbps": peak_override, "copy_gbps": peak_override, "basis": "copy_gbps",
                 "source": "--peak-gbps", "kind": "given", "where": "command line",
