@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules, peaks_file=a.peaks,
                           allow_device_mismatch=a.allow_device_mismatch)
     result["repro"] = a.repro
-    markdown = report.render_markdown(result, rules)
+    markdown = report.render_markdown(result, rules, json_out=json_out)
     write_artifact(json_out, "investigation_report/1", TOOL, result)
     atomic.write_text(a.out, markdown)
     print(f"{a.kernel}: {result['decision_text']}"

@@ -334,3 +334,52 @@ def test_a_shown_bandwidth_without_a_peak_is_never_called_missing():
     assert "3714 GB/s" in says and "peak" in says
     d = decide.decide({"share": decide.Fact(0.876, "profile.json")})
     assert d.rule == "hot_without_bandwidth_number"
+
+
+def recorded_pc_report(run_script, tmp_path, *extra):
+    """The report of the recorded H200 pointwise_chain capture from its own files, as investigate.py
+    --from-capture makes it (summary and manifest made here from the recorded log and cache)."""
+    cap = RECORDED_PC
+    for script, *args in [("summarize_autotune_log.py", cap / "autotune_kernels" / "autotune.log",
+                           "--json-out", "summary.json"),
+                          ("collect_inductor_artifacts.py", "--log", cap / "log_profile.txt", "--capture-dir",
+                           cap / "autotune_kernels", "--cache-root", cap / "inductor_cache", "--out", "arts")]:
+        proc = run_script(script, *args, cwd=tmp_path)
+        assert proc.returncode == 0, (script, proc.stderr)
+    proc = run_script("make_investigation_report.py", "--kernel", PC_KERNEL, "--autotune-summary", "summary.json",
+                      "--profile", cap / "profile" / "profile.json", "--env", cap / "triton_env.json",
+                      "--run", cap / "runs" / f"{PC_KERNEL}.json", "--artifacts", tmp_path / "arts" / "manifest.json",
+                      "--out", "report.md", *extra, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((tmp_path / "report.json").read_text()), (tmp_path / "report.md").read_text()
+
+
+def test_the_report_says_which_of_the_kernels_times_decides(run_script, tmp_path):
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    timing, profile = doc["sections"]["timing"], doc["sections"]["profile"]
+    # three real times of one kernel: in the program, alone, and in Inductor's autotuning
+    assert profile["mean_us"] and timing["standalone_ms"] and timing["autotune_winner_ms"]
+    note = md.split("**Which time decides:**", 1)[1].split("\n\n", 1)[0]
+    assert "the standalone time" in note and "bandwidth" in note and "share" in note
+    assert "autotune" in note and "ranks" in note
+
+
+def test_model_code_paths_are_shown_from_the_recording_root(run_script, tmp_path):
+    repro = json.loads((RECORDED_PC / "repro_command.json").read_text())["command"]
+    doc, md = recorded_pc_report(run_script, tmp_path, "--repro", " ".join(repro))
+    frames = doc["sections"]["model_code"]["frames"]
+    assert frames and all(f["file"].startswith("/") for f in frames)          # the recording machine's paths
+    table = [ln for ln in md.split("## Model code behind the kernel", 1)[1].splitlines() if ln.startswith("| `")]
+    assert len(table) == len(frames)
+    for line, frame in zip(table, frames):
+        assert line.startswith(f"| `{repro[1]}:{frame['line']}` |"), line
+    # without the repro command: relative to the folder the frames share
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    assert "| `pointwise_chain.py:12` |" in md and "`/" not in md.split("## Model code behind the kernel", 1)[1]
+
+
+def test_the_kernel_report_says_what_to_change_without_trials(run_script, tmp_path):
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    section = md.split("## What to change\n", 1)[1].split("\n## ", 1)[0]
+    assert doc["decision_text"] in section and "nothing was measured end to end" in section.lower()
+    assert "try_remedies.py" in section

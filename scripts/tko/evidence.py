@@ -1298,6 +1298,10 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.fact("sol_costly_ops", _costly_text(sol.costly_ops), f"{where}.costly_ops.source")
     ev.fact("sol_unique_bytes", sol.unique_bytes, f"{label}: byte_model.unique_bytes")
     ev.fact("sol_inductor_bytes", sol.inductor_bytes, f"{label}: byte_model.inductor_bytes")
+    if sol.sol_class in (None, "unmeasured"):
+        ev.gaps.append(f"{label}: speed of light not timed ({'offline: built and checked, ' if sol.offline else ''}"
+                       "nothing timed): the kernel and its memory twin against the copy floor need "
+                       "speed_of_light.py on a GPU")
     if kernel_ms:
         ev.fact("bytes_above_peak", bool(above),
                 f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")

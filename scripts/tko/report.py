@@ -181,8 +181,69 @@ def launch_latency_x(timing: dict, rules: dict | None = None) -> float | None:
     return ms / device_ms if over else None
 
 
-def render_markdown(report: dict, rules: dict | None = None) -> str:
-    """The Markdown of a :func:`build` report; ``rules`` as given to it (default: the bundled file)."""
+def timing_note(sections: dict) -> str | None:
+    """Which of a kernel's times decides and why they differ, when the report shows more than one
+    (the profile's, the standalone run's, Inductor's autotuning)."""
+    t, prof = sections.get("timing") or {}, sections.get("profile") or {}
+    shown = [v for v in (prof.get("mean_us"), t.get("standalone_ms"), t.get("autotune_winner_ms")) if v is not None]
+    if len(shown) < 2:
+        return None
+    # the same choice as evidence.from_peak: the standalone GB/s when the run gave one
+    if "standalone_gb_per_s" in t:
+        decides = "the standalone time (the captured winner alone on its captured inputs) gives the bandwidth"
+    elif t.get("autotune_winner_gb_per_s") is not None:
+        decides = "no standalone run: the autotune winner's time gives the bandwidth"
+    else:
+        decides = "no time with a byte count: no bandwidth"
+    return (f"{decides} the rules judge ({t.get('gb_per_s_source') or 'n/a'}); the profile's time, the kernel "
+            "inside the program, gives its share of GPU time. They differ by what surrounds the launch: in "
+            "the program the kernel runs between its neighbours with the L2 as they leave it; alone, do_bench "
+            "flushes the L2 and counts the launch latency, which is much of a short kernel's time (the profiler's "
+            "device time, when shown, has none); the autotune time is Inductor's quick benchmark while compiling, "
+            "which only ranks configs.")
+
+
+def recording_paths(files: list, repro: str | None) -> dict:
+    """Each model-code file as the report shows it: relative to the folder the recorded program ran
+    from (the file whose path ends in the repro's script path names it), else to the folder the
+    files share; a file outside it keeps its path. The paths are the recording machine's."""
+    import posixpath
+    import shlex
+
+    files = [f for f in files if isinstance(f, str)]
+    try:
+        script = next((w for w in shlex.split(repro or "") if w.endswith(".py")), None)
+    except ValueError:  # unbalanced quotes in a hand-given --repro
+        script = None
+    root = None
+    if script and not posixpath.isabs(script):
+        suffix = "/" + posixpath.normpath(script)
+        root = next((f[: -len(suffix)] for f in files if f.endswith(suffix)), None)
+    if root is None:
+        dirs = [posixpath.dirname(f) for f in files if posixpath.isabs(f)]
+        root = posixpath.commonpath(dirs) if dirs else None
+    if root in (None, "", "/"):
+        return {f: f for f in files}
+    return {f: posixpath.relpath(f, root) if f.startswith(root.rstrip("/") + "/") else f for f in files}
+
+
+def what_to_change(report: dict, json_out: str | None = None) -> dict:
+    """The kernel report's "What to change": ``text`` (the trials' measured change, else the
+    decision and what it rests on) and ``command`` (without trials: the one that measures the
+    remedies end to end)."""
+    trials = (report.get("sections") or {}).get("trials")
+    if trials:
+        return {"text": f"Measured end to end ({trials['label']}): {trials['what_to_change']}.", "command": None}
+    rule = (report.get("decision") or {}).get("rule")
+    repro = report.get("repro") or "python repro.py ..."
+    return {"text": "Nothing was measured end to end (no remedy trials given), so no change is shown to help yet. "
+                    f"By the evidence below: {report['decision_text']}" + (f" (rule {rule})." if rule else "."),
+            "command": f"python scripts/try_remedies.py --out trials --facts {json_out or 'report.json'} -- {repro}"}
+
+
+def render_markdown(report: dict, rules: dict | None = None, json_out: str | None = None) -> str:
+    """The Markdown of a :func:`build` report; ``rules`` as given to it (default: the bundled file);
+    ``json_out`` its JSON twin, named in the "What to change" command."""
     import jinja2  # lazy: only the report needs it
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.ChainableUndefined,
@@ -203,6 +264,9 @@ def render_markdown(report: dict, rules: dict | None = None) -> str:
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
         fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"), repro=report.get("repro"),
+        timing_note=timing_note(sections), what_to_change=what_to_change(report, json_out),
+        paths=recording_paths([f.get("file") for f in (sections.get("model_code") or {}).get("frames") or []],
+                              report.get("repro")),
     ))
 
 
