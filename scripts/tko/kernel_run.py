@@ -83,7 +83,8 @@ def gpu_missing(kernel_py: Path) -> str | None:
         recorded = cap / RUNS_DIR / f"{kernel_py.stem}.json"
         if recorded.is_file():
             why += f"; its recorded run: {recorded}"
-        why += f"; read the whole capture offline: python scripts/investigate.py --from-capture {cap} --out investigation"
+        why += (f"; read the whole capture offline: python scripts/investigate.py --from-capture {cap} "
+                "--out investigation")
     return why + " (TRITON_INTERPRET=1 runs it on the CPU: a check, not a timing)"
 
 

@@ -736,7 +736,8 @@ def _index_row(r: dict) -> list[str]:
     """One hot kernel of the index: its share, model code, decision, speed of light, report link."""
     share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
     where = ", ".join(r.get("where") or []) or "n/a"
-    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "", _sol_text(r),
+    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "",
+            _sol_text(r),
             r.get("gaps") if r.get("gaps") is not None else "", f"[{r['dir']}/report.md]({r['dir']}/report.md)"]
 
 

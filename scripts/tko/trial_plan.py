@@ -5,7 +5,8 @@ indexes), one kernel report (``investigation_report/1``), a ``triton_env/1`` rec
 ``--smoke`` results) or a plain JSON object ``{"kernels": {name: {fact: value}}, "program":
 {fact: value}, "program_rules": [...], "disable_targets": [...], "buffer_ops_smoke_ok": bool,
 "pins": path, "device": name}``; ``device`` is the device the capture's kernels ran on (a check_env
-record's first device, a report's ``sections.env.device``). :func:`plan_arms` is pure: the same facts and environment give the same plan.
+record's first device, a report's ``sections.env.device``). :func:`plan_arms` is pure: the same
+facts and environment give the same plan.
 """
 
 from __future__ import annotations
