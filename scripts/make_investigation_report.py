@@ -11,6 +11,8 @@ The decision comes from references/decision_rules.yaml; each fired rule cites it
 Measured evidence decides first: a remedy trial (try_remedies.py) that beat the baseline beyond
 noise with equal outputs, then the speed-of-light class (speed_of_light.py) of a timed kernel;
 the rules inferred from the source and the ISA decide only where nothing was measured.
+Trials timed on another device than the kernels' (--env, else the profile's device) or on no GPU
+are refused unless --allow-device-mismatch (then shown flagged).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def main(argv=None) -> int:
                         "sets $TKO_PEAKS_FILE for this report")
     p.add_argument("--rules", default=None, help="decision rules YAML (default: references/decision_rules.yaml)")
     p.add_argument("--repro", default=None, help="the repro command line, for the eager-fallback A/B suggestion")
+    p.add_argument("--allow-device-mismatch", action="store_true",
+                   help="use --trials timed on another device than the kernels' (or on no GPU): shown flagged")
     a = p.parse_args(argv)
     from tko import decide, report
 
@@ -66,9 +70,10 @@ def main(argv=None) -> int:
         if not os.path.isfile(a.peaks):
             raise InputError(f"--peaks {a.peaks}: no such file")
         os.environ["TKO_PEAKS_FILE"] = a.peaks
-    result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules)
+    result = report.build(a.kernel, docs, labels, peak_override=a.peak_gbps, rules=rules, peaks_file=a.peaks,
+                          allow_device_mismatch=a.allow_device_mismatch)
     result["repro"] = a.repro
-    markdown = report.render_markdown(result, rules)
+    markdown = report.render_markdown(result, rules, json_out=json_out)
     write_artifact(json_out, "investigation_report/1", TOOL, result)
     atomic.write_text(a.out, markdown)
     print(f"{a.kernel}: {result['decision_text']}"

@@ -5,7 +5,8 @@
 
 The kernel runs in a subprocess with a timeout.  Its result lines (a fixed prefix + JSON, one per
 config) are parsed into the JSON; a crash, a timeout or no result line exits 1 with one line, and
-the kernel's last stderr lines go into the JSON.
+the kernel's last stderr lines go into the JSON. A captured kernel on a machine whose torch sees no
+GPU is refused (exit 2) with the capture's recorded run and the offline command to read it instead.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     from tko.artifact import write_artifact
-    from tko.kernel_run import run_kernel
-    from tko.standalone import timer_arg
+    from tko.kernel_run import gpu_missing, run_kernel
+    from tko.standalone import runner_version, timer_arg, timer_for_runner
 
     parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
@@ -50,13 +51,17 @@ def main(argv=None) -> int:
         value = getattr(opts, flag)
         if value is not None and value <= 0:
             raise InputError(f"--{flag} must be positive")
+    if opts.timer:  # said first: it holds whether the run happens here or not
+        timer, dropped = timer_for_runner(runner_version(kernel.read_text(errors="replace")), opts.timer)
+        if dropped:
+            print(f"{TOOL}: warning: this standalone file's runner predates timer(s) {', '.join(dropped)}: "
+                  f"timed with {timer or 'its default timer'} (capture again for every timer)", file=sys.stderr)
+    no_gpu = None if opts.python else gpu_missing(kernel)
+    if no_gpu:
+        raise InputError(no_gpu)
     payload = run_kernel(kernel, all_configs=opts.all_configs, timeout=opts.timeout,
                          warmup=opts.warmup, rep=opts.rep, python=opts.python, timer=opts.timer)
     write_artifact(opts.json_out, "kernel_run/1", TOOL, payload)
-    if payload["timers_dropped"]:
-        print(f"{TOOL}: warning: this standalone file's runner predates timer(s) "
-              f"{', '.join(payload['timers_dropped'])}: timed with {payload['command'][-1] if '--timer' in payload['command'] else 'its default timer'} "
-              "(capture again for every timer)", file=sys.stderr)
     if payload["status"] != "ok":
         raise ToolFailure(f"{kernel.name}: {payload['error']} (details in {opts.json_out})")
     for rec in payload["results"]:

@@ -34,8 +34,8 @@ def build_parser() -> ArgumentParser:
     from tko.standalone import timer_arg
 
     p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0], allow_abbrev=False,
-                       epilog="example: python scripts/speed_of_light.py autotune_kernels/triton_poi_fused_gelu_1.py "
-                              "--json-out sol.json --markdown-out sol.md")
+                       example="python scripts/speed_of_light.py autotune_kernels/triton_poi_fused_gelu_1.py "
+                               "--json-out sol.json --markdown-out sol.md")
     p.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")
     peak = p.add_mutually_exclusive_group()
     peak.add_argument("--peaks", default=None, metavar="FILE",

@@ -7,7 +7,9 @@ multi-pass or dynamic-size kernel, or no facts are given), eager_fallback, buffe
 passing check_env.py --smoke), pinned (--pins). Writes OUT/trials.json (remedy_trials/1), OUT/trials.md
 and OUT/logs/<arm>_<run>.log; the "what to change" line names the fastest arm that beat the
 baseline beyond run-to-run noise with equal outputs. --pins-from-sweep writes a config_pins/1 file
-from a sweep's best config (alone, or as the pinned arm of the trial).
+from a sweep's best config (alone, or as the pinned arm of the trial). The trials run on the GPU the
+program runs on: without one, or on another device than the capture's (--facts), they are refused
+unless --allow-device-mismatch.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ def parse(argv):
         i = argv.index("--")
         argv, cmd = argv[:i], argv[i + 1:]
     p = ArgumentParser(prog=TOOL, allow_abbrev=False, description=__doc__.split("\n\n")[0],
-                       epilog="example: python scripts/try_remedies.py --out trials --runs 3 "
-                              "-- python examples/pointwise_chain.py --steps 50")
+                       example="python scripts/try_remedies.py --out trials --runs 3 "
+                               "-- python examples/pointwise_chain.py --steps 50")
     p.add_argument("--out", required=True, help="output directory (trials.json, trials.md, logs/)")
     p.add_argument("--runs", type=int, default=3, help="runs per arm, interleaved (default 3)")
     p.add_argument("--max-runs", type=int, default=None,
@@ -48,6 +50,9 @@ def parse(argv):
                    help="eager_fallback region: module:Name, module:Class.method or __main__:Name")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per process (default 1800)")
     p.add_argument("--metric-regex", default=None, help="regex whose group 1 is the repro's ms/step")
+    p.add_argument("--allow-device-mismatch", action="store_true",
+                   help="run although this machine's device is not the one the capture's kernels ran on "
+                        "(--facts), or is no GPU: the trials then time this machine, and trials.json says so")
     return p.parse_args(argv), cmd
 
 
@@ -74,13 +79,20 @@ def main(argv=None) -> int:
     for target in a.disable:
         if ":" not in target or not target.split(":", 1)[1]:
             raise InputError(f"--disable {target!r}: expected module:Name, module:Class.method or __main__:Name")
-    from tko import fallback_ab, trial_plan, trials
+    from tko import evidence, fallback_ab, trial_plan, trials
 
     facts = trial_plan.load_facts(a.facts)
     device = trials.device_env()
     plan = trial_plan.plan_arms(facts, device, disable=a.disable, pins=a.pins)
     if a.arms:
         plan = trial_plan.restrict(plan, [n.strip() for n in a.arms.split(",") if n.strip()])
+    mismatch = evidence.trial_device_mismatch(device, facts.device if facts else None)
+    if mismatch and not a.allow_device_mismatch:
+        raise InputError(f"the trials would be timed {mismatch}: they measure the program on the GPU it runs "
+                         "on (SKILL.md section 5); run them there, or pass --allow-device-mismatch")
+    if mismatch:
+        device["mismatch"] = mismatch
+        print(f"{TOOL}: warning: timing {mismatch} (--allow-device-mismatch)", file=sys.stderr)
     trials.run_trials(cmd, a.out, plan, runs=a.runs, budget_s=a.budget_s, timeout=a.timeout,
                       metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC, device=device, tool=TOOL,
                       max_runs=a.runs + 2 if a.max_runs is None else a.max_runs)

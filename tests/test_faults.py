@@ -181,6 +181,23 @@ def test_hostile_kernel_names_through_summarize_profile_and_the_report(run_scrip
     assert_safe_markdown((tmp_path / "r.md").read_text())
 
 
+def test_hostile_launch_argument_name_reaches_the_report_escaped(run_script, tmp_path):
+    # a launch argument's name is recorded from the program: the report's launch-args table
+    # shows it, escaped like every other recorded text
+    src = (RECORDED / "pointwise_chain" / "autotune_kernels" / "autotune.log").read_text()
+    assert '"name": "in_ptr0"' in src
+    (tmp_path / "autotune.log").write_text(src.replace('"name": "in_ptr0"', f'"name": {json.dumps(HOSTILE)}'))
+    proc = run_script("summarize_autotune_log.py", tmp_path / "autotune.log", "--json-out", tmp_path / "s.json")
+    assert proc.returncode == 0, proc.stderr
+    kernel = json.loads((tmp_path / "s.json").read_text())["kernels"][0]["kernel"]
+    proc = run_script("make_investigation_report.py", "--kernel", kernel, "--autotune-summary", "s.json",
+                      "--out", "r.md", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "r.md").read_text()
+    assert "| arg | kind | dtype | shape | stride |" in text and "injected heading" in text
+    assert_safe_markdown(text)
+
+
 # --------------------------------------------------------------------------- 9: not AMDGCN
 
 

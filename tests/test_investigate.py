@@ -103,6 +103,9 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
         assert report["sections"]["timing"]["standalone_ms"] == pytest.approx(0.0542, abs=0.0005)
     assert not (tmp_path / "inv" / "capture").exists()  # offline: the capture stays where it is
     steps = index["next_steps"]
+    # offline, the last step is always what a GPU would measure (no trials were run or recorded)
+    assert steps[-1].startswith("on the GPU the program runs on, measure what this offline run could not")
+    steps = steps[:-1]
     if example in ("pointwise_chain", "row_reduction", "mlp_train_step", "user_autotune_kernel"):
         assert steps == []                                   # leave as is: nothing to run
     elif example == "tiny_launches":
@@ -147,3 +150,34 @@ def test_next_steps_name_the_command_for_each_decision(tmp_path):
     assert ("`python scripts/eager_fallback_ab.py --disable __main__:Block.forward --json-out kernels/k_off/ab.json -- "
             "python model.py --steps 5`") in steps[2]
     assert steps[3] == "`k_unknown`: undecided; its report lists the missing evidence" and len(steps) == 4
+
+
+def test_offline_index_says_what_was_not_measured_here(run_script, tmp_path):
+    from conftest import ROOT
+
+    cap = ROOT / "examples" / "recorded_h200" / "pointwise_chain"
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--probe-arch", "none",
+                      cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    inv = tmp_path / "inv"
+    index = json.loads((inv / "investigation.json").read_text())
+    md = (inv / "investigation.md").read_text()
+    first = index["kernels"][0]
+    sol = json.loads((inv / first["dir"] / "sol.json").read_text())
+    floor = sol["classification"]["numbers"]["copy_floor_ms"]
+    # offline the speed of light is built, not timed: the index shows the floor the report shows
+    assert sol["offline"] and first["sol_class"] == "unmeasured" and floor > 0
+    row = next(ln for ln in md.splitlines() if ln.startswith(f"| `{first['kernel']}`"))
+    assert f"copy floor {floor:.4g} ms" in row and "no floor" not in md
+    # nothing was timed on this machine: the report lists it as a gap
+    report = json.loads((inv / first["dir"] / "report.json").read_text())
+    assert first["gaps"] == len(report["gaps"]) >= 1
+    assert any("speed of light not timed" in g for g in report["gaps"])
+    # what to change and what to run next, read first by an agent (SKILL.md)
+    what = md.split("## What to change\n", 1)[1].split("\n## ", 1)[0]
+    assert "Nothing was measured end to end" in what
+    assert md.index("## What to change") < md.index("| kernel | share of GPU time")
+    steps = md.split("## Next steps\n", 1)[1].split("\n## ", 1)[0]
+    repro = " ".join(json.loads((cap / "repro_command.json").read_text())["command"])
+    assert f"python scripts/investigate.py --out investigation -- {repro}" in steps
+    assert index["next_steps"] and all(s.strip("- ") in steps for s in index["next_steps"])

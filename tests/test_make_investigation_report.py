@@ -294,3 +294,93 @@ def test_a_wrong_typed_field_in_any_input_reads_as_missing_never_an_exception(fi
                 raise AssertionError(f"{key}: {'.'.join(map(str, path))} = {wrong!r}: {exc!r}") from exc
             checked += 1
     assert checked > 500
+
+
+RECORDED_PC = __import__("conftest").ROOT / "examples" / "recorded_h200" / "pointwise_chain"
+PC_KERNEL = "triton_poi_fused_add_gelu_mul_0"
+
+
+@pytest.mark.parametrize("device_from", ["profile", "isa", "peaks_file"])
+def test_peaks_file_without_env_judges_the_shown_bandwidth(run_script, fixtures_dir, tmp_path, device_from):
+    # no check_env record: the device comes from the profile (name and arch), else the ISA scan
+    # (arch only), else the peaks file named on the command line (its one device); the file is read
+    extra = []
+    if device_from == "profile":
+        extra = ["--profile", RECORDED_PC / "profile" / "profile.json"]
+    elif device_from == "isa":
+        kernel = pipeline(run_script, fixtures_dir, tmp_path, "pointwise_chain")
+        assert kernel == PC_KERNEL
+        extra = ["--isa", "isa.json"]
+    proc = run_script("make_investigation_report.py", "--kernel", PC_KERNEL, *extra,
+                      "--run", RECORDED_PC / "runs" / f"{PC_KERNEL}.json",
+                      "--peaks", RECORDED_PC / "device_peaks.json", "--out", "report.md", cwd=tmp_path,
+                      env={"HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["sections"]["timing"]["standalone_gb_per_s"] == pytest.approx(3714.1, abs=0.1)
+    # the recorded copy peak of that H200: 4222 GB/s (examples/recorded_h200/pointwise_chain/device_peaks.json)
+    assert doc["facts"]["pct_copy_peak"]["value"] == pytest.approx(3714.1 / 4222.0, abs=0.001)
+    assert doc["sections"]["timing"]["peak"]["source"] == "store"
+    assert (doc["decision"]["verdict"], doc["decision"]["rule"]) == ("leave_as_is", "at_copy_bandwidth")
+    assert not any("no peak bandwidth known" in g for g in doc["gaps"])
+
+
+def test_a_shown_bandwidth_without_a_peak_is_never_called_missing():
+    from tko import decide
+
+    facts = {"share": decide.Fact(0.876, "profile.json"), "gb_per_s": decide.Fact(3714.1, "run.json")}
+    d = decide.decide(facts)
+    says = next(f.says for f in d.fired if f.rule == d.rule)
+    assert d.rule != "hot_without_bandwidth_number" and "no bandwidth measurement" not in says
+    assert "3714 GB/s" in says and "peak" in says
+    d = decide.decide({"share": decide.Fact(0.876, "profile.json")})
+    assert d.rule == "hot_without_bandwidth_number"
+
+
+def recorded_pc_report(run_script, tmp_path, *extra):
+    """The report of the recorded H200 pointwise_chain capture from its own files, as investigate.py
+    --from-capture makes it (summary and manifest made here from the recorded log and cache)."""
+    cap = RECORDED_PC
+    for script, *args in [("summarize_autotune_log.py", cap / "autotune_kernels" / "autotune.log",
+                           "--json-out", "summary.json"),
+                          ("collect_inductor_artifacts.py", "--log", cap / "log_profile.txt", "--capture-dir",
+                           cap / "autotune_kernels", "--cache-root", cap / "inductor_cache", "--out", "arts")]:
+        proc = run_script(script, *args, cwd=tmp_path)
+        assert proc.returncode == 0, (script, proc.stderr)
+    proc = run_script("make_investigation_report.py", "--kernel", PC_KERNEL, "--autotune-summary", "summary.json",
+                      "--profile", cap / "profile" / "profile.json", "--env", cap / "triton_env.json",
+                      "--run", cap / "runs" / f"{PC_KERNEL}.json", "--artifacts", tmp_path / "arts" / "manifest.json",
+                      "--out", "report.md", *extra, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads((tmp_path / "report.json").read_text()), (tmp_path / "report.md").read_text()
+
+
+def test_the_report_says_which_of_the_kernels_times_decides(run_script, tmp_path):
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    timing, profile = doc["sections"]["timing"], doc["sections"]["profile"]
+    # three real times of one kernel: in the program, alone, and in Inductor's autotuning
+    assert profile["mean_us"] and timing["standalone_ms"] and timing["autotune_winner_ms"]
+    note = md.split("**Which time decides:**", 1)[1].split("\n\n", 1)[0]
+    assert "the standalone time" in note and "bandwidth" in note and "share" in note
+    assert "autotune" in note and "ranks" in note
+
+
+def test_model_code_paths_are_shown_from_the_recording_root(run_script, tmp_path):
+    repro = json.loads((RECORDED_PC / "repro_command.json").read_text())["command"]
+    doc, md = recorded_pc_report(run_script, tmp_path, "--repro", " ".join(repro))
+    frames = doc["sections"]["model_code"]["frames"]
+    assert frames and all(f["file"].startswith("/") for f in frames)          # the recording machine's paths
+    table = [ln for ln in md.split("## Model code behind the kernel", 1)[1].splitlines() if ln.startswith("| `")]
+    assert len(table) == len(frames)
+    for line, frame in zip(table, frames):
+        assert line.startswith(f"| `{repro[1]}:{frame['line']}` |"), line
+    # without the repro command: relative to the folder the frames share
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    assert "| `pointwise_chain.py:12` |" in md and "`/" not in md.split("## Model code behind the kernel", 1)[1]
+
+
+def test_the_kernel_report_says_what_to_change_without_trials(run_script, tmp_path):
+    doc, md = recorded_pc_report(run_script, tmp_path)
+    section = md.split("## What to change\n", 1)[1].split("\n## ", 1)[0]
+    assert doc["decision_text"] in section and "nothing was measured end to end" in section.lower()
+    assert "try_remedies.py" in section

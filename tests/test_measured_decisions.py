@@ -64,9 +64,10 @@ def pc_docs(**extra):
     return docs
 
 
-def build(kernel, docs, peak=None):
+def build(kernel, docs, peak=None, allow_device_mismatch=False):
     labels = {k: f"{k}.json" for k in docs}
-    return report.build(kernel, docs, labels, peak_override=peak, rules=RULES)
+    return report.build(kernel, docs, labels, peak_override=peak, rules=RULES,
+                        allow_device_mismatch=allow_device_mismatch)
 
 
 def fired(rep):
@@ -293,7 +294,8 @@ def cpu_trials(tmp_path_factory):
 
     out = tmp_path_factory.mktemp("trials")
     env = dict(os.environ, TRIAL_PRINT="1")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "try_remedies.py"), "--out", str(out), "--runs", "2",
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "try_remedies.py"), "--out", str(out),
+                           "--allow-device-mismatch", "--runs", "2",
                            "--arms", "coordinate_descent,max_autotune_no_cudagraphs,eager_fallback", "--", "python",
                            str(ROOT / "tests" / "fixtures" / "repros" / "trial_repro.py")],
                           capture_output=True, text=True, timeout=600, env=env, cwd=out)
@@ -304,7 +306,8 @@ def cpu_trials(tmp_path_factory):
 @pytest.mark.slow
 def test_real_cpu_trials_decide_consistently_with_their_numbers(cpu_trials):
     doc = json.loads(cpu_trials.read_text())
-    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0)
+    # CPU numbers against the H200 capture: allowed here, to check the decision follows the numbers
+    rep = build(PC_KERNEL, pc_docs(trials=doc), peak=4222.0, allow_device_mismatch=True)
     rules = fired(rep)
     if doc["winner"]:
         winner = next(a for a in doc["arms"] if a["name"] == doc["winner"])
@@ -326,21 +329,43 @@ def test_real_cpu_trials_decide_consistently_with_their_numbers(cpu_trials):
 
 
 @pytest.mark.slow
-def test_from_capture_with_recorded_trials_leads_with_the_trial_table(cpu_trials, tmp_path, run_script):
+def test_cpu_trials_are_refused_for_an_h200_capture_unless_allowed(cpu_trials, tmp_path, run_script):
+    doc = json.loads(cpu_trials.read_text())
+    assert doc["device"]["gpu"] is False and "cpu" in doc["device"]["mismatch"]   # try_remedies said so
+    args = ["--kernel", PC_KERNEL, "--env", PC / "triton_env.json", "--profile", PC / "profile" / "profile.json",
+            "--run", PC / "runs" / f"{PC_KERNEL}.json", "--trials", cpu_trials, "--out", tmp_path / "r.md"]
+    proc = run_script("make_investigation_report.py", *args)
+    assert proc.returncode == 2 and not (tmp_path / "r.md").exists()
+    (line,) = proc.stderr.strip().splitlines()
+    assert "timed on cpu (no GPU), not on the capture's NVIDIA H200" in line and "--allow-device-mismatch" in line
+    proc = run_script("make_investigation_report.py", *args, "--allow-device-mismatch")
+    assert proc.returncode == 0, proc.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert contracts.contract_problems(rep) == []
+    assert rep["sections"]["trials"]["device_mismatch"].startswith("on cpu (no GPU)")
+    assert any("--allow-device-mismatch" in g for g in rep["gaps"])
+    assert "**Timed on another device:** on cpu" in (tmp_path / "r.md").read_text()
+
+
+@pytest.mark.slow
+def test_from_capture_with_recorded_trials_leads_with_the_trial_table(tmp_path, run_script):
+    # the H200 trials of the row_reduction program, laid into its H200 capture
     cap = tmp_path / "capture"
-    shutil.copytree(PC, cap)
+    shutil.copytree(ROOT / "examples" / "recorded_h200" / "row_reduction", cap)
+    recorded = ROOT / "examples" / "recorded_h200" / "trials" / "row_reduction" / "trials.json"
     (cap / "trials").mkdir()
-    shutil.copy(cpu_trials, cap / "trials" / "trials.json")
+    shutil.copy(recorded, cap / "trials" / "trials.json")
     proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--probe-arch", "none",
                       cwd=tmp_path, timeout=900)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
     assert contracts.contract_problems(index) == []
-    doc = json.loads(cpu_trials.read_text())
+    doc = json.loads(recorded.read_text())
     assert index["trials"]["winner"] == doc["winner"] and index["trials"]["recorded"] is True
+    assert index["trials"]["device"] == "NVIDIA H200"
     assert [a["name"] for a in index["trials"]["arms"]] == [a["name"] for a in doc["arms"]]
     first = index["kernels"][0]
-    assert first["kernel"] == PC_KERNEL and first["sol_class"] == "unmeasured"
+    assert first["sol_class"] == "unmeasured"
     md = (tmp_path / "inv" / "investigation.md").read_text()
     body = md.split("\n## ", 1)[1]
     assert body.startswith("Measured end to end\n")
@@ -350,4 +375,21 @@ def test_from_capture_with_recorded_trials_leads_with_the_trial_table(cpu_trials
     kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
     assert "## Measured end to end (remedy trials)" in kernel_md and "## Speed of light" in kernel_md
     steps = {s["name"]: s["status"] for s in index["steps"]}
-    assert steps[f"speed_of_light {PC_KERNEL}"] == "ok" and "trials" not in steps
+    assert steps[f"speed_of_light {first['kernel']}"] == "ok" and "trials" not in steps
+
+
+@pytest.mark.slow
+def test_recorded_trials_of_another_device_are_not_used(cpu_trials, tmp_path, run_script):
+    cap = tmp_path / "capture"
+    shutil.copytree(PC, cap)
+    (cap / "trials").mkdir()
+    shutil.copy(cpu_trials, cap / "trials" / "trials.json")
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", "--probe-arch", "none",
+                      cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
+    assert index["trials"] is None
+    (step,) = [s for s in index["steps"] if s["name"] == "trials"]
+    assert step["status"] == "skipped" and "timed on cpu (no GPU), not on the capture's NVIDIA H200" in step["error"]
+    kernel = json.loads((tmp_path / "inv" / index["kernels"][0]["dir"] / "report.json").read_text())
+    assert "trials" not in kernel["sections"]

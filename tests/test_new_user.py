@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,40 @@ def test_help_ends_with_a_runnable_example(script, tmp_path):
     start = max(out.rfind("\nexample:"), out.rfind("\nexamples:"))
     assert start >= 0, f"{script} --help shows no example"
     assert f"python scripts/{script}" in out[start:] or f"python {script}" in out[start:], out[start:]
+
+
+def help_examples(help_text: str) -> list[str]:
+    """The lines of the example block that closes a --help (after its "example(s):" header)."""
+    lines = help_text.splitlines()
+    start = max(i for i, ln in enumerate(lines) if ln.lower().startswith(("example", "examples")))
+    assert lines[start].rstrip().lower() in ("example:", "examples:"), f"header holds a command: {lines[start]!r}"
+    block = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        block.append(line)
+    return block
+
+
+@pytest.mark.parametrize("script", CLI)
+def test_help_examples_are_whole_commands_on_a_narrow_terminal(script, tmp_path):
+    # argparse wraps an epilog to the terminal's width unless told to keep it: a wrapped
+    # example breaks copy and paste mid-command
+    env = {"COLUMNS": "50"}
+    proc = subprocess.run([sys.executable, str(SCRIPTS / script), "--help"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, env={**{k: v for k, v in os.environ.items()
+                                                          if k not in ("TKO_DEBUG", "PYTHONPATH")}, **env})
+    assert proc.returncode == 0, proc.stderr
+    block = help_examples(proc.stdout)
+    assert block, proc.stdout
+    for line in block:
+        words = shlex.split(line, comments=True)
+        while words and "=" in words[0] and not words[0].startswith("-"):  # VAR=value prefixes
+            words.pop(0)
+        assert words[:1] == ["python"] and words[1].endswith(script), f"{script}: not a whole command: {line!r}"
+        flags = [w.split("=")[0] for w in words[2:words.index("--") if "--" in words else None]
+                 if w.startswith("--")]
+        assert all(f" {f}" in proc.stdout for f in flags), (script, line)
 
 
 @pytest.mark.parametrize("script", [s for s in CLI if s not in ("triton_benchmark_template.py",
@@ -111,6 +146,19 @@ def test_a_kernel_run_that_dies_says_why(tmp_path):
     proc = run("run_captured_kernel.py", kernel, "--json-out", tmp_path / "run.json")
     assert proc.returncode == 1
     assert "ValueError: captured inputs missing: idx.pt" in proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.skipif(__import__("conftest")._gpu_present(), reason="checks the machine without a GPU")
+def test_a_captured_kernel_without_a_gpu_points_at_the_recorded_run(tmp_path):
+    kernel = CAPTURE / "autotune_kernels" / "triton_poi_fused_add_gelu_mul_0.py"
+    proc = run("run_captured_kernel.py", kernel, "--json-out", tmp_path / "run.json", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr and "RuntimeError" not in lines[0], lines
+    assert "needs a GPU" in lines[0] and "NVIDIA H200" in lines[0]
+    assert str(CAPTURE / "runs" / "triton_poi_fused_add_gelu_mul_0.json") in lines[0]
+    assert f"--from-capture {CAPTURE}" in lines[0]
+    assert not (tmp_path / "run.json").exists()
 
 
 def test_a_dropped_timer_is_said(tmp_path):

@@ -13,6 +13,8 @@ from tko.trial_plan import Facts, plan_arms
 
 REPRO = "repros/trial_repro.py"
 CPU = {"gpu": False, "hip": False}
+# the real trials below time this machine, GPU or not: the tool refuses that unless told
+ON_THIS_MACHINE = ("--allow-device-mismatch",)
 
 
 def by_name(plan):
@@ -84,7 +86,7 @@ def _check_winner(doc):
 @pytest.mark.slow
 def test_trial_with_printed_step_time_crash_hang_and_changed_outputs(run_script, fixtures_dir, tmp_path):
     env = {"TRIAL_PRINT": "1", "TRIAL_BREAK": "1", "TRIAL_CRASH": "1", "TRIAL_HANG": "1"}
-    proc = run_script("try_remedies.py", "--out", tmp_path / "t", "--runs", "2", "--timeout", "12",
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "t", "--runs", "2", "--timeout", "12",
                       "--arms", "coordinate_descent,max_autotune_no_cudagraphs,multi_kernel,eager_fallback",
                       "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
@@ -121,7 +123,7 @@ def test_trial_with_printed_step_time_crash_hang_and_changed_outputs(run_script,
 
 @pytest.mark.slow
 def test_trial_without_printed_line_times_compiled_calls_and_tolerates_noise(run_script, fixtures_dir, tmp_path):
-    proc = run_script("try_remedies.py", "--out", tmp_path, "--runs", "1", "--arms", "eager_fallback",
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path, "--runs", "1", "--arms", "eager_fallback",
                       "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env={"TRIAL_NOISE": "1"})
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "trials.json").read_text())
@@ -142,7 +144,8 @@ def test_trial_without_printed_line_times_compiled_calls_and_tolerates_noise(run
 @pytest.mark.slow
 def test_failing_baseline_is_one_line_exit_1_and_leaves_the_previous_result(run_script, fixtures_dir, tmp_path):
     (tmp_path / "trials.json").write_text("previous\n")
-    proc = run_script("try_remedies.py", "--out", tmp_path, "--runs", "1", "--arms", "coordinate_descent",
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path, "--runs", "1",
+                      "--arms", "coordinate_descent",
                       "--", "python", fixtures_dir / REPRO, cwd=tmp_path, env={"TRIAL_FAIL": "1"})
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
@@ -156,7 +159,8 @@ def test_failing_baseline_is_one_line_exit_1_and_leaves_the_previous_result(run_
 def test_repro_without_step_time_or_compiled_call_says_no_step_time(run_script, tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('hello')\n")
-    proc = run_script("try_remedies.py", "--out", tmp_path / "o", "--runs", "1", "--arms", "eager_fallback",
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "o", "--runs", "1",
+                      "--arms", "eager_fallback",
                       "--", "python", script, cwd=tmp_path)
     assert proc.returncode == 1 and "no step time" in proc.stderr.strip().splitlines()[-1]
 
@@ -301,3 +305,53 @@ def test_two_correct_float16_softmaxes_of_long_rows_compare_equal(monkeypatch):
     far = bits.clone()
     far[tiny] += 9                                    # ten steps: more than rounding
     assert trial_compare.check({"y": far.view(torch.float16)}, {"y": ref}, 0.0)[0] == "different"
+
+
+RECORDED = __import__("conftest").ROOT / "examples" / "recorded_h200"
+NO_GPU = pytest.mark.skipif(__import__("conftest")._gpu_present(), reason="checks a machine without a GPU")
+
+
+def test_replace_arm_given_facts_never_says_no_facts_were_given():
+    # the H200 capture's check_env record is a facts file: the arms were planned from facts
+    facts = trial_plan.load_facts([str(RECORDED / "pointwise_chain" / "triton_env.json")])
+    assert facts.given and facts.kernels == {}
+    for env in (CPU, {"gpu": True, "hip": False}):
+        replace = by_name(plan_arms(facts, env))["replace"]
+        assert "no facts given" not in replace.proposed_by, replace.proposed_by
+        assert replace.skip
+
+
+def test_the_captures_device_is_read_from_the_facts(tmp_path):
+    facts = trial_plan.load_facts([str(RECORDED / "pointwise_chain" / "triton_env.json")])
+    assert facts.device == "NVIDIA H200"
+    report = json.loads((RECORDED / "pointwise_chain" / "runs" / "triton_poi_fused_add_gelu_mul_0.json").read_text())
+    assert report["schema"] == "kernel_run/1"   # holds no facts: refused, not read as empty
+    with pytest.raises(InputError):
+        trial_plan.load_facts([str(RECORDED / "pointwise_chain" / "runs" / "triton_poi_fused_add_gelu_mul_0.json")])
+
+
+@NO_GPU
+def test_the_trial_device_of_this_machine_against_recorded_ones():
+    from tko import evidence, trials
+
+    here = trials.device_env()                      # this machine: no GPU
+    assert "cpu" in evidence.trial_device_mismatch(here, "NVIDIA H200")
+    assert "cpu" in evidence.trial_device_mismatch(here, None)      # the capture's device unknown: still no GPU
+    h200 = json.loads((RECORDED / "trials" / "row_reduction" / "trials.json").read_text())["device"]
+    assert evidence.trial_device_mismatch(h200, "NVIDIA H200") is None
+    assert evidence.trial_device_mismatch(h200, None) is None
+    assert "NVIDIA H200" in evidence.trial_device_mismatch(h200, "AMD Instinct MI300X")
+
+
+@NO_GPU
+@pytest.mark.parametrize("facts", [[], ["--facts", RECORDED / "pointwise_chain" / "triton_env.json"]],
+                         ids=["no_facts", "h200_capture"])
+def test_trials_on_a_machine_without_the_programs_gpu_are_refused(run_script, fixtures_dir, tmp_path, facts):
+    t0 = time.perf_counter()
+    proc = run_script("try_remedies.py", "--out", tmp_path / "t", *facts, "--runs", "1", "--arms", "eager_fallback",
+                      "--", "python", fixtures_dir / REPRO, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--allow-device-mismatch" in lines[0] and "cpu" in lines[0], lines
+    assert ("NVIDIA H200" in lines[0]) == bool(facts)
+    assert not (tmp_path / "t" / "trials.json").exists() and time.perf_counter() - t0 < 20

@@ -37,15 +37,17 @@ class ArgumentParser(argparse.ArgumentParser):
     Usage errors are one line and exit 2, with a "did you mean" for a mistyped flag; abbreviated
     flags are refused (``--from`` is not ``--from-capture``: a later flag with the same prefix
     would silently change its meaning); ``example=`` puts a runnable command at the end of --help.
+    The description and epilog are printed as written (argparse would rewrap them to the
+    terminal's width and break an example command mid-line, so copy and paste fails).
     """
 
-    def __init__(self, *args, example: str | None = None, **kwargs):
+    def __init__(self, *args, example: str | list[str] | None = None, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         if example:
             lines = [example] if isinstance(example, str) else list(example)
             block = "example:\n" + "\n".join(f"  {line}" for line in lines)
             kwargs["epilog"] = block + (f"\n\n{kwargs['epilog']}" if kwargs.get("epilog") else "")
-            kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
     def known_flags(self) -> list[str]:

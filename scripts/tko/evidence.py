@@ -153,13 +153,38 @@ class Profile:
     ranking: list[ProfileRow]
     kernel_time_us: int | float | None
     dispatches: int | float | None
+    device_name: str | None      # the trace's first deviceProperties entry
+    device_arch: str | None
 
     @classmethod
     def read(cls, doc: dict) -> Profile:
         summary = _obj(doc.get("summary"))
+        devices = _objs(doc.get("device"))
+        name, arch = _trace_device(devices[0]) if devices else (None, None)
         return cls(kernels=[ProfileRow.read(r) for r in _objs(doc.get("kernels"))],
                    ranking=[ProfileRow.read(r) for r in _objs(doc.get("ranking"))],
-                   kernel_time_us=_num(summary.get("kernel_time_us")), dispatches=_num(summary.get("dispatches")))
+                   kernel_time_us=_num(summary.get("kernel_time_us")), dispatches=_num(summary.get("dispatches")),
+                   device_name=name, device_arch=arch)
+
+
+def _trace_device(dev: dict) -> tuple[str | None, str | None]:
+    """(name, arch) of a Chrome trace ``deviceProperties`` entry: a HIP trace's ``gcnArchName``,
+    else an NVIDIA device's compute capability (``computeMajor`` 9, ``computeMinor`` 0: sm_90);
+    an AMD device's compute capability is no arch name, so none is made of it."""
+    name, gcn = _str(dev.get("name")), _str(dev.get("gcnArchName"))
+    if gcn:
+        return name, archs.normalize(gcn)
+    major, minor = _int(dev.get("computeMajor")), _int(dev.get("computeMinor"))
+    nvidia = name is not None and name.upper().startswith("NVIDIA")
+    return name, (f"sm_{major}{minor}" if nvidia and major is not None and minor is not None else None)
+
+
+def profile_device(doc: dict | None) -> tuple[str | None, str | None]:
+    """(device name, arch) a ``kernel_profile/1`` recorded; (None, None) when it names none."""
+    if not doc:
+        return None, None
+    prof = Profile.read(doc)
+    return prof.device_name, prof.device_arch
 
 
 def from_profile(ev: Evidence, doc: dict | None, label: str) -> None:
@@ -952,6 +977,22 @@ class RemedyTrials:
                    command=_list_or_none(doc.get("command")))
 
 
+def trial_device_mismatch(trial_device: dict, capture_device: str | None) -> str | None:
+    """How the device remedy trials ran (or would run) on differs from the one the capture's
+    kernels ran on, in words ("on cpu, not on the capture's NVIDIA H200"); None when they agree
+    or the capture's device is unknown and the trials had a GPU. ``trial_device`` is a
+    ``remedy_trials/1`` ``device`` (tko.trials.device_env). A run without a GPU times CPU
+    Inductor, not the program's GPU kernels, whatever the capture says."""
+    dev = _obj(trial_device)
+    name, gpu = _str(dev.get("name")), _bool(dev.get("gpu"))
+    where = f"the capture's {capture_device}" if capture_device else "a GPU"
+    if gpu is False or name == "cpu":
+        return f"on {name or 'cpu'} (no GPU), not on {where}"
+    if capture_device and name and name != capture_device:
+        return f"on {name}, not on {where}"
+    return None
+
+
 def _outcome(trials: RemedyTrials) -> dict:
     """The arms that ran, the winner (the fastest arm beyond noise with equal outputs, as
     try_remedies.py picks it), the faster arms that do not count."""
@@ -1257,6 +1298,10 @@ def from_sol(ev: Evidence, doc: dict | None, label: str) -> None:
         ev.fact("sol_costly_ops", _costly_text(sol.costly_ops), f"{where}.costly_ops.source")
     ev.fact("sol_unique_bytes", sol.unique_bytes, f"{label}: byte_model.unique_bytes")
     ev.fact("sol_inductor_bytes", sol.inductor_bytes, f"{label}: byte_model.inductor_bytes")
+    if sol.sol_class in (None, "unmeasured"):
+        ev.gaps.append(f"{label}: speed of light not timed ({'offline: built and checked, ' if sol.offline else ''}"
+                       "nothing timed): the kernel and its memory twin against the copy floor need "
+                       "speed_of_light.py on a GPU")
     if kernel_ms:
         ev.fact("bytes_above_peak", bool(above),
                 f"{label}: bandwidth.{'/'.join(above) or 'unique/inductor'}.above_peak")

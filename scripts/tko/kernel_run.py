@@ -50,6 +50,44 @@ def _tail(text: str, n: int = STDERR_TAIL_LINES) -> list[str]:
     return text.splitlines()[-n:]
 
 
+def gpu_missing(kernel_py: Path) -> str | None:
+    """Why a captured standalone kernel cannot be timed here: its runner times it on a GPU and
+    torch sees none. None when it can run: a GPU is present, Triton's interpreter is on, or the
+    file is no captured kernel (then its own run says what it needs)."""
+    import ast
+
+    from .kernel_source import standalone_spec
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return None
+    try:
+        spec = standalone_spec(ast.parse(kernel_py.read_text(errors="replace")), str(kernel_py))
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    if spec is None:
+        return None
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return None
+    except Exception:  # no usable torch: the run itself says so
+        return None
+    from .pipeline import CAPTURE_KERNELS, RUNS_DIR
+
+    device = spec.get("device") if isinstance(spec.get("device"), dict) else {}
+    captured_on = " ".join(str(device[k]) for k in ("name", "arch") if device.get(k)) or "a GPU"
+    why = f"{kernel_py.name} needs a GPU (captured on {captured_on}) and torch sees none on this machine"
+    cap = kernel_py.parent.parent if kernel_py.parent.name == CAPTURE_KERNELS else None
+    if cap is not None:
+        recorded = cap / RUNS_DIR / f"{kernel_py.stem}.json"
+        if recorded.is_file():
+            why += f"; its recorded run: {recorded}"
+        why += (f"; read the whole capture offline: python scripts/investigate.py --from-capture {cap} "
+                "--out investigation")
+    return why + " (TRITON_INTERPRET=1 runs it on the CPU: a check, not a timing)"
+
+
 def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.0,
                warmup: float | None = None, rep: float | None = None,
                extra_args: list[str] | None = None, python: str | None = None,

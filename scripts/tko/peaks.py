@@ -11,6 +11,9 @@ Where a peak comes from, in order of precedence (:func:`lookup`):
    alias ``BW``: what torch calls a BW1000);
 3. nothing: None, and the caller says that no peak is known.
 
+A device known by its arch alone (no name) matches the store's one record of that arch, and no
+table record (one arch is several products).
+
 The result always says which source and which kind of number it used. Copy bandwidth counts the
 bytes read plus the bytes written, like a kernel's GB/s by Inductor's byte rule.
 """
@@ -178,6 +181,13 @@ def lookup(device_name: str | None, arch: str | None, store: str | os.PathLike |
         stored = load_store(store)
     except InputError as exc:
         stored, _ = [], notes.append(f"measurement store skipped: {exc}")
+    if device_name is None and arch_n is not None:
+        # a device known by its arch alone (an ISA scan, no check_env record): the store's one
+        # record of that arch is that device; two (an H100 and an H200 are both sm_90) are a guess
+        same_arch = [r for r in stored if _norm_arch(r.get("arch")) == arch_n]
+        if len(same_arch) == 1:
+            device_name = same_arch[0].get("name")
+            notes.append(f"device named by its arch alone: the store's one {arch_n} record taken")
     for rec in reversed(stored):            # the newest record wins
         if rec.get("name") == device_name and _norm_arch(rec.get("arch")) == arch_n:
             bad = _bad_figure(rec)

@@ -427,7 +427,13 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
                program: dict | None, local_gpu: bool, pins_path: Path | None = None) -> Path | None:
     """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
     if opts is None:
-        return recorded_trials(cap)
+        path = recorded_trials(cap)
+        why = evidence.trial_device_mismatch(evidence._obj((load_trials(path) or {}).get("device")),
+                                             capture_device(cap)) if path else None
+        if why:
+            chain.skip("trials", f"{path.name} of the capture was timed {why}: not used")
+            return None
+        return path
     if not local_gpu:
         chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
         return None
@@ -444,6 +450,13 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
     finally:
         chain.timeout = saved
     return tdir / TRIALS_FILE if ok and (tdir / TRIALS_FILE).is_file() else None
+
+
+def capture_device(cap: Path) -> str | None:
+    """The device a capture's kernels ran on: its check_env record's, else its profile's."""
+    env = _load(cap / ENV_FILE)
+    return (evidence.Env.read(env).device if env else None) or \
+        evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
 
 
 def load_trials(path: Path | None) -> dict | None:
@@ -541,6 +554,8 @@ def _kernel_entry(kernel: str, kd: Path, out: Path, rep: dict | None, standalone
             "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
             "sol_class": evidence._str(sol.get("class")),
             "sol_over_floor": evidence._num(evidence._obj(sol.get("numbers")).get("kernel_over_floor")),
+            "sol_copy_floor_ms": evidence._num(evidence._obj(sol.get("numbers")).get("copy_floor_ms")),
+            "sol_offline": evidence._bool(sol.get("offline")),
             "gaps": len(evidence._list(rep.get("gaps"))) if rep else None}
 
 
@@ -618,7 +633,21 @@ def next_steps(result: dict) -> list[str]:
             steps.append(f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}")
         elif k.get("verdict") is None:
             steps.append(f"`{name}`: undecided; its report lists the missing evidence")
-    return steps
+    offline = offline_step(result, repro)
+    return steps + ([offline] if offline else [])
+
+
+def offline_step(result: dict, repro: str) -> str | None:
+    """Offline, what only the program's GPU can add, with the command that adds it."""
+    if result.get("mode") != "offline":
+        return None
+    missing = [] if result.get("trials") else ["the remedies end to end, none ran or were recorded"]
+    if any(k.get("sol_class") in (None, "unmeasured") for k in result.get("kernels", [])):
+        missing.append("each kernel against its copy floor, not timed")
+    if not missing:
+        return None
+    return (f"on the GPU the program runs on, measure what this offline run could not ({'; '.join(missing)}): "
+            f"`python scripts/investigate.py --out investigation -- {repro}`")
 
 
 def trials_markdown(trials: dict | None) -> list[str]:
@@ -642,18 +671,48 @@ def trials_markdown(trials: dict | None) -> list[str]:
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
 
+def what_to_change_markdown(result: dict) -> list[str]:
+    """The index's "What to change" when no trials measured one (their table says it otherwise):
+    that nothing was measured end to end, and what the kernels' evidence says."""
+    if result.get("trials"):
+        return []
+    why = ("offline: no remedy trials ran here, and the capture recorded none" if result.get("mode") == "offline"
+           else "the remedy trials did not run; see Steps")
+    decided = "; ".join(f"`{k['kernel']}`: {k.get('decision_text') or 'undecided'}"
+                        + (f" (`{k['rule']}`)" if k.get("rule") else "") for k in result.get("kernels", []))
+    return ["## What to change", "",
+            f"Nothing was measured end to end ({why}), so no change is shown to help yet. By each kernel's "
+            f"evidence: {decided or 'no kernel investigated'}. Next steps says how to measure it.", ""]
+
+
+def _sol_text(r: dict) -> str:
+    """A kernel's speed of light in the index: its class and time over the floor, or the floor
+    it was not timed against."""
+    text = r.get("sol_class") or "n/a"
+    if isinstance(r.get("sol_over_floor"), (int, float)):
+        return text + f" ({r['sol_over_floor']:.2f}x floor)"
+    if isinstance(r.get("sol_copy_floor_ms"), (int, float)):
+        return text + f" (copy floor {r['sol_copy_floor_ms']:.4g} ms" + ("; offline, not timed)" if r.get("sol_offline")
+                                                                         else "; kernel not timed)")
+    return text
+
+
 def index_chart(result: dict) -> str | None:
     """Each hot kernel's share of GPU time and its time over the copy floor (tko.svg_chart)."""
     from .svg_chart import hot_kernels_chart
 
     rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else 0.0,
-             "gap": k.get("sol_over_floor")} for k in result.get("kernels", [])]
+             "gap": k.get("sol_over_floor"),
+             "missing": (f"not timed (floor {1000 * k['sol_copy_floor_ms']:.1f} us)"
+                         if isinstance(k.get("sol_copy_floor_ms"), (int, float)) else None)}
+            for k in result.get("kernels", [])]
     return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
 
 
 def index_markdown(result: dict) -> str:
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
     lines += trials_markdown(result.get("trials"))
+    lines += what_to_change_markdown(result)
     program = result.get("program") or {}
     if program.get("verdict"):
         lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
@@ -665,8 +724,9 @@ def index_markdown(result: dict) -> str:
     chart = index_chart(result)
     if chart:
         lines += ["", chart]
-    if result.get("next_steps"):
-        lines += ["", "## Next steps", ""] + [f"- {n}" for n in result["next_steps"]]
+    lines += ["", "## Next steps", ""] + ([f"- {n}" for n in result["next_steps"]] if result.get("next_steps") else
+                                         ["- nothing to run: no kernel decision and no whole-program finding asks "
+                                          "for a change, and nothing is left to measure"])
     lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
         [s["name"], s["status"], s["seconds"], md.text((s["error"] or "")[:200])] for s in result["steps"]])
     return "\n".join(lines) + "\n"
@@ -676,10 +736,8 @@ def _index_row(r: dict) -> list[str]:
     """One hot kernel of the index: its share, model code, decision, speed of light, report link."""
     share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
     where = ", ".join(r.get("where") or []) or "n/a"
-    sol = r.get("sol_class") or "n/a"
-    if isinstance(r.get("sol_over_floor"), (int, float)):
-        sol += f" ({r['sol_over_floor']:.2f}x floor)"
-    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "", sol,
+    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "",
+            _sol_text(r),
             r.get("gaps") if r.get("gaps") is not None else "", f"[{r['dir']}/report.md]({r['dir']}/report.md)"]
 
 

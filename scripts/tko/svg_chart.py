@@ -70,7 +70,8 @@ def kernel_bars(title: str, bars: list[tuple[str, float | None]], *, unit: str =
 
 def hot_kernels_chart(title: str, kernels: list[dict], width: int = 720) -> str:
     """One row per kernel: ``name``, ``share`` (0..1 of GPU time) as a bar, ``gap`` (kernel ms /
-    floor ms, or None) as a second bar on its own scale, labelled ``1.8x floor``."""
+    floor ms, or None) as a second bar on its own scale, labelled ``1.8x floor``; without a gap,
+    ``missing`` says why (default "no floor")."""
     name_w, row_h, top = 240, 24, 40
     half = (width - name_w - 20) // 2
     gaps = [k["gap"] for k in kernels if isinstance(k.get("gap"), (int, float)) and k["gap"] > 0]
@@ -97,5 +98,6 @@ def hot_kernels_chart(title: str, kernels: list[dict], width: int = 720) -> str:
                         f'fill="#2980b9" data-label={quoteattr(name)} data-value="{gap:.6g}"/>')
             body.append(f'<text class="value" x="{x0 + gw + 4:.1f}" y="{y + 16}" {FONT}>{gap:.2f}x floor</text>')
         else:
-            body.append(f'<text class="missing" x="{x0}" y="{y + 16}" {FONT} fill="#999">no floor</text>')
+            missing = k.get("missing") or "no floor"
+            body.append(f'<text class="missing" x="{x0}" y="{y + 16}" {FONT} fill="#999">{text(missing)}</text>')
     return _svg(width, top + len(kernels) * row_h + 8, title, body)

@@ -4,7 +4,9 @@ Facts come from an investigation (``investigation/1`` and the per-kernel ``repor
 indexes), one kernel report (``investigation_report/1``), a ``triton_env/1`` record (its
 ``--smoke`` results) or a plain JSON object ``{"kernels": {name: {fact: value}}, "program":
 {fact: value}, "program_rules": [...], "disable_targets": [...], "buffer_ops_smoke_ok": bool,
-"pins": path}``. :func:`plan_arms` is pure: the same facts and environment give the same plan.
+"pins": path, "device": name}``; ``device`` is the device the capture's kernels ran on (a check_env
+record's first device, a report's ``sections.env.device``). :func:`plan_arms` is pure: the same
+facts and environment give the same plan.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Facts:
     disable_targets: list = field(default_factory=list)
     buffer_ops_smoke_ok: bool | None = None
     pins: str | None = None
+    device: str | None = None                      # the device the capture's kernels ran on
     given: bool = False
 
 
@@ -128,7 +131,7 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
     ops = sorted(set(found.values())) or ["softmax", "log_softmax", "layer_norm", "rms_norm"]
     arm = ArmSpec("replace", bootstrap=["--replace-rows", ",".join(ops)],
                   proposed_by="; ".join(f"{k}: multi-pass {op}" for k, op in sorted(found.items()))
-                  or "no facts given: tried",
+                  or ("facts: no multi-pass row kernel" if facts.given else "no facts given: tried"),
                   change="route " + ", ".join(ops) + " to the bundled row kernels "
                          "(tko.rowkernels, one pass or chunked by row length; torch.ops.tko.*)")
     if not env.get("gpu"):
@@ -192,6 +195,9 @@ def _values(facts: dict) -> dict:
 def _from_report(doc: dict, facts: Facts) -> None:
     kernel = doc.get("kernel") or "?"
     facts.kernels[kernel] = _values(doc.get("facts") or {})
+    env = (doc.get("sections") or {}).get("env") or {}
+    if isinstance(env, dict) and isinstance(env.get("device"), str):
+        facts.device = facts.device or env["device"]
     decision = doc.get("decision") or {}
     facts.kernel_rules[kernel] = [f.get("rule") for f in decision.get("fired") or []]
     _from_program(doc.get("program"), facts)
@@ -222,14 +228,20 @@ def _from_investigation(doc: dict, base: Path, facts: Facts) -> None:
         report = base / (kernel.get("dir") or "") / "report.json"
         if kernel.get("dir") and report.is_file():
             _from_report(read_artifact(report, "investigation_report"), facts)
-    env = base / "capture" / "triton_env.json"
-    if env.is_file():
-        _from_triton_env(read_artifact(env, "triton_env"), facts)
+    # online the capture is OUT/capture; offline, the folder it was read from
+    captured = doc.get("capture_dir") if isinstance(doc.get("capture_dir"), str) else None
+    for env in dict.fromkeys([base / "capture" / "triton_env.json"]
+                             + ([Path(captured) / "triton_env.json"] if captured else [])):
+        if env.is_file():
+            _from_triton_env(read_artifact(env, "triton_env"), facts)
     if (base / "pins.json").is_file():
         facts.pins = str(base / "pins.json")
 
 
 def _from_triton_env(doc: dict, facts: Facts) -> None:
+    from .evidence import Env
+
+    facts.device = Env.read(doc).device or facts.device
     runs = (doc.get("smoke") or {}).get("runs") or []
     flagged = [(r.get("variants") or {}).get("1") for r in runs]
     flagged = [v for v in flagged if isinstance(v, dict)]
@@ -247,6 +259,8 @@ def _from_plain(doc: dict, base: Path, facts: Facts) -> None:
         facts.buffer_ops_smoke_ok = bool(doc["buffer_ops_smoke_ok"])
     if doc.get("pins"):
         facts.pins = str(base / doc["pins"])
+    if isinstance(doc.get("device"), str):
+        facts.device = doc["device"]
 
 
 def load_facts(paths: list[str]) -> Facts | None:
