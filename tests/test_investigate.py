@@ -152,6 +152,7 @@ def test_next_steps_name_the_command_for_each_decision(tmp_path):
     assert steps[3] == "`k_unknown`: undecided; its report lists the missing evidence" and len(steps) == 4
 
 
+@pytest.mark.slow
 def test_offline_index_says_what_was_not_measured_here(run_script, tmp_path):
     from conftest import ROOT
 
