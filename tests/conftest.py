@@ -52,6 +52,9 @@ def _seeded_torch():
 
 
 def pytest_configure(config):
+    # a test named by its id runs whatever its tier: the default "not slow" applies to folders and files
+    if config.option.markexpr == "not slow" and any("::" in str(a) for a in config.args):
+        config.option.markexpr = ""
     # the fast tier is the one that deselects slow tests (pyproject's addopts); fuzz tests run fewer examples there
     fuzzing.full_tier = "not slow" not in (config.option.markexpr or "")
     config._tko_slow_deselected = 0
