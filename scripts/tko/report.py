@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import resources
-from . import decide, evidence, markdown
+from . import decide, evidence, markdown, pitfalls
 from .artifact import read_artifact
 
 TEMPLATES = resources.templates_dir()
@@ -101,6 +101,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
         peak = peaks.lookup(device_name, arch) if (device_name or arch) else None
     evidence.from_peak(ev, peak, device_name, arch)
     evidence.name_facts(ev)
+    ev.sections["pitfalls"] = pitfalls.for_report(docs.get("env"), ev.sections)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
     program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules,
@@ -153,6 +154,7 @@ def render_markdown(report: dict, rules: dict | None = None) -> str:
         meta=sections.get("meta"), isa=sections.get("isa"), probe=sections.get("probe"),
         inputs=sections.get("inputs"), env=sections.get("env"), tuning_runs=sections.get("tuning_runs"),
         fallback_ab=sections.get("fallback_ab"), model_code=sections.get("model_code"), repro=report.get("repro"),
+        pitfalls=sections.get("pitfalls"),
     ))
 
 
