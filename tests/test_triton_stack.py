@@ -103,13 +103,15 @@ def test_check_env_records_the_stack_its_backend_accepts(installs, tmp_path, sta
 
 
 def test_compile_target_is_native_where_an_hcu_backend_is_installed(installs):
-    code = ("import sys; sys.path.insert(0, %r); from tko import triton_stack, compile_probe; "
+    code = ("import sys; sys.path.insert(0, %r); from tko import triton_stack, compile_probe, offline_compile; "
             "print(triton_stack.compile_arch('gfx936')); print(triton_stack.compile_arch('gfx942')); "
-            "print(compile_probe.target_backends(['gfx938'])['gfx938'][1])" % str(SCRIPTS))
+            "print(compile_probe.target_backends(['gfx938'])['gfx938'][1]); "
+            "print(offline_compile.make_target('gfx938')[1:3])" % str(SCRIPTS))
     res = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(installs["triton-das"])},
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines() == ["('gfx936', None)", "('gfx942', None)", "hcu"]
+    assert res.stdout.splitlines() == ["('gfx936', None)", "('gfx942', None)", "hcu",
+                                       "({'backend': 'hip', 'arch': 'gfx938', 'warp_size': 64}, None)"]
     # upstream Triton (this machine's): the proxy, said so
     arch, note = triton_stack.compile_arch("gfx936")
     assert arch == "gfx942" and "proxy gfx942" in note

@@ -1,10 +1,11 @@
 """Known DCU pitfalls (``references/dcu_pitfalls.yaml``) matched against a Triton stack and a kernel.
 
-A pitfall *matches* when the recorded stack (``tko.triton_stack`` record of check_env.py), Triton
-version and device arch are among those it was seen on and every kernel condition it names holds; it
-*may apply* when the stack matches but a kernel fact it needs is unknown (no captured config, no
-source). The investigation report lists both with source, symptom and workaround; validate_dcu.py
-runs the ``machine`` checks on the machine.
+A pitfall *matches* when the recorded stack (the ``triton_stack`` record of check_env.py), Triton
+version and device arch are among those it was seen on, and its kernel conditions all hold or a
+recorded compile error shows its ``error_text``; it *may apply* when a fact it needs is not recorded
+(no device arch, no captured config or source) or when nothing recorded confirms it. The
+investigation report lists both with source, symptom and workaround; validate_dcu.py runs the
+``machine`` checks on the machine.
 """
 
 from __future__ import annotations
@@ -153,8 +154,9 @@ def match(stack: dict | None, arch: str | None, kernel: dict | None = None,
         if hit:
             kwhy.append(f"a compile error shows {hit!r}")
         if status != "matches":
-            kwhy.append("a stack, arch or kernel fact it needs is not recorded" if on_stack is None
-                        or on_kernel is None else "nothing recorded here confirms it (validate_dcu.py checks what it can)")
+            kwhy.append("a stack, arch or kernel fact it needs is not recorded"
+                        if on_stack is None or on_kernel is None
+                        else "nothing recorded here confirms it (validate_dcu.py checks what it can)")
         out.append({"id": p["id"], "title": p["title"], "status": status, "why": why + kwhy,
                     "symptom": p["symptom"], "workaround": p["workaround"], "source": p["source"],
                     "machine_check": ((p.get("check") or {}).get("machine"))})

@@ -269,7 +269,8 @@ STACKS = {s.name: s for s in (
     Stack("upstream", "upstream Triton (triton-lang wheels): no Hygon arch, proxies only",
           ("https://github.com/triton-lang/triton",)),
     Stack("dtk", "DTK Triton wheel (Triton 3.1 / 3.3 / 3.5 with Hygon changes; source not public)",
-          ("https://github.com/flagos-ai/Torch-FL/issues/82", "https://github.com/flagos-ai/libtriton_jit/issues/40")),
+          ("https://github.com/flagos-ai/Torch-FL/issues/82",
+           "https://github.com/flagos-ai/libtriton_jit/issues/40")),
     Stack("flagtree-hcu", "FlagTree hcu backend (Triton 3.0 base; 3.6 port from FlagTree PR #563)",
           ("https://github.com/flagos-ai/FlagTree/tree/main/third_party/hcu",
            "https://github.com/flagos-ai/FlagTree/pull/563")),
@@ -369,7 +370,8 @@ def classify(triton: Any, buffer_ops: Any = None, rules: dict | None = None) -> 
         "backend": backend, "options_class": _str(rec.get("class")),
         "options": sorted(accepted) if accepted is not None else None, "options_error": error,
         "tunable": offered, "left_out": left_out,
-        "buffer_ops": {"variable": _str(buffer_ops.get("variable")), "read_by": _str(buffer_ops.get("default_source")),
+        "buffer_ops": {"variable": _str(buffer_ops.get("variable")),
+                       "read_by": _str(buffer_ops.get("default_source")),
                        "default": default if isinstance(default, bool) else None},
         **_extras(records, backend, {k: _strs(v) for k, v in _dict(triton.get("backend_files")).items()}),
     }
@@ -386,9 +388,9 @@ def stack_table(stack: dict) -> list[str]:
     """The stack's facts as two-column rows for a human (check_env.py's summary, under its title)."""
     opts = stack.get("options")
     buffer_ops = stack.get("buffer_ops") or {}
-    extras = "; ".join(x for x in (
-        f"failed compiles archived under {stack['failed_kernels_dir']}" if stack.get("failed_kernels_dir") else "",
-        f"tuner {stack['tuner']}" if stack.get("tuner") else "") if x)
+    archive, tuner = stack.get("failed_kernels_dir"), stack.get("tuner")
+    extras = "; ".join(x for x in (f"failed compiles archived under {archive}" if archive else "",
+                                   f"tuner {tuner}" if tuner else "") if x)
     rows = [
         ("recognised by", "; ".join(stack.get("why") or []) or "-"),
         ("DCU backend", f"{stack.get('backend') or 'none'}"
