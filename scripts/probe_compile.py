@@ -6,8 +6,9 @@
 
 Each (variant, target) compiles in its own subprocess with a fresh Triton cache; the AMDGCN (or PTX)
 of every compile is scanned, and one table shows which change turns global_load into buffer_load or
-widens loads.  gfx936 / gfx938 and other DCU archs compile for their upstream proxy (said in the
-output).  Exit 0 when at least one compile succeeded, 1 when all failed, 2 on bad input.
+widens loads, and the VGPRs / occupancy / spills of each compile.  gfx936 / gfx938 and other DCU
+archs compile for their upstream proxy (said in the output), or as themselves where an HCU backend
+(FlagTree hcu, triton-das) is installed.  Exit 0 when at least one compile succeeded, 1 when all failed, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--kernel", help="jit function to compile (default: the file's entry kernel)")
     p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
                    help="comma list of baseline, buffer_ops_on, buffer_ops_off, pointer_range, assume, "
-                        "multiple_of, blocks, warps; join with '+' to combine (default: %(default)s)")
+                        "multiple_of, blocks, warps, options (each backend compile option the target's "
+                        "backend accepts: waves_per_eu, matrix_instr_nonkdim, kpack, HCU ones; or one "
+                        "option's name); join with '+' to combine (default: %(default)s)")
     p.add_argument("--config", help="base config, e.g. 'XBLOCK=1024,num_warps=4' (default: captured "
                                      "winner, first declared config, or a rule from size hints)")
     p.add_argument("--signature", help="argument types for hand-written kernels, e.g. "

@@ -7,7 +7,9 @@
 KERNEL.py is a standalone file written by autotune_capture_patch.py.  Variants around its captured
 winner (block sizes x2 and /2, alone and with num_warps scaled alike, num_warps x2 and /2,
 num_stages +/-1 for kernels with a loop,
-waves_per_eu on AMD, and the hint variants a probe_compile.py JSON found to change the ISA) run on
+on AMD / DCU each backend compile option the installed backend's options dataclass has (waves_per_eu;
+matrix_instr_nonkdim, kpack for tl.dot kernels; the HCU backend's own options), and the hint variants a
+probe_compile.py JSON found to change the ISA) run on
 the captured inputs, each checked against the winner's output on the same inputs; only those that
 pass are timed (do_bench median, p20, p80) and ranked.  The winner is re-timed at the end: the
 difference of its two timings is the noise.  With TRITON_INTERPRET=1 the whole path runs on the CPU

@@ -305,6 +305,14 @@ class TkoCore:
     def write_json(self, path, payload):
         self.artifact.write_artifact(path, SCHEMA, TOOL, payload)
 
+    def refused_options(self, extras, device):
+        """The line naming the backend options of ``extras`` that the installed backend's options
+        dataclass lacks (tko.triton_stack); None when it has them all."""
+        from tko import triton_stack
+
+        accepted, backend = triton_stack.installed_accepted(device.get("arch"), device["backend"] == "hip")
+        return triton_stack.drop_unaccepted(dict(extras), accepted, backend)[1]
+
 
 def device_info(interpret: bool) -> dict:
     if interpret:
@@ -409,7 +417,7 @@ def run_case(core, variants, size, dtype, device, args, seeds, timing_seeds, pea
     for variant in variants:
         res = _case_result(variant)
         case["results"].append(res)
-        reason = _case_skip_reason(variant, device, probe_inputs, size)
+        reason = _case_skip_reason(variant, device, probe_inputs, size, core)
         if reason is not None:
             res["status"], res["reason"] = "skipped", reason
             continue
@@ -450,10 +458,14 @@ def _case_result(variant) -> dict:
             "rank": None, "x_best": None, "x_vs_baseline": None, "ties_best": None}
 
 
-def _case_skip_reason(variant, device, probe_inputs, size) -> str | None:
+def _case_skip_reason(variant, device, probe_inputs, size, core=None) -> str | None:
     """Why the variant does not run on this backend or at this size (None when it runs)."""
     if variant.backends and device["backend"] not in variant.backends:
         return f"runs only on {'/'.join(variant.backends)}; this run: {device['backend']}"
+    if variant.extras and core is not None and device["backend"] in ("hip", "cuda"):
+        refused = core.refused_options(variant.extras, device)
+        if refused:
+            return refused
     if variant.requires is not None and not variant.requires(probe_inputs):
         return f"needs {variant.requires_text or 'a condition'}; not met at size {size}"
     return None
@@ -853,6 +865,9 @@ class InlineCore(TkoCore):
         names = ("poison_", "bytes_of", "rank_variants", "rotation_count", "device_l2_bytes",
                  "check_outputs", "time_fn")
         super().__init__(SimpleNamespace(**{n: globals()[n] for n in names}), None, None)
+
+    def refused_options(self, extras, device):
+        return None     # without tko the backend's options are not read: Triton itself refuses
 
     def write_json(self, path, payload):
         import platform

@@ -220,7 +220,7 @@ def test_hanging_import_times_out(tmp_path):
     (site / "sitecustomize.py").write_text(_CRASH_ON_TORCH_IMPORT.format(action="time.sleep(60)"))
     env = dict(os.environ, PYTHONPATH=str(site))
     child = env_probe.run_child("torch", env=env, timeout=2)
-    rec = env_probe._import_record(child, "torch")
+    rec = env_probe.import_record(child, "torch")
     assert rec["importable"] is False and "timed out after 2 s" in rec["error"]
 
 

@@ -58,6 +58,18 @@ PLANNED = {"triton_benchmark_template", "make_investigation_report", "investigat
 OTHER_BUILD_ENV = {
     "HCUGCN_USE_BUFFER_OPS": "flagos-ai/FlagTree main branch third_party/hcu/backend/compiler.py",
     "TRITON_HIP_LLD_PATH": "triton <= 3.4 AMD backend (knobs.amd.lld_path); in-process linking from 3.5",
+    "HCUGCN_ENABLE_DUMP": "flagos-ai/FlagTree main branch third_party/hcu/backend/compiler.py",
+    "TRITON_ENABLE_GLOBAL_TO_LOCAL": "flagos-ai/FlagTree main branch third_party/hcu/backend/compiler.py",
+    "TRITON_HIP_USE_NEW_STREAM_PIPELINE": "flagos-ai/FlagTree main branch third_party/hcu/backend/compiler.py",
+    "TRITON_HIP_CLANG_PATH": "HYGON-AI/triton-das and FlagTree third_party/hcu/backend (path_to_rocm_clang)",
+    "TRITON_BUFFER_CACHE_SWIZZLE": "HYGON-AI/triton-das python/triton/knobs.py (amd_knobs)",
+    "TRITON_HCUTUNE": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_HCUTUNE_WORLD_SIZE": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_HCUTUNE_LOCAL_RANK": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_HCUTUNE_COMPILE_ONLY": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_HCUTUNE_CONFIGS_SHARDING": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_HCUTUNE_ALWAYS_TUNING": "HYGON-AI/triton-das third_party/hcu/backend/hcutune_cli.py",
+    "TRITON_BACKENDS_IN_TREE": "triton >= 3.6 backends/__init__.py; DTK wheels need it (flagos-ai/Torch-FL#82)",
 }
 # Variables people use that do not exist: the documents may name them only to say so.
 NONEXISTENT_ENV = {"TORCHINDUCTOR_TRACE"}

@@ -247,7 +247,10 @@ def test_the_h200_run_after_the_fix_has_no_failure_and_says_why_each_dcu_check_s
     # not a DCU. Every check the kit has was run, none failed, and each skip names its reason.
     doc = json.loads((fixtures_dir / "dcu_validation_h200" / "fixed" / "dcu_validation.json").read_text())
     by_id = {c["id"]: c for c in doc["checks"]}
-    assert set(by_id) == {c.id for c in dv.CHECKS}
+    # the checks the kit gained after that recording (the Triton stack and its pitfalls, tested on the
+    # stand-in installs in tests/test_pitfalls.py); every other check of the kit was run there
+    added_since = {"triton_stack", "pitfalls"}
+    assert set(by_id) == {c.id for c in dv.CHECKS} - added_since
     assert {i for i, c in by_id.items() if c["status"] == dv.PASS} == {"proxy_compile", "capture_run"}
     assert not [i for i, c in by_id.items() if c["status"] == dv.FAIL]
     for check in by_id.values():

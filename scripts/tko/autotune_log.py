@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import (AMD_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
+from .config import (BACKEND_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
                      record_label)
 from .errors import InputError
 
@@ -98,7 +98,7 @@ def normalize_config(cfg: Any) -> dict | None:
 
 # normalize_config of a config config_problem has passed
 _normalize_checked = normalize_record
-_AMD_OPTIONS = frozenset(AMD_OPTIONS)
+_BACKEND_OPTIONS = frozenset(BACKEND_OPTIONS)
 
 
 _RECORD_FIELDS = ("kwargs", "num_warps", "num_stages", "extras")
@@ -106,11 +106,11 @@ _RECORD_FIELDS = ("kwargs", "num_warps", "num_stages", "extras")
 
 def _event_config(record: dict) -> dict:
     """``normalize_record(record)`` of a checked config of a decoded event that is dropped after
-    its line: the usual record (object kwargs free of AMD options, object extras) keeps its own
+    its line: the usual record (object kwargs free of backend options, object extras) keeps its own
     kwargs and extras dicts instead of copies, and is itself the result when it has just the
     record's fields in the record's order."""
     kwargs, extras = record.get("kwargs"), record.get("extras")
-    if type(kwargs) is dict and type(extras) is dict and _AMD_OPTIONS.isdisjoint(kwargs):
+    if type(kwargs) is dict and type(extras) is dict and _BACKEND_OPTIONS.isdisjoint(kwargs):
         if tuple(record) == _RECORD_FIELDS:
             return record
         return {"kwargs": kwargs, "num_warps": record.get("num_warps"),

@@ -15,7 +15,11 @@ Variants (``build_variants``):
 - ``multiple_of``: ``tl.multiple_of`` / ``tl.max_contiguous`` on offsets that are provably
   ``program_id * BLOCK (+ arange(0, BLOCK))``; every claim is listed;
 - ``blocks``: each block-size constexpr of the config x2 and /2, one at a time;
-- ``warps``: num_warps x2 and /2.
+- ``warps``: num_warps x2 and /2;
+- ``options`` (or one option's name, e.g. ``waves_per_eu``): each value of ``backend_option_values``
+  (references/decision_rules.yaml) of every backend compile option the compiling backend accepts
+  (``tko.triton_stack``: ``waves_per_eu``, ``matrix_instr_nonkdim``, ``kpack`` on a HIP backend, the
+  HCU ones on an HCU backend); a target whose backend lacks the option skips that compile, saying why.
 
 Variants combine with ``+`` (``pointer_range+assume``).
 """
@@ -32,13 +36,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import kernel_source, offline_compile, subproc
+from . import archs, kernel_source, offline_compile, subproc, triton_stack
+from .config import BACKEND_OPTIONS
 from .errors import InputError
 
 DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                     "multiple_of", "pointer_range+assume", "blocks", "warps")
 BASIC_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
-                  "multiple_of", "blocks", "warps")
+                  "multiple_of", "blocks", "warps", "options") + triton_stack.TUNABLE_NAMES
 BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
 # Older Hygon Triton forks (the FlagTree hcu backend based on Triton 3.0/3.1) read this name instead.
 HYGON_BUFFER_OPS_ENV = "HCUGCN_USE_BUFFER_OPS"
@@ -213,12 +218,35 @@ def _config_with(base: dict, **changes: Any) -> dict:
     for key, value in changes.items():
         if key in ("num_warps", "num_stages"):
             cfg[key] = value
+        elif key in BACKEND_OPTIONS:
+            cfg["extras"][key] = value
         else:
             cfg["kwargs"][key] = value
     return cfg
 
 
-def _single(name: str, kernel: dict, text: str, plan: offline_compile.CompilePlan) -> list[Variant]:
+def option_variants(name: str, plan: offline_compile.CompilePlan, offered: dict | None,
+                    left_out: str | None) -> list[Variant]:
+    """``options``: a compile per value of every offered backend option; an option's own name: its
+    values only (a skipped variant saying why when no target's backend offers it)."""
+    offered = offered or {}
+    wanted = list(offered) if name == "options" else [name]
+    out = []
+    for option in wanted:
+        if option not in offered:
+            why = (left_out or "").replace("backend options left out: ", "") or "no target's backend offers it"
+            out.append(Variant(option, f"backend option {option}", skipped=f"not offered: {why}"))
+            continue
+        for value in offered[option]:
+            out.append(Variant(f"{option}={value}", f"backend compile option {option}={value!r}",
+                               config=_config_with(plan.config, **{option: value})))
+    return out
+
+
+def _single(name: str, kernel: dict, text: str, plan: offline_compile.CompilePlan,
+            options: tuple[dict, str | None] | None = None) -> list[Variant]:
+    if name == "options" or name in triton_stack.TUNABLE_NAMES:
+        return option_variants(name, plan, *(options or ({}, None)))
     if name == "baseline":
         return [Variant("baseline", "the kernel as captured: hints from its triton_meta "
                         "(hand-written: tt.divisibility=16 on pointers); buffer-op switch as in the "
@@ -273,20 +301,22 @@ def _single(name: str, kernel: dict, text: str, plan: offline_compile.CompilePla
                      f"(combine with '+', e.g. pointer_range+assume)")
 
 
-def build_variants(names: list[str], kernel: dict, text: str,
-                   plan: offline_compile.CompilePlan) -> list[Variant]:
+def build_variants(names: list[str], kernel: dict, text: str, plan: offline_compile.CompilePlan,
+                   options: tuple[dict, str | None] | None = None) -> list[Variant]:
+    """The variants named; ``options`` = (offered backend options, left-out line) of
+    :func:`offered_for_targets` for the option variants."""
     out: list[Variant] = []
     for spec in names:
         parts = [p.strip() for p in spec.split("+") if p.strip()]
         if not parts:
             continue
         if len(parts) == 1:
-            out.extend(_single(parts[0], kernel, text, plan))
+            out.extend(_single(parts[0], kernel, text, plan, options))
             continue
         combined = Variant("+".join(parts), "", env={})
         descriptions = []
         for part in parts:
-            singles = _single(part, kernel, text, plan)
+            singles = _single(part, kernel, text, plan, options)
             if len(singles) != 1:
                 raise InputError(f"variant {part!r} expands to several compiles; it cannot be combined")
             single = singles[0]
@@ -357,6 +387,49 @@ def _run_job(job: Job, kernel_name: str, base_spec: dict, timeout: float) -> dic
     return result
 
 
+def target_backends(arches: list[str]) -> dict[str, tuple[dict | None, str | None]]:
+    """``{requested arch: (accepted options, backend)}`` of the installed backend that compiles for
+    each target (a DCU arch compiles natively only where an HCU backend is installed)."""
+    records = triton_stack.installed_backend_options()
+    out = {}
+    for arch in arches:
+        if arch == offline_compile.LOCAL:
+            doc = offline_compile.local_target_doc()
+            compiled_for, hip = doc["arch"], doc["backend"] != "cuda"
+        else:
+            compiled_for, _ = triton_stack.compile_arch(arch)
+            hip = not archs.is_nvidia(compiled_for)
+        backend = triton_stack.compiling_backend(records, compiled_for, hip)
+        out[arch] = (triton_stack.accepted_options(records, backend), backend)
+    return out
+
+
+def offered_for_targets(backends: dict, text: str) -> tuple[dict, str | None]:
+    """The backend options some target's backend accepts (values merged over targets) and the line
+    saying what was left out and why (of the first target)."""
+    offered: dict[str, list] = {}
+    lines = []
+    for arch, (accepted, backend) in backends.items():
+        if backend == "nvidia" or (arch != offline_compile.LOCAL and archs.is_nvidia(arch)):
+            continue
+        name = None if arch == offline_compile.LOCAL else arch
+        got, line = triton_stack.offered_options(accepted, backend, arch=name,
+                                                 uses_dot=triton_stack.kernel_uses_dot(text))
+        for option, values in got.items():
+            offered.setdefault(option, [])
+            offered[option] += [v for v in values if v not in offered[option]]
+        if line:
+            lines.append(f"{arch}: {line}")
+    return offered, "; ".join(lines) or None
+
+
+def _target_skip(variant: Variant, accepted: dict | None, backend: str | None) -> str | None:
+    """Why this target's backend cannot take the variant's backend options (None: it can)."""
+    extras = (variant.config or {}).get("extras") or {}
+    _, line = triton_stack.drop_unaccepted(extras, accepted if accepted is not None else {}, backend)
+    return line if extras and line else None
+
+
 def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list[str],
               kernel: str | None = None, config: dict | None = None, signature: Any = None,
               launch: dict | None = None, timeout: float = 120.0, workers: int | None = None,
@@ -372,10 +445,12 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
         text = embedded  # source edits apply to the embedded kernel; workers get it as its own file
     # Validate the signature/config once, in this process: a bad flag is one error, not N.
     plan = offline_compile.plan_compile(chosen, config=config, signature=signature, launch=launch)
-    variants = build_variants(variant_names, chosen, text, plan)
     for arch in arches:
         if arch != offline_compile.LOCAL:
             offline_compile.make_target(arch)  # unknown arch names fail here, once
+    backends = target_backends(arches)
+    options = offered_for_targets(backends, text)
+    variants = build_variants(variant_names, chosen, text, plan, options)
 
     base_spec = {"config": plan.config if config is None else config, "signature": signature,
                  "launch": launch}
@@ -387,7 +462,7 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
         root_ctx = tempfile.TemporaryDirectory(prefix="tko_probe_")
         root = Path(root_ctx.name)
     try:
-        jobs: list[tuple[Variant, str, Job | None]] = []
+        jobs: list[tuple[Variant, str, Job | None, str | None]] = []
         original = str(kernel_path)
         if embedded is not None:
             original = str(root / f"{chosen['name']}.py")
@@ -404,19 +479,20 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
                 rewritten.write_text(new_text, encoding="utf-8")
                 path = str(rewritten)
             for arch in arches:
-                if variant.skipped:
-                    jobs.append((variant, arch, None))
+                why = variant.skipped or _target_skip(variant, *backends[arch])
+                if why:
+                    jobs.append((variant, arch, None, why))
                     continue
                 out_dir = root / _safe(variant.name) / _safe(arch)
-                jobs.append((variant, arch, Job(variant, arch, path, out_dir)))
+                jobs.append((variant, arch, Job(variant, arch, path, out_dir), None))
         max_workers = max(1, workers or os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=max_workers) as pool:
             futures = [pool.submit(_run_job, job, chosen["name"], base_spec, timeout) if job else None
-                       for _, _, job in jobs]
+                       for _, _, job, _ in jobs]
             results = [f.result() if f else None for f in futures]
         rows = []
-        for (variant, arch, job), result in zip(jobs, results):
-            row = {"variant": variant.name, "arch": arch, "skipped": variant.skipped}
+        for (variant, arch, job, why), result in zip(jobs, results):
+            row = {"variant": variant.name, "arch": arch, "skipped": why}
             if result is not None:
                 row["result"] = result
                 if result.get("ok"):
@@ -427,7 +503,9 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
                         row["source_file"] = job.path
             rows.append(row)
         return {"kernel": chosen, "parsed": parsed, "plan": plan, "variants": variants, "rows": rows,
-                "work_dir": str(root) if keep_dir else None}
+                "work_dir": str(root) if keep_dir else None, "option_note": options[1],
+                "backends": {a: {"backend": b, "accepted": sorted(acc) if acc is not None else None}
+                             for a, (acc, b) in backends.items()}}
     finally:
         if root_ctx is not None:
             root_ctx.cleanup()
@@ -507,7 +585,20 @@ def cell_summary(scan: dict) -> dict:
     for key in ("vgpr", "sgpr", "agpr", "scratch_bytes", "vgpr_spill_count", "registers_declared_total"):
         if key in res:
             out[key] = res[key]
+    occupancy = scan.get("occupancy") or {}
+    if occupancy.get("waves_per_simd") is not None:
+        out["waves_per_simd"] = occupancy["waves_per_simd"]
     return out
+
+
+REGISTER_KEYS = (("vgpr", "VGPR"), ("waves_per_simd", "waves/SIMD"), ("vgpr_spill_count", "spills"),
+                 ("scratch_bytes", "scratch B"))
+
+
+def register_changes(base: dict, other: dict) -> list[str]:
+    """VGPRs, occupancy and spills that differ between two cell summaries."""
+    return [f"{label} {base.get(key)} -> {other.get(key)}" for key, label in REGISTER_KEYS
+            if base.get(key) != other.get(key)]
 
 
 def compare_to_baseline(results: list[dict]) -> list[str]:
@@ -540,12 +631,15 @@ def compare_to_baseline(results: list[dict]) -> list[str]:
             findings.append(f"{r['variant']} on {target}: {'; '.join(changes)}")
         else:
             findings.append(f"{r['variant']} on {target}: same load/store code as baseline")
+        registers = register_changes(c0, c1)
+        if registers:
+            findings.append(f"{r['variant']} on {target}: registers {'; '.join(registers)}")
     return findings
 
 
 def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict:
     """The compile_probe/1 payload."""
-    from .archs import compile_target, normalize
+    from .archs import normalize
 
     results = []
     local_doc = None
@@ -557,7 +651,7 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
         if arch == offline_compile.LOCAL:
             return local_doc["arch"], local_doc["arch"], None
         name = normalize(arch)
-        compiled_for, note = compile_target(name)
+        compiled_for, note = triton_stack.compile_arch(name)
         return name, compiled_for, note
 
     for row in probe["rows"]:
@@ -586,6 +680,8 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
                     entry["diagnostics"] = result["diagnostics"]
         results.append(entry)
     findings = compare_to_baseline(results)
+    if probe.get("option_note"):
+        findings.append(probe["option_note"])
     kernel, plan = probe["kernel"], probe["plan"]
     targets = []
     for arch in arches:
@@ -604,9 +700,31 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
         "variants": [v.to_json() for v in probe["variants"]],
         "results": results,
         "findings": findings,
+        "backend_options": probe.get("backends") or {},
         "scanner": "tko.isa",
     }
     return payload
+
+
+def register_table(payload: dict, header: list[str]) -> list[str]:
+    """VGPRs, occupancy (waves per SIMD) and spills of every compile, side by side (AMDGCN only)."""
+    from . import markdown as md
+
+    by_key = {(r["variant"], r["arch"]): r for r in payload["results"] if r["status"] == "ok"}
+    rows = []
+    for variant in [v["name"] for v in payload["variants"]]:
+        cells = [md.code(variant)]
+        for target in payload["targets"]:
+            s = (by_key.get((variant, target["requested"])) or {}).get("summary") or {}
+            cells.append("" if "vgpr" not in s else
+                         f"{s['vgpr']} · {md.text(s.get('waves_per_simd', '-'))} · {s.get('vgpr_spill_count', 0)}"
+                         f" ({s.get('scratch_bytes', 0)} B)")
+        if any(cells[1:]):
+            rows.append(cells)
+    if not rows:
+        return []
+    return (["## Registers", "", "Cells: VGPRs · waves per SIMD · VGPR spills (scratch bytes).", ""]
+            + md.table(header, rows) + [""])
 
 
 def markdown_table(payload: dict) -> str:
@@ -648,7 +766,9 @@ def markdown_table(payload: dict) -> str:
                 cells.append(cell)
         rows.append(cells)
     lines += md.table(header, rows)
-    lines += ["", "Bold: differs from baseline on that target.", "", "## Findings", ""]
+    lines += ["", "Bold: differs from baseline on that target.", ""]
+    lines += register_table(payload, header)
+    lines += ["## Findings", ""]
     lines += [f"- {md.text(f)}" for f in payload["findings"]] or ["- none"]
     claims = [(v["name"], c) for v in payload["variants"] for c in v["claims"]]
     if claims:

@@ -38,8 +38,17 @@ CONFIG_FIELDS = ("num_warps", "num_ctas", "num_stages", "num_buffers_warp_spec",
 # Inductor's ROCm configs and hand-written HIP ones put them in Config.kwargs, and JITFunction.run
 # hands every kwarg that is no kernel parameter to the backend's parse_options.
 AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
+# Options of the same kind that only Hygon's HCU backends have (HIPOptions of HYGON-AI/triton-das and
+# flagos-ai/FlagTree third_party/hcu/backend): the tuning knobs, then the legacy DTK options that
+# FlagTree 3.0 declares and triton-das consumes and ignores. Whether the installed backend accepts
+# one is decided by tko.triton_stack, never here.
+HCU_OPTIONS = ("schedule_hint", "sched_latency", "buffer_cache_swizzle", "mmac_layout_force",
+               "enable_v_mmac_cluster", "instruction_sched_variant", "num_ldmatrixes", "enable_mmacfuse",
+               "reorder_instr")
+# Backend compile options carried in Config.kwargs (the HIP ones of both backends).
+BACKEND_OPTIONS = AMD_OPTIONS + HCU_OPTIONS
 # THE list of option keys: every other key of a flat config is a kernel meta-parameter.
-OPTION_KEYS = CONFIG_FIELDS + AMD_OPTIONS
+OPTION_KEYS = CONFIG_FIELDS + BACKEND_OPTIONS
 # triton.Config's positional parameters after kwargs (3.0-3.1 and 3.3+).
 POSITIONAL = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 # Triton's defaults of the options: a value equal to its default says nothing about a config,
@@ -49,7 +58,7 @@ DEFAULTS = {"num_ctas": 1, "maxnreg": None, "ir_override": None, "num_buffers_wa
 # Options that an offline triton.compile takes besides num_warps / num_stages (CUDAOptions and
 # HIPOptions fields of every release; the 3.2 warp-spec fields and ir_override are left to the
 # live Config).
-COMPILE_OPTIONS = ("num_ctas", "maxnreg") + AMD_OPTIONS
+COMPILE_OPTIONS = ("num_ctas", "maxnreg") + BACKEND_OPTIONS
 # The fields a standalone copy and offline compile cannot carry: a callable.
 _NOT_DATA = ("pre_hook",)
 
@@ -103,7 +112,7 @@ def normalize_record(record: dict) -> dict:
         return TritonConfig.from_flat(record).record()
     kwargs = dict(record.get("kwargs") or {})
     extras = dict(record.get("extras") or {})
-    for key in [k for k in kwargs if k in AMD_OPTIONS]:
+    for key in [k for k in kwargs if k in BACKEND_OPTIONS]:
         extras[key] = kwargs.pop(key)
     return {"kwargs": kwargs, "num_warps": record.get("num_warps"), "num_stages": record.get("num_stages"),
             "extras": extras}
@@ -124,7 +133,7 @@ class TritonConfig:
 
     ``kwargs`` and ``options`` are ``(name, value)`` pairs in the order they were given (labels
     and records keep it); equality and hashing go by :meth:`key`, which ignores that order and
-    options at Triton's defaults.  AMD options live in ``options`` whatever form they came in.
+    options at Triton's defaults.  Backend options (AMD, HCU) live in ``options`` whatever form they came in.
     """
 
     kwargs: Pairs = ()
@@ -136,9 +145,9 @@ class TritonConfig:
 
     @classmethod
     def _build(cls, kwargs: dict, num_warps: Any, num_stages: Any, options: Iterable) -> "TritonConfig":
-        """AMD options given as kwargs (as Config.kwargs holds them) move to the options."""
-        kw = [(str(k), v) for k, v in kwargs.items() if k not in AMD_OPTIONS]
-        opts = [(str(k), v) for k, v in options] + [(k, v) for k, v in kwargs.items() if k in AMD_OPTIONS]
+        """Backend options given as kwargs (as Config.kwargs holds them) move to the options."""
+        kw = [(str(k), v) for k, v in kwargs.items() if k not in BACKEND_OPTIONS]
+        opts = [(str(k), v) for k, v in options] + [(k, v) for k, v in kwargs.items() if k in BACKEND_OPTIONS]
         return cls(tuple(kw), num_warps, num_stages, tuple(opts))
 
     @classmethod
@@ -166,7 +175,7 @@ class TritonConfig:
     def from_triton(cls, cfg: Any) -> "TritonConfig":
         """A ``triton.Config`` (any release): options at Triton's default are left out."""
         kwargs = dict(getattr(cfg, "kwargs", None) or {})
-        options = [(k, kwargs.pop(k)) for k in [k for k in kwargs if k in AMD_OPTIONS]]
+        options = [(k, kwargs.pop(k)) for k in [k for k in kwargs if k in BACKEND_OPTIONS]]
         for name in CONFIG_FIELDS:
             if name in ("num_warps", "num_stages") or name in _NOT_DATA:
                 continue
@@ -248,22 +257,22 @@ class TritonConfig:
     def flat(self) -> dict:
         """``{meta..., AMD options..., num_warps, num_stages, other options...}`` (None warps/stages left out)."""
         out = dict(self.kwargs)
-        out.update((k, v) for k, v in self.options if k in AMD_OPTIONS)
+        out.update((k, v) for k, v in self.options if k in BACKEND_OPTIONS)
         for name, value in (("num_warps", self.num_warps), ("num_stages", self.num_stages)):
             if value is not None:
                 out[name] = value
-        out.update((k, v) for k, v in self.options if k not in AMD_OPTIONS)
+        out.update((k, v) for k, v in self.options if k not in BACKEND_OPTIONS)
         return out
 
     def triton_args(self) -> tuple[dict, dict]:
         """``(kwargs, keywords)`` of the ``triton.Config`` call: AMD options go in kwargs (no Config
         parameter takes them), each other option that is set is a keyword; pre_hook is left out."""
         kwargs = dict(self.kwargs)
-        kwargs.update((k, v) for k, v in self.options if k in AMD_OPTIONS)
+        kwargs.update((k, v) for k, v in self.options if k in BACKEND_OPTIONS)
         keywords = {k: v for k, v in (("num_warps", self.num_warps), ("num_stages", self.num_stages))
                     if v is not None}
         keywords.update((k, v) for k, v in self.options
-                        if k not in AMD_OPTIONS and k not in _NOT_DATA and v is not None)
+                        if k not in BACKEND_OPTIONS and k not in _NOT_DATA and v is not None)
         return kwargs, keywords
 
     def to_source(self) -> str:

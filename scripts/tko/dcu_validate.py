@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import archs, dcu_tools, env_probe, isa, peaks, profile_formats
+from . import archs, dcu_tools, env_probe, isa, peaks, pitfalls, profile_formats, triton_stack
 from .artifact import positive_float
 from .errors import InputError
 
@@ -224,6 +224,37 @@ def judge_kernel_run(doc: dict) -> dict:
         return verdict(FAIL, "no timed result for the captured config")
     return verdict(PASS, f"{doc.get('kernel')}: {ms:.4f} ms ({best.get('timer')})",
                    kernel=doc.get("kernel"), ms=best["ms"], timer=best.get("timer"))
+
+
+def judge_triton_stack(stack: dict, platform_kind: str) -> dict:
+    """The Triton stack is recognised and, on a DCU, one that targets it with readable options."""
+    name = stack.get("name")
+    if name is None:
+        return verdict(FAIL, f"no Triton stack: {'; '.join(stack.get('why') or ['triton not importable'])}",
+                       stack=stack)
+    line = (f"{name}: triton {stack.get('triton_version')}, backend {stack.get('backend') or 'none'}"
+            f" ({len(stack['options'])} options)" if stack.get("options") is not None else
+            f"{name}: triton {stack.get('triton_version')}, backend options not read "
+            f"({stack.get('options_error')})")
+    if platform_kind == "dcu" and name == "upstream":
+        return verdict(FAIL, f"{line}: upstream Triton cannot target a Hygon arch; install the DTK's "
+                       "Triton, FlagTree hcu or triton-das", stack=stack)
+    if platform_kind == "dcu" and stack.get("options") is None:
+        return verdict(FAIL, line, stack=stack)
+    return verdict(PASS, line, stack=stack)
+
+
+def judge_clang_mllvm(text: str, rc: Any, options: list[str]) -> dict:
+    """Whether a clang accepted the HCU backend's ``-mllvm`` options (FlagTree#820: DTK clang 17
+    prints ``Unknown command line argument '-check-valu-data-forward-hazards=0'``)."""
+    rejected = [o for o in options if f"Unknown command line argument '{o}" in text
+                or f"Unknown command line argument '-{o.lstrip('-')}" in text]
+    if rejected:
+        return verdict(FAIL, f"clang rejects {', '.join(rejected)}", rejected=rejected)
+    if rc != 0:
+        first = env_probe.first_lines(text, 1)
+        return verdict(FAIL, f"clang failed (rc {rc}): {first[0][:160] if first else 'no output'}")
+    return verdict(PASS, f"clang accepts {', '.join(options)}")
 
 
 def judge_copy_peak(measured_gbps: Any, peak: dict | None) -> dict:
@@ -540,6 +571,86 @@ def _check_profile(ctx: Context) -> dict:
     return out
 
 
+def stack_record(ctx: Context) -> dict:
+    """The ``triton_stack`` record of this machine's Triton (one probe child, cached)."""
+    if "stack" not in ctx.state:
+        info = env_probe.import_record(
+            run_probe_child(ctx, "triton_stack", "triton", "triton", {}, child_env(ctx, "triton_stack")), "triton")
+        pkg = env_probe.triton_record_facts(info)
+        ctx.state["stack"] = triton_stack.classify(info, env_probe.buffer_ops_record(info, pkg))
+    return ctx.state["stack"]
+
+
+def _check_triton_stack(ctx: Context) -> dict:
+    return judge_triton_stack(stack_record(ctx), ctx.platform["kind"])
+
+
+def hcu_clang() -> str | None:
+    """The clang an HCU backend runs (triton-das / FlagTree ``path_to_rocm_clang``):
+    ``TRITON_HIP_CLANG_PATH``, else ``<rocm>/aillvm/bin/clang-18`` for a DTK root, ``<rocm>/llvm/bin/clang``."""
+    given = os.environ.get("TRITON_HIP_CLANG_PATH")
+    if given:
+        return given if os.path.isfile(given) else None
+    roots = [os.environ["ROCM_PATH"]] if os.environ.get("ROCM_PATH") else list(env_probe.DCU_ROOTS)
+    for root in roots:
+        for rel in ("aillvm/bin/clang-18", "aillvm/bin/clang", "llvm/bin/clang"):
+            cand = os.path.join(root, rel)
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+    return None
+
+
+TINY_IR = "define amdgpu_kernel void @tko_probe() {\n  ret void\n}\n"
+
+
+def _machine_check(ctx: Context, check: dict) -> dict:
+    """One ``machine`` check of a pitfall (kind ``clang_mllvm``)."""
+    if check.get("kind") != "clang_mllvm":
+        return verdict(SKIP, f"machine check {check.get('kind')!r} is not one this kit runs")
+    clang = hcu_clang()
+    if clang is None:
+        return verdict(SKIP, "no clang of an HCU backend found (TRITON_HIP_CLANG_PATH, <ROCM_PATH>/aillvm)")
+    where = ctx.raw / "pitfalls"
+    where.mkdir(parents=True, exist_ok=True)
+    ir = where / "tiny.ll"
+    ir.write_text(TINY_IR, encoding="utf-8")
+    arch = ctx.platform.get("arch") or "gfx936"
+    options = [str(o) for o in check.get("options") or []]
+    argv = [clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}"] + [f"-mllvm={o}" for o in options] \
+        + [str(ir), "-S", "-o", str(where / "tiny.s")]
+    res = run_logged(ctx, "pitfalls", "clang_mllvm", argv)
+    out = judge_clang_mllvm(res["stdout"] + "\n" + res["stderr"], res["rc"], options)
+    out["details"]["clang"] = clang
+    return out
+
+
+def _check_pitfalls(ctx: Context) -> dict:
+    """The known pitfalls of this stack and arch: machine checks run, smoke errors matched."""
+    found = pitfalls.match(stack_record(ctx), ctx.platform.get("arch"))
+    smoke = ctx.state.get("smoke") or {}
+    errors = " ".join(str(r.get("error")) + " " + " ".join(map(str, r.get("diagnostics") or []))
+                      for r in smoke.values() if isinstance(r, dict))
+    by_error = set(pitfalls.error_matches(errors)) if errors.strip() else set()
+    confirmed, cleared, results = [], [], {}
+    for entry in found:
+        if entry["id"] in by_error:
+            confirmed.append(f"{entry['id']} (smoke compile error)")
+        if entry.get("machine_check"):
+            res = _machine_check(ctx, entry["machine_check"])
+            results[entry["id"]] = res
+            if res["status"] == FAIL:
+                confirmed.append(f"{entry['id']} ({res['reason']})")
+            elif res["status"] == PASS:
+                cleared.append(entry["id"])
+    listed = ", ".join(f"{e['id']} ({e['status']})" for e in found) or "none"
+    details = {"found": found, "machine_checks": results}
+    if confirmed:
+        return verdict(FAIL, "confirmed here: " + "; ".join(confirmed), **details)
+    if cleared:
+        return verdict(PASS, f"not confirmed here: {', '.join(cleared)}; on this stack: {listed}", **details)
+    return verdict(SKIP, f"nothing checkable here; on this stack: {listed}", **details)
+
+
 def _check_copy_peak(ctx: Context) -> dict:
     where = ctx.raw / "copy_peak"
     where.mkdir(parents=True, exist_ok=True)
@@ -565,7 +676,9 @@ CHECKS: tuple[Check, ...] = (
     Check("arch_rocminfo", "dcu", "rocminfo arch, CUs, wave64, LDS", _check_arch_rocminfo, "rocminfo"),
     *(Check("tool_" + t.replace("-", "_"), "tool", f"{t} found, version parsed", _tool_check(t), t)
       for t in ("hy-smi", "hipcc", "hipprof", "rocprofv3", "dccobjdump", "llvm-objdump")),
+    Check("triton_stack", "any", "Triton stack recognised, backend options read", _check_triton_stack),
     Check("smoke_buffer_ops", "dcu", "smoke kernel, buffer-op variables unset / set", _check_smoke),
+    Check("pitfalls", "any", "known DCU pitfalls of this stack (references/dcu_pitfalls.yaml)", _check_pitfalls),
     Check("proxy_compile", "any", f"offline {PROXY_ARCH} proxy compile of the smoke kernel", _check_proxy),
     Check("isa_vs_proxy", "dcu", f"Triton cache ISA vs the {PROXY_ARCH} proxy", _check_isa),
     Check("capture_run", "gpu", "torch.compile capture, standalone kernel run", _check_capture),
@@ -633,12 +746,17 @@ def run_all(out_dir: str | os.PathLike, timeout: float = DEFAULT_TIMEOUT_S,
     ctx = Context(raw=raw, work=work, timeout=timeout, platform={}, state={})
     ctx.platform = probe_platform(ctx)
     results = [run_check(ctx, c) for c in checks]
+    try:
+        stack = stack_record(ctx)
+    except Exception as exc:  # the record is extra: its own failure must not lose the checks
+        stack = {"name": None, "why": [f"stack not read: {type(exc).__name__}: {exc}"]}
     counts = {s: sum(r["status"] == s for r in results) for s in (PASS, FAIL, SKIP)}
     archive = out / "dcu_validation_raw.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         tar.add(raw, arcname="dcu_validation_raw")
     return {"out_dir": str(out.resolve()), "timeout_s": timeout, "only": list(only) if only else None,
-            "platform": {k: v for k, v in ctx.platform.items()}, "checks": results, "counts": counts,
+            "platform": {k: v for k, v in ctx.platform.items()}, "triton_stack": stack,
+            "checks": results, "counts": counts,
             "archive": archive.name, "raw_dir": raw.name}
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import archs, dcu_tools, subproc
+from . import archs, dcu_tools, subproc, triton_stack
 from .isa_amdgcn import memory_op_counts
 from .versions import package_version, parse_version
 
@@ -284,6 +284,8 @@ def _child_triton(args: dict) -> dict:
     try:
         from triton.backends import backends as registered
         triton_info["backends"] = sorted(registered)
+        # what each backend accepts, from its options dataclass (tko.triton_stack)
+        triton_info["backend_options"] = triton_stack.backend_option_fields(registered)
     except Exception as exc:
         triton_info["backends_error"] = _exc_record(exc)["error"]
     triton_info["buffer_ops_knob"] = _buffer_ops_knob(triton)
@@ -990,11 +992,22 @@ def _run_probes(tool_timeout: float, runtime_timeout: float) -> tuple:
         dcu_stack, nvidia_stack = f_dcu.result(), f_nvidia.result()
         nvidia_stack["triton_bundled"] = f_bundled.result()
         native = f_native.result()
-        torch_info = _import_record(f_torch.result(), "torch")
-        triton_info = _import_record(f_triton.result(), "triton")
+        torch_info = import_record(f_torch.result(), "torch")
+        triton_info = import_record(f_triton.result(), "triton")
     for key in ("child_seconds", "child_timed_out", "child_rc"):
         native.pop(key, None)
     return torch_info, triton_info, native, tools, dcu_stack, nvidia_stack
+
+
+def triton_record_facts(triton_info: dict) -> Path | None:
+    """Adds to a triton child record what this process reads without importing triton: the
+    distribution versions, the package folder and its backend marker files; returns the folder."""
+    triton_info["dist_version"] = package_version("triton")
+    pkg = triton_package_dir()
+    triton_info["package_dir"] = str(pkg) if pkg else None
+    triton_info["flagtree_version"] = package_version("flagtree")    # FlagTree installs as triton
+    triton_info["backend_files"] = triton_stack.backend_files(pkg)
+    return pkg
 
 
 def _package_records(torch_info: dict, triton_info: dict, warnings: list):
@@ -1003,9 +1016,7 @@ def _package_records(torch_info: dict, triton_info: dict, warnings: list):
         if f"triton_{key}" in torch_info:
             triton_info[key] = torch_info.pop(f"triton_{key}")
     torch_info["dist_version"] = package_version("torch")
-    triton_info["dist_version"] = package_version("triton")
-    pkg = triton_package_dir()
-    triton_info["package_dir"] = str(pkg) if pkg else None
+    pkg = triton_record_facts(triton_info)
     if not torch_info.get("importable"):
         warnings.append(f"torch is not importable: {torch_info.get('error')}")
     if not triton_info.get("importable"):
@@ -1075,6 +1086,7 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
         "tools": tools,
         "env": env_flags(),
         "buffer_ops": buffer_ops,
+        "triton_stack": triton_stack.classify(triton_info, buffer_ops),
     }
     if smoke:
         payload["smoke"] = run_smoke_all(torch_info, smoke_targets, smoke_timeout, warnings)
@@ -1082,7 +1094,7 @@ def probe(expected_archs: Sequence[str], smoke: bool = False,
     return payload
 
 
-def _import_record(child: dict, package: str) -> dict:
+def import_record(child: dict, package: str) -> dict:
     """The torch/triton record of a probe child; a child that died or hung becomes a failed import."""
     for key in ("child_timed_out", "child_rc"):
         child.pop(key, None)
@@ -1204,6 +1216,11 @@ def summary_lines(doc: dict) -> list[str]:
     else:
         triton_text = f"triton NOT importable ({tr.get('error')})"
     lines.append(f"python {doc['python']['version']} | {torch_text} | {triton_text}")
+    stack = doc.get("triton_stack")
+    if not isinstance(stack, dict):  # a record older than the field: classified from its facts
+        stack = triton_stack.classify(doc.get("triton"), doc.get("buffer_ops"))
+    lines.append("triton stack: " + triton_stack.stack_title(stack))
+    lines += triton_stack.stack_table(stack)
     nat = doc.get("native_runtime", {})
     hip, cuda = nat.get("hip", {}), nat.get("cuda", {})
     rt_parts = []

@@ -45,7 +45,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archs, kernel_source
+from . import archs, kernel_source, triton_stack
 from .config import TritonConfig
 from .errors import InputError, ToolFailure
 from .versions import package_version, parse_version
@@ -480,7 +480,8 @@ def make_target(arch: str) -> tuple[Any, dict, str | None, str]:
     requested = archs.normalize(arch)
     if not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d{2,3}", requested):
         raise InputError(f"unknown arch {arch!r}; use e.g. gfx942, gfx90a, gfx938, sm_90")
-    target_arch, note = archs.compile_target(requested)
+    # a DCU arch compiles as itself where an HCU backend is installed, else for its upstream proxy
+    target_arch, note = triton_stack.compile_arch(requested)
     if archs.is_nvidia(target_arch):
         cc = int(target_arch[3:])
         return GPUTarget("cuda", cc, 32), {"backend": "cuda", "arch": target_arch, "warp_size": 32}, note, requested

@@ -10,6 +10,9 @@ warning line on stderr: the config was chosen for other code.
 The hash is over the ``@triton.jit`` function's source as ``JITFunction.src`` holds it (from
 ``def`` to the end of the body), with trailing whitespace removed (:func:`source_hash`), so the
 hash of a captured standalone file (:func:`function_source`) and of the live kernel agree.
+
+A pinned backend option (``waves_per_eu``, an HCU option) that the installed backend's options
+dataclass lacks is left out of the compile with one warning line (:func:`backend_checked`).
 """
 
 from __future__ import annotations
@@ -149,6 +152,24 @@ def pinned_config(template: Any, config: dict) -> Any:
     return cfg
 
 
+def backend_checked(config: dict, accepted: dict | None = None,
+                    backend: str | None = None) -> tuple[dict, str | None]:
+    """The pin's config without the backend options the compiling backend lacks (default: the
+    installed one, ``tko.triton_stack``), and the line naming them."""
+    from . import triton_stack
+
+    if accepted is None and backend is None:
+        try:
+            import torch
+
+            hip = bool(getattr(torch.version, "hip", None))
+        except Exception:
+            hip = True
+        accepted, backend = triton_stack.installed_accepted(None, hip)
+    kwargs, line = triton_stack.drop_unaccepted(dict(config.get("kwargs") or {}), accepted, backend)
+    return dict(config, kwargs=kwargs), line
+
+
 def same_config(a: Any, b: Any) -> bool:
     return TritonConfig.from_triton(a) == TritonConfig.from_triton(b)
 
@@ -201,7 +222,10 @@ def apply_pin(obj: Any, pins: dict[str, dict], reload_kernel: Any = None) -> boo
     if template is None:
         _warn(f"pin for {name} ignored: the kernel has no config to start from")
         return False
-    cfg = pinned_config(template, pin["config"])
+    config, left_out = backend_checked(pin["config"])
+    if left_out:
+        _warn(f"pin for {name}: {left_out}")
+    cfg = pinned_config(template, config)
     results = getattr(obj, "compile_results", None) or []
     kept = [r for r in results if same_config(getattr(r, "config", None), cfg)]
     if not kept and not _live_function(obj, reload_kernel):
@@ -219,7 +243,7 @@ def apply_pin(obj: Any, pins: dict[str, dict], reload_kernel: Any = None) -> boo
     if isinstance(getattr(obj, "inductor_meta", None), dict):
         obj.inductor_meta["dynamic_scale_rblock"] = False  # no second, halved-RBLOCK launcher
     obj._tko_pin = cfg
-    _warn(f"pinned {name} to {pin['config']}")
+    _warn(f"pinned {name} to {config}")
     return True
 
 

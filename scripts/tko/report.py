@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import resources
-from . import decide, evidence, markdown
+from . import decide, evidence, markdown, pitfalls
 from .artifact import read_artifact
 from .errors import InputError
 
@@ -150,6 +150,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
         peak = peaks.lookup(device_name, arch) if (device_name or arch) else None
     evidence.from_peak(ev, peak, device_name, arch)
     evidence.name_facts(ev)
+    ev.sections["pitfalls"] = pitfalls.for_report(docs.get("env"), ev.sections)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
     program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules,
@@ -267,6 +268,7 @@ def render_markdown(report: dict, rules: dict | None = None, json_out: str | Non
         timing_note=timing_note(sections), what_to_change=what_to_change(report, json_out),
         paths=recording_paths([f.get("file") for f in (sections.get("model_code") or {}).get("frames") or []],
                               report.get("repro")),
+        pitfalls=sections.get("pitfalls"),
     ))
 
 

@@ -2,7 +2,8 @@
 
 Variants are derived around the captured winner (the first config of the standalone file's
 ``_TKO_SPEC``): block-size constexprs x2 and /2, ``num_warps`` x2 and /2, ``num_stages`` +/-1 when the
-kernel has a loop (pipelining needs one), ``waves_per_eu`` on a HIP build, and the hint variants that a
+kernel has a loop (pipelining needs one), the backend compile options (``waves_per_eu``, and on an HCU
+backend its own) that the installed backend accepts (``tko.triton_stack``), and the hint variants that a
 ``compile_probe/1`` JSON found to compile AND change the ISA (source edits are the probe's own edits,
 re-derived with ``tko.compile_probe.build_variants`` / ``rewrite_source``).
 
@@ -28,14 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import compile_probe, kernel_source, offline_compile, standalone
+from . import compile_probe, kernel_source, offline_compile, standalone, triton_stack
 from .config import OPTION_KEYS, TritonConfig
 from .errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
 
 BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
-WAVES_PER_EU = (1, 2, 4)
 SOURCE_HINTS = ("assume", "multiple_of")
 ENV_HINTS = {"buffer_ops_on": {compile_probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {compile_probe.BUFFER_OPS_ENV: "0"}}
 SCRIPTS_DIR = str(Path(__file__).resolve().parents[1])
@@ -75,6 +75,7 @@ class Plan:
     variants: list
     notes: list
     dropped: list
+    backend_options: dict = field(default_factory=dict)   # {backend, accepted}: what the options obey
 
 
 # --------------------------------------------------------------------------- variant generation
@@ -223,8 +224,41 @@ def _distinct(variants: list[Variant], notes: list) -> list[Variant]:
     return unique
 
 
+def _option_variants(flat0: dict, grid0: list | None, kernel_file: str, text: str, hip: bool, arch: str | None,
+                     backend_options: tuple[dict | None, str | None], notes: list) -> list[Variant]:
+    """One variant per value of each backend option the compiling backend accepts
+    (``triton_stack.offered_options``); one note says which were left out and why."""
+    if not hip:
+        notes.append("backend options (waves_per_eu, ...) not swept: AMD / HCU compile options and this "
+                     "is not a HIP build")
+        return []
+    accepted, backend = backend_options
+    offered, left_out = triton_stack.offered_options(accepted, backend, arch=arch,
+                                                     uses_dot=triton_stack.kernel_uses_dot(text))
+    if left_out:
+        notes.append(left_out)
+    what = {t.name: t.what for t in triton_stack.TUNABLE}
+    return [Variant(f"{name}={value}", "config", f"{backend} backend option {name}={value} ({what[name]})",
+                    dict(flat0, **{name: value}), grid0, kernel_file)
+            for name, values in offered.items() for value in values if value != flat0.get(name)]
+
+
+def _without_unaccepted(variants: list[Variant], backend_options: tuple[dict | None, str | None],
+                        notes: list) -> None:
+    """No variant passes an option the compiling backend lacks (a JIT launch raises on one)."""
+    accepted, backend = backend_options
+    for v in variants:
+        v.flat, line = triton_stack.drop_unaccepted(v.flat, accepted, backend)
+        if line:
+            notes.append(f"{v.name}: {line}")
+
+
 def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | None = None,
-               max_variants: int = 24, hip: bool | None = None) -> Plan:
+               max_variants: int = 24, hip: bool | None = None,
+               backend_options: tuple[dict | None, str | None] | None = None) -> Plan:
+    """The variants to sweep. ``hip`` (default: this torch is a HIP build) and ``backend_options``
+    (``(accepted options, backend name)``; default: the installed backend that compiles for the
+    captured device) decide which backend options are swept."""
     kernel_file = str(Path(kernel_file).resolve())
     text, parsed, spec = read_standalone(kernel_file)
     kernel = kernel_source.select_kernel(parsed, spec.get("function"))
@@ -233,6 +267,9 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
     flat0 = dict(winner["flat"])
     grid0 = list(winner["grid"]) if winner.get("grid") else None
     hip = _hip_build() if hip is None else hip
+    arch = (spec.get("device") or {}).get("arch")
+    if backend_options is None:
+        backend_options = triton_stack.installed_accepted(arch, hip) if hip else (None, None)
     notes: list[str] = []
     work = Path(work_dir)
     work.mkdir(parents=True, exist_ok=True)
@@ -256,21 +293,18 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
                                "to pipeline)", num_stages=new)
     else:
         notes.append("num_stages not swept: the kernel has no loop, so software pipelining has nothing to do")
-    if hip:
-        current = flat0.get("waves_per_eu")
-        for new in WAVES_PER_EU:
-            if new != current:
-                config_variant(f"waves_per_eu={new}", f"AMD waves_per_eu={new} (occupancy target per EU)",
-                               waves_per_eu=new)
-    else:
-        notes.append("waves_per_eu not swept: an AMD (HIP) option and this is not a HIP build")
+    variants += _option_variants(flat0, grid0, kernel_file, text, hip, arch, backend_options, notes)
     if probe_doc is not None:
         variants += _probe_variants(probe_doc, text, kernel, spec, kernel_file, flat0, grid0, work, hip, notes)
+    if hip:
+        _without_unaccepted(variants, backend_options, notes)
     unique = _distinct(variants, notes)
     dropped = [v.name for v in unique[max(1, max_variants):]]
     if dropped:
         notes.append(f"--max-variants {max_variants}: not run: {', '.join(dropped)}")
-    return Plan(kernel_file, kernel["name"], launch, spec, unique[:max(1, max_variants)], notes, dropped)
+    accepted, backend = backend_options
+    return Plan(kernel_file, kernel["name"], launch, spec, unique[:max(1, max_variants)], notes, dropped,
+                {"backend": backend, "accepted": sorted(accepted) if accepted is not None else None})
 
 
 def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel_file: str, flat0: dict,
@@ -838,6 +872,7 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
         "launch": plan.launch,
         "probe_file": probe_file,
         "captured_device": plan.spec.get("device") or {},
+        "backend_options": plan.backend_options,
         "devices": [{"index": d} for d in devices] if not interpret else [{"index": None, "name": "cpu"}],
         "workers_per_device": workers_per_device,
         "slots": run["slots"],
