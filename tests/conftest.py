@@ -81,7 +81,7 @@ def pytest_deselected(items):
 
 def pytest_terminal_summary(terminalreporter, config):
     n = getattr(config, "_tko_slow_deselected", 0)
-    if n:
+    if n and config.option.markexpr == "not slow":
         terminalreporter.write_line(f"{n} slow tests not run (the fast tier); the full tier: "
                                     "python -m pytest -q -m 'slow or not slow'")
 
