@@ -5,11 +5,13 @@ Triton takes interpreter or compiler mode when ``triton.language`` is first impo
 marked test still passes, fails or skips here by its own id: the first one to run starts a single
 child over every marked test selected in this session, and each reads its own outcome from the
 child's record (one interpreter start for all of them, and ``pytest path::test_x[...]`` runs just
-that one in the child).
+that one in the child). Under pytest-xdist the workers share that one child: the first to need it
+runs it under a file lock named for the test run, the others wait on the lock and read its record.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -59,11 +61,28 @@ class ChildRun:
 
     def outcome(self, item) -> dict | None:
         if self.outcomes is None:
-            ids = [i.nodeid for i in item.session.items if i.get_closest_marker(MARK)]
-            self._run(ids)
+            self.outcomes = self._shared([i.nodeid for i in item.session.items if i.get_closest_marker(MARK)])
         return self.outcomes.get(item.nodeid)
 
-    def _run(self, ids: list[str]) -> None:
+    def _shared(self, ids: list[str]) -> dict:
+        """The child's record, run once per test run however many xdist workers ask."""
+        run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID") or str(os.getpid())
+        shared = Path(tempfile.gettempdir()) / f"tko-interpreter-{run_id}.json"
+        with open(f"{shared}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not shared.exists():
+                record = {"outcomes": self._run(ids), "tail": self.tail}
+                tmp = shared.with_suffix(".tmp")
+                tmp.write_text(json.dumps(record))
+                os.replace(tmp, shared)
+            record = json.loads(shared.read_text())
+        if run_id == str(os.getpid()):  # no other worker will read it
+            shared.unlink()
+            Path(f"{shared}.lock").unlink()
+        self.tail = record["tail"]
+        return record["outcomes"]
+
+    def _run(self, ids: list[str]) -> dict:
         with tempfile.TemporaryDirectory(prefix="tko-interp-") as work:
             results = Path(work) / "results.json"
             env = dict(os.environ, TRITON_INTERPRET="1", **{RESULTS_ENV: str(results)},
@@ -80,7 +99,7 @@ class ChildRun:
                 self.tail = (res.stdout[-4000:] + res.stderr[-2000:]).strip()
             except subprocess.TimeoutExpired as exc:
                 self.tail = f"the interpreter child ran past {CHILD_TIMEOUT_S} s: {exc}"
-            self.outcomes = json.loads(results.read_text()) if results.exists() else {}
+            return json.loads(results.read_text()) if results.exists() else {}
 
 
 def report_outcome(run: ChildRun, item) -> None:

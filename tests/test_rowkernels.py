@@ -44,8 +44,7 @@ CHUNKED_COLS = (1000, 777, 4099, 1024)
 INTERP = rk.interpreting()
 # Run in one child pytest under TRITON_INTERPRET=1, each by its own id (tests/interpreter_child.py)
 def kernel(test):
-    # one xdist worker takes them all (--dist loadgroup), so one child runs them once
-    return pytest.mark.slow(pytest.mark.interpreter(pytest.mark.xdist_group("interpreter")(test)))
+    return pytest.mark.slow(pytest.mark.interpreter(test))
 
 
 @pytest.fixture(autouse=True)
