@@ -1,5 +1,5 @@
 """Build hook: ship the skill's data (rules, peaks, contracts, templates, script fronts) in the
-package as tko/_bundle/, so a regular `pip install .` works from any directory (tko.resources)."""
+package as tko/_bundle/, so a regular `pip install .` works from any directory (tko.base.resources)."""
 
 import shutil
 from pathlib import Path

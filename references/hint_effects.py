@@ -30,8 +30,8 @@ _SCRIPTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 if os.path.isdir(os.path.join(_SCRIPTS, "tko")):  # the skill's checkout; else the installed tko
     sys.path.insert(0, _SCRIPTS)
 
-from tko.isa_amdgcn import memory_op_counts  # noqa: E402
-from tko.offline_compile import lld_stand_in  # noqa: E402
+from tko.read.isa_amdgcn import memory_op_counts  # noqa: E402
+from tko.compile.offline_compile import lld_stand_in  # noqa: E402
 
 
 def _data_ops(asm: str) -> list[str]:

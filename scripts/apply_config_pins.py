@@ -27,7 +27,7 @@ if _HERE not in sys.path:
 
 def _install(loaded: dict | None = None) -> int:
     """Install the pins ``loaded`` from --pins, else those $TKO_PINS names."""
-    from tko import pins
+    from tko.patch import pins
 
     try:
         return pins.install(loaded) if loaded is not None else pins.install_from_env()
@@ -37,7 +37,7 @@ def _install(loaded: dict | None = None) -> int:
 
 
 def main(argv=None) -> int:
-    from tko.errors import ArgumentParser
+    from tko.base.errors import ArgumentParser
 
     parser = ArgumentParser(prog="apply_config_pins.py", description=__doc__.split("\n\n")[0],
                             example="python scripts/apply_config_pins.py --pins trials/pins.json repro.py -- --steps 20")
@@ -49,8 +49,8 @@ def main(argv=None) -> int:
         parser.error(f"--pins {opts.pins}: no such file")
     if not os.path.isfile(opts.program):
         parser.error(f"no such program: {opts.program}")
-    from tko import pins
-    from tko.errors import InputError
+    from tko.patch import pins
+    from tko.base.errors import InputError
 
     try:  # a bad pins file named on the command line is a usage error, not a warning
         loaded = pins.load_pins(opts.pins)

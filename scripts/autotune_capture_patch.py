@@ -34,7 +34,7 @@ if _HERE not in sys.path:
 
 def _install() -> dict:
     try:
-        from tko import capture
+        from tko.patch import capture
 
         return capture.install()
     except Exception as exc:  # never break the importing program
@@ -46,7 +46,7 @@ def _install() -> dict:
 
 
 def main(argv=None) -> int:
-    from tko.errors import ArgumentParser
+    from tko.base.errors import ArgumentParser
 
     parser = ArgumentParser(
         prog="autotune_capture_patch.py", example='python scripts/autotune_capture_patch.py --dir autotune_kernels --force-retune repro.py -- --steps 20',

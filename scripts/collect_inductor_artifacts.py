@@ -18,9 +18,9 @@ import os
 import sys
 from pathlib import Path
 
-from tko.artifact import write_artifact
-from tko.errors import ArgumentParser, InputError, run_main
-from tko.inductor_files import Sources, collect
+from tko.base.artifact import write_artifact
+from tko.base.errors import ArgumentParser, InputError, run_main
+from tko.read.inductor_files import Sources, collect
 
 SCHEMA = "artifact_manifest/1"
 
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     if sources.capture_dir is not None:
         log = sources.capture_dir / "autotune.log"
         if log.is_file() and log.stat().st_size:
-            from tko.autotune_log import parse_files
+            from tko.read.autotune_log import parse_files
 
             try:
                 facts = parse_files([log]).facts

@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, run_main  # noqa: E402
 
 SCHEMA = "profile_comparison/1"
 TOOL = "compare_profiles.py"
@@ -34,9 +34,9 @@ def main(argv=None) -> int:
     p.add_argument("--markdown-out", default=None)
     p.add_argument("--top", type=int, default=25, help="kernels listed in the Markdown (default 25)")
     a = p.parse_args(argv)
-    from tko import profile_compare
-    from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import check_outputs, write_text
+    from tko.read import profile_compare
+    from tko.base.artifact import read_artifact, write_artifact
+    from tko.base.atomic import check_outputs, write_text
 
     check_outputs(a.json_out, a.markdown_out)
     before = read_artifact(a.before, "kernel_profile")

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from tko import atomic
-from tko.artifact import write_artifact
-from tko.errors import ArgumentParser, run_main
+from tko.base import atomic
+from tko.base.artifact import write_artifact
+from tko.base.errors import ArgumentParser, run_main
 
 TOOL = "eager_fallback_ab.py"
 
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     p.add_argument("--json-out", required=True)
     p.add_argument("--markdown-out", default=None)
     a = p.parse_args(argv)
-    from tko import fallback_ab
+    from tko.remedies import fallback_ab
 
     result = fallback_ab.run_ab(cmd, a.disable, runs=a.runs,
                                 metric_regex=a.metric_regex or fallback_ab.DEFAULT_METRIC,

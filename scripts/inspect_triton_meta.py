@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 SCHEMA = "triton_meta/1"
 
@@ -36,8 +36,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from pathlib import Path
 
-    from tko import kernel_source
-    from tko.artifact import write_artifact
+    from tko.read import kernel_source
+    from tko.base.artifact import write_artifact
 
     _, parsed = kernel_source.read_kernel_file(args.kernel_file)
     kernels = parsed["kernels"]

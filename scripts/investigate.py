@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tko.errors import ArgumentParser, InputError, run_main
+from tko.base.errors import ArgumentParser, InputError, run_main
 
 TOOL = "investigate.py"
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         raise InputError("--top must be at least 1")
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
-    from tko import pipeline
+    from tko.chains import pipeline
 
     out = Path(a.out).resolve()
     pipeline.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)

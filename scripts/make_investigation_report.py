@@ -21,9 +21,9 @@ import os
 import sys
 from pathlib import Path
 
-from tko import atomic
-from tko.artifact import write_artifact
-from tko.errors import ArgumentParser, InputError, run_main
+from tko.base import atomic
+from tko.base.artifact import write_artifact
+from tko.base.errors import ArgumentParser, InputError, run_main
 
 TOOL = "make_investigation_report.py"
 
@@ -55,7 +55,8 @@ def main(argv=None) -> int:
     p.add_argument("--allow-device-mismatch", action="store_true",
                    help="use --trials timed on another device than the kernels' (or on no GPU): shown flagged")
     a = p.parse_args(argv)
-    from tko import decide, report
+    from tko.base import decide
+    from tko.verdict import report
 
     json_out = a.json_out or str(Path(a.out).with_suffix(".json"))
     atomic.check_outputs(json_out, a.out)

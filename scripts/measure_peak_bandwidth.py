@@ -6,7 +6,7 @@ A large dst.copy_(src) (at least 1 GiB, random data) is timed with triton.testin
 memory-bound kernel is compared against. The record goes into a device_peak/1 store, one record
 per device name and arch (a new measurement replaces the old one): --out, else $TKO_PEAKS_FILE,
 else ~/.cache/hygon-triton-kernel-optimizer/device_peaks.json. The benchmark template and the
-reports read it through tko.peaks.lookup, which falls back to references/device_peaks.yaml.
+reports read it through tko.measure.peaks.lookup, which falls back to references/device_peaks.yaml.
 
 --lookup NAME ARCH prints (as JSON) the peak a report would use for that device, and where it
 comes from, without measuring anything.
@@ -27,8 +27,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko import peaks  # noqa: E402
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.measure import peaks  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 TOOL = "measure_peak_bandwidth.py"
 

@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
 
 SCHEMA = "compile_probe/1"
 
@@ -28,7 +28,7 @@ def local_arch() -> str:
     try:
         import torch
         if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-            from tko.archs import torch_device_arch
+            from tko.base.archs import torch_device_arch
 
             arch = torch_device_arch(torch.cuda.get_device_properties(0), bool(getattr(torch.version, "hip", None)))[0]
             if arch:
@@ -40,7 +40,7 @@ def local_arch() -> str:
 
 
 def build_parser() -> ArgumentParser:
-    from tko.compile_probe import DEFAULT_VARIANTS
+    from tko.compile.compile_probe import DEFAULT_VARIANTS
 
     p = ArgumentParser(prog="probe_compile.py", example='python scripts/probe_compile.py autotune_kernels/triton_poi_fused_add_0.py --arch gfx942 --json-out probe.json', description=__doc__.split("\n\n")[0])
     p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
@@ -69,7 +69,7 @@ def build_parser() -> ArgumentParser:
 
 def read_launch_event(path: str, kernel_names: set[str]) -> dict:
     """The last 'launch' event for this kernel (plus the winner of its autotune event, if any)."""
-    from tko.autotune_log import read_events
+    from tko.read.autotune_log import read_events
 
     launch, winner = None, None
     for event in read_events(path):
@@ -89,10 +89,11 @@ def read_launch_event(path: str, kernel_names: set[str]) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from tko import compile_probe, kernel_source, offline_compile
-    from tko.artifact import write_artifact
-    from tko.atomic import write_text
-    from tko.versions import package_version
+    from tko.compile import compile_probe, offline_compile
+    from tko.read import kernel_source
+    from tko.base.artifact import write_artifact
+    from tko.base.atomic import write_text
+    from tko.base.versions import package_version
 
     if not args.arch:
         local_arch()  # no GPU: a usage error asking for --arch

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko import markdown as md, subproc  # noqa: E402
-from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
+from tko.base import markdown as md, subproc  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
 
 SCHEMA = "kernel_profile/1"
 TOOL = "profile_kernels.py"
@@ -76,7 +76,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 def bootstrap_command(cmd: list[str], trace_out: Path, with_stack: bool,
                       record_shapes: bool = False) -> list[str]:
     """``python [-X ...] repro.py args`` -> the same interpreter running the profiler bootstrap."""
-    bootstrap = str(Path(__file__).resolve().parent / "tko" / "profile_bootstrap.py")
+    bootstrap = str(Path(__file__).resolve().parent / "tko" / "patch" / "profile_bootstrap.py")
     first = os.path.basename(cmd[0])
     if re.match(r"^python(\d+(\.\d+)*)?(\.exe)?$", first):
         interp, rest = cmd[0], cmd[1:]
@@ -136,7 +136,7 @@ def _regex(flag: str, pattern: str):
 
 def _read_sources(sources: list[tuple[str, str]], run_info: dict | None, problems: list, formats: list):
     """(path, parsed) of the one kernel profile among the inputs, and the HIP API statistics."""
-    from tko import profile_formats as pf
+    from tko.read import profile_formats as pf
 
     kernel_src = None
     api_stats = None
@@ -171,8 +171,8 @@ def _read_sources(sources: list[tuple[str, str]], run_info: dict | None, problem
 
 
 def _join_pmc(args, rows: list, summary: dict, problems: list, formats: list) -> None:
-    from tko import profile_formats as pf
-    from tko import profile_rank as pr
+    from tko.read import profile_formats as pf
+    from tko.read import profile_rank as pr
 
     pmc = pf.read_profile(args.pmc)
     if pmc.format != "hipprof_pmc":
@@ -183,7 +183,7 @@ def _join_pmc(args, rows: list, summary: dict, problems: list, formats: list) ->
 
 
 def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict:
-    from tko import profile_rank as pr
+    from tko.read import profile_rank as pr
 
     triton_names = [_regex("--triton-name", pat) for pat in args.triton_name]
     problems: list[str] = []
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
     if args.top is not None and args.top < 0:
         raise InputError("--top must be >= 0")
     run_info = None
-    from tko.atomic import check_outputs
+    from tko.base.atomic import check_outputs
     json_out = Path(args.json_out)
     trace_out = Path(args.trace_out) if args.trace_out else json_out.with_name(json_out.stem + ".trace.json")
     check_outputs(args.json_out, args.markdown_out, trace_out if cmd else None)
@@ -337,8 +337,8 @@ def main(argv=None) -> int:
 
     payload = analyse(args, sources, run_info)
 
-    from tko.artifact import dumps, make_artifact
-    from tko.atomic import write_text
+    from tko.base.artifact import dumps, make_artifact
+    from tko.base.atomic import write_text
     doc = make_artifact(SCHEMA, TOOL, payload)
     markdown = render_markdown(doc) if args.markdown_out else None
     write_text(args.json_out, dumps(doc))

@@ -8,7 +8,7 @@
         [--json-out sweep.json] [--markdown-out sweep.md] [--svg-out sweep.svg]
 
 For each op (softmax, log_softmax, layer_norm, rms_norm), dtype and row length, times the bundled
-kernel (tko.rowkernels; a refused row is recorded with its reason), torch.compile of the plain torch
+kernel (tko.remedies.rowkernels; a refused row is recorded with its reason), torch.compile of the plain torch
 op in Inductor's default mode, max-autotune-no-cudagraphs and coordinate-descent tuning (and, with
 --modes eager, the op uncompiled), each checked against the fp32 reference. --direction bwd adds
 (or, alone, runs only) the backward: the backward call timed alone on a forward run once before the
@@ -27,13 +27,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 TOOL = "rowkernel_sweep.py"
 
 
 def build_parser() -> ArgumentParser:
-    from tko import rowkernel_sweep as rs
+    from tko.remedies import rowkernel_sweep as rs
 
     p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0],
                        example="python scripts/rowkernel_sweep.py --ops softmax,rms_norm --cols 1024,4096,65536 "
@@ -90,8 +90,8 @@ def resolve_peak(opts) -> tuple[float | None, dict | None, str]:
     """(copy GB/s, the lookup result, one line saying where it came from)."""
     from pathlib import Path
 
-    from tko import peaks
-    from tko.bench import timing_unavailable_reason
+    from tko.measure import peaks
+    from tko.measure.bench import timing_unavailable_reason
 
     if opts.peak_gbps is not None:
         return opts.peak_gbps, {"source": "--peak-gbps"}, f"copy peak {opts.peak_gbps:g} GB/s (--peak-gbps)"
@@ -109,9 +109,9 @@ def resolve_peak(opts) -> tuple[float | None, dict | None, str]:
 
 
 def main(argv=None) -> int:
-    from tko import rowkernel_sweep as rs
-    from tko.artifact import write_artifact
-    from tko.atomic import check_outputs, write_text
+    from tko.remedies import rowkernel_sweep as rs
+    from tko.base.artifact import write_artifact
+    from tko.base.atomic import check_outputs, write_text
 
     opts = build_parser().parse_args(argv)
     ops = _names("--ops", opts.ops, rs.OPS)

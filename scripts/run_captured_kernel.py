@@ -16,7 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, ToolFailure, run_main  # noqa: E402
 
 TOOL = "run_captured_kernel.py"
 
@@ -24,9 +24,9 @@ TOOL = "run_captured_kernel.py"
 def main(argv=None) -> int:
     from pathlib import Path
 
-    from tko.artifact import write_artifact
-    from tko.kernel_run import gpu_missing, run_kernel
-    from tko.standalone import runner_version, timer_arg, timer_for_runner
+    from tko.base.artifact import write_artifact
+    from tko.measure.kernel_run import gpu_missing, run_kernel
+    from tko.measure.standalone import runner_version, timer_arg, timer_for_runner
 
     parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")

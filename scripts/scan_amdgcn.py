@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 SCHEMA = "isa_scan/1"
 
@@ -66,9 +66,9 @@ def summary_lines(kernels: list[dict]) -> list[str]:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from tko import archs
-    from tko.artifact import write_artifact
-    from tko.isa import scan_path
+    from tko.base import archs
+    from tko.base.artifact import write_artifact
+    from tko.read.isa import scan_path
 
     if args.arch and archs.info(args.arch) is None and \
             not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d+", archs.normalize(args.arch)):

@@ -24,14 +24,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 TOOL = "speed_of_light.py"
 
 
 def build_parser() -> ArgumentParser:
-    from tko import speed_of_light
-    from tko.standalone import timer_arg
+    from tko.measure import speed_of_light
+    from tko.measure.standalone import timer_arg
 
     p = ArgumentParser(prog=TOOL, description=__doc__.split("\n\n")[0], allow_abbrev=False,
                        example="python scripts/speed_of_light.py autotune_kernels/triton_poi_fused_gelu_1.py "
@@ -64,9 +64,9 @@ def build_parser() -> ArgumentParser:
 def main(argv=None) -> int:
     from pathlib import Path
 
-    from tko import speed_of_light
-    from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import write_text
+    from tko.measure import speed_of_light
+    from tko.base.artifact import read_artifact, write_artifact
+    from tko.base.atomic import write_text
 
     opts = build_parser().parse_args(argv)
     kernel = Path(opts.kernel)

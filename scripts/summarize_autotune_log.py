@@ -18,10 +18,10 @@ import gc
 import os
 import sys
 
-from tko import artifact, atomic
-from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
+from tko.base import artifact, atomic
+from tko.read.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
-from tko.errors import ArgumentParser, InputError, exit_now, run_main
+from tko.base.errors import ArgumentParser, InputError, exit_now, run_main
 
 SCHEMA = "autotune_summary/2"
 

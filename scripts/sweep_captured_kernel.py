@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 TOOL = "sweep_captured_kernel.py"
 
@@ -70,9 +70,9 @@ def main(argv=None) -> int:
     import time
     from pathlib import Path
 
-    from tko import sweep
-    from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import write_text
+    from tko.measure import sweep
+    from tko.base.artifact import read_artifact, write_artifact
+    from tko.base.atomic import write_text
 
     opts = build_parser().parse_args(argv)
     _check(opts)

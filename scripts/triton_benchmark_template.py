@@ -10,7 +10,7 @@ sweep grid), and run it. For every size and dtype it:
   2. times the variants that passed with triton.testing.do_bench (median, p20, p80), cycling through
      several input sets whose total size exceeds twice the L2 cache, and re-checks the timed outputs;
   3. reports bytes moved (Inductor's rule: every tensor argument once, in/out twice), GB/s and % of
-     the device's copy bandwidth (tko.peaks: the measurement stored by measure_peak_bandwidth.py,
+     the device's copy bandwidth (tko.measure.peaks: the measurement stored by measure_peak_bandwidth.py,
      else references/device_peaks.yaml; or --peak-gbps), and ranks the variants that passed;
      variants within the run-to-run noise of the best are flagged as ties. A variant that fails its
      check is reported as failed and never ranked.
@@ -268,7 +268,8 @@ def load_core(tko_path: Optional[str], no_tko: bool) -> tuple:
                               "note": "--no-tko: the inline fallback core is used"}
     _put_tko_on_path(tko_path)
     try:
-        from tko import artifact, bench, peaks
+        from tko.base import artifact
+        from tko.measure import bench, peaks
     except ImportError as exc:
         return InlineCore(), {"source": "inline", "path": None,
                               "note": f"tko not importable ({exc}): using the inline fallback core "
@@ -559,7 +560,7 @@ def sync() -> None:
 
 
 def host_clock_bench(fn, warmup, rep, quantiles):
-    """--cpu-timer: do_bench's contract on the host clock (tko.bench.cpu_wall_bench)."""
+    """--cpu-timer: do_bench's contract on the host clock (tko.measure.bench.cpu_wall_bench)."""
     return cpu_wall_bench(fn, warmup, rep, quantiles, min_calls=5, max_calls=1000)
 
 
@@ -709,7 +710,7 @@ def run_row_kernels(argv: list) -> int:
 
     _put_tko_on_path(None)
     try:
-        from tko import resources
+        from tko.base import resources
     except ImportError:
         print("triton_benchmark_template.py: error: --row-kernels needs the tko package (run it from the "
               "skill's scripts/, or set TKO_SCRIPTS=<skill>/scripts)", file=sys.stderr)
@@ -856,8 +857,8 @@ def _write_text(path: str, text: str) -> None:
 
 
 # =========================================================================== inline fallback core
-# Used only when this file runs without the tko package: the same rules as tko.bench, from the
-# copy of scripts/tko/bench.py generated below; no peak store; its own JSON writer.
+# Used only when this file runs without the tko package: the same rules as tko.measure.bench, from the
+# copy of scripts/tko/measure/bench.py generated below; no peak store; its own JSON writer.
 
 
 class InlineCore(TkoCore):
@@ -890,13 +891,13 @@ class InlineCore(TkoCore):
         _write_text(path, json.dumps(clean(doc), indent=2, default=str) + "\n")
 
 
-# ==== inline core: generated from scripts/tko/bench.py by `python -m tko.embed --write`; do not edit ====
+# ==== inline core: generated from scripts/tko/measure/bench.py by `python -m tko.measure.embed --write`; do not edit ====
 
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-class ToolFailure(Exception):  # tko.errors.ToolFailure, where the package is absent
+class ToolFailure(Exception):  # tko.base.errors.ToolFailure, where the package is absent
     exit_code = 1
 
 # --------------------------------------------------------------------------- tolerances
@@ -1307,7 +1308,7 @@ def time_fn(fn: Callable, warmup_ms: float = 25, rep_ms: float = 100,
                   float(warmup_ms), float(rep_ms))
 
 
-# Copied into every standalone kernel file (tko/embed.py): no annotations, which a kernel module
+# Copied into every standalone kernel file (tko/measure/embed.py): no annotations, which a kernel module
 # without ``from __future__ import annotations`` would evaluate, and only the standard library.
 def cpu_wall_bench(fn, warmup=0, rep=0, quantiles=None, min_calls=3, max_calls=100):
     """``triton.testing.do_bench``'s contract on the host clock, for interpreter runs (no device).

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from tko.errors import ArgumentParser, InputError, run_main
+from tko.base.errors import ArgumentParser, InputError, run_main
 
 TOOL = "try_remedies.py"
 
@@ -57,8 +57,8 @@ def parse(argv):
 
 
 def write_pins(a) -> str:
-    from tko import pins
-    from tko.artifact import read_artifact
+    from tko.patch import pins
+    from tko.base.artifact import read_artifact
 
     sweep = read_artifact(a.pins_from_sweep, "variant_sweep")
     payload = pins.pins_from_sweep(sweep, a.kernel_file, origin=os.path.abspath(a.pins_from_sweep))
@@ -79,7 +79,9 @@ def main(argv=None) -> int:
     for target in a.disable:
         if ":" not in target or not target.split(":", 1)[1]:
             raise InputError(f"--disable {target!r}: expected module:Name, module:Class.method or __main__:Name")
-    from tko import evidence, fallback_ab, trial_plan, trials
+    from tko.verdict import evidence
+    from tko.remedies import fallback_ab
+    from tko.chains import trial_plan, trials
 
     facts = trial_plan.load_facts(a.facts)
     device = trials.device_env()

@@ -17,8 +17,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko import artifact, dcu_validate  # noqa: E402
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base import artifact  # noqa: E402
+from tko.env import dcu_validate  # noqa: E402
+from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 TOOL = "validate_dcu.py"
 

@@ -10,7 +10,7 @@ from typing import Any, Iterator
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from tko import errors
+from tko.base import errors
 
 
 # The fast tier (slow tests deselected: the README's command) runs FAST_EXAMPLES per fuzz test, the

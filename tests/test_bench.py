@@ -1,4 +1,4 @@
-"""tko.bench (correctness gate, bytes, timing, ranking) and tko.peaks / measure_peak_bandwidth.py."""
+"""tko.measure.bench (correctness gate, bytes, timing, ranking) and tko.measure.peaks / measure_peak_bandwidth.py."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tko import bench, peaks
-from tko.artifact import read_artifact
-from tko.contracts import contract_problems
+from tko.measure import bench, peaks
+from tko.base.artifact import read_artifact
+from tko.base.contracts import contract_problems
 
 # --------------------------------------------------------------------------- real kernels
 
@@ -27,7 +27,7 @@ import sys
 import torch
 import triton
 import triton.language as tl
-from tko import bench
+from tko.measure import bench
 
 @triton.jit
 def silu_mul(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, GATE: tl.constexpr):
@@ -437,7 +437,7 @@ def test_nondeterministic_reference_widens_the_bound_by_its_own_spread():
     winner's own spread, and still rejects a real error."""
     import torch
 
-    from tko.bench import NONDETERMINISM_MARGIN, check_outputs, self_difference
+    from tko.measure.bench import NONDETERMINISM_MARGIN, check_outputs, self_difference
 
     torch.manual_seed(0)
     ref = torch.randn(4096) * 10

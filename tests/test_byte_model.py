@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tko import byte_model
+from tko.measure import byte_model
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "tests" / "fixtures" / "sol_h200"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import loadable_by_this_torch
-from tko.contracts import contract_problems, documented_fields
+from tko.base.contracts import contract_problems, documented_fields
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -156,7 +156,7 @@ USER_PROGRAM = textwrap.dedent('''
     if os.environ.get("WITH_CAPTURE") == "1":
         import autotune_capture_patch
         if os.environ.get("BREAK_CAPTURE") == "1":
-            from tko import capture
+            from tko.patch import capture
             def broken(*a, **k):
                 raise RuntimeError("capture broke")
             capture.emit = broken
@@ -323,7 +323,7 @@ def test_log_writer_is_process_safe(tmp_path):
     code = textwrap.dedent(f'''
         import os, sys
         sys.path.insert(0, {str(SCRIPTS)!r})
-        from tko import capture  # emit() alone: no torch import, so the processes overlap
+        from tko.patch import capture  # emit() alone: no torch import, so the processes overlap
         pad = "x" * 2000  # lines of a few KB, like real launch events
         for i in range(int(sys.argv[1])):
             capture.emit("note", "k%d" % os.getpid(), message=pad, seq=i)
@@ -372,7 +372,7 @@ def test_patch_script_help_and_bad_program(run_script, tmp_path):
 
 def test_hot_path_records_each_signature_once(tmp_path, monkeypatch):
     """After a kernel's first launch per signature the wrapper only looks the kernel up."""
-    from tko import capture
+    from tko.patch import capture
 
     monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path)}))
     monkeypatch.setattr(capture, "_patches", [])
@@ -393,7 +393,7 @@ def test_hot_path_records_each_signature_once(tmp_path, monkeypatch):
 
 
 def test_same_kernel_name_from_two_modules_gets_two_files(monkeypatch):
-    from tko import capture
+    from tko.patch import capture
 
     monkeypatch.setattr(capture, "_stem_owners", {})
     first = capture.unique_stem("triton_poi_fused_add_0", "/cache/ab/cab.py")
@@ -445,7 +445,7 @@ def test_a_kernel_with_nothing_left_to_record_leaves_the_capture_path(tmp_path, 
     """A static-shape Inductor kernel (its xnumel re-bound to a literal) has one signature: after
     its first launch its run is the original method again. Others keep the wrapper until the
     signature cap (here 2) is reached."""
-    from tko import capture
+    from tko.patch import capture
 
     monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path),
                                                                 "TRITON_CAPTURE_MAX_SIGNATURES": "2"}))
@@ -473,7 +473,7 @@ def test_static_shape_check_on_real_inductor_kernels(example, kernel, static):
     import re as _re
     from types import SimpleNamespace
 
-    from tko.capture import static_inductor_kernel
+    from tko.patch.capture import static_inductor_kernel
 
     text = (CAP / example / f"{kernel}.py").read_text()
     signature = ast.literal_eval(_re.search(r"'signature': (\{[^}]*\})", text).group(1))
@@ -486,7 +486,7 @@ def test_static_shape_check_on_real_inductor_kernels(example, kernel, static):
 def test_a_subclass_that_overrides_run_keeps_it(tmp_path, monkeypatch):
     # Inductor's DebugAutotuner overrides run and calls CachingAutotuner.run: binding the base
     # class's run on such an instance would skip the subclass's own work
-    from tko import capture
+    from tko.patch import capture
 
     monkeypatch.setattr(capture, "_settings", capture.Settings({"TRITON_CAPTURE_DIR": str(tmp_path)}))
     monkeypatch.setattr(capture, "_patches", [])

@@ -12,8 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from tko import archs, env_probe
-from tko.contracts import contract_problems
+from tko.base import archs
+from tko.env import env_probe
+from tko.base.contracts import contract_problems
 
 KB = 1024
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tko.autotune_log import parse_files, summarize
-from tko.contracts import contract_problems
+from tko.read.autotune_log import parse_files, summarize
+from tko.base.contracts import contract_problems
 
 H200 = Path(__file__).resolve().parent / "fixtures" / "inductor_h200"
 ROW = H200 / "row_reduction"
@@ -281,7 +281,7 @@ def test_hip_cache_entry_compiled_offline_is_collected_and_scannable(run_script,
         "for block, warps in ((1024, 4), (256, 1)):\n"
         "    src = ASTSource(triton_poi_fused_add_0, sig, {(3,): block}, attrs)\n"
         "    triton.compile(src, target=GPUTarget('hip', 'gfx942', 64), options={'num_warps': warps})\n")
-    from tko.offline_compile import hip_linker_env
+    from tko.compile.offline_compile import hip_linker_env
 
     linker, _ = hip_linker_env({"backend": "hip"})  # Triton < 3.5 without ld.lld: the stand-in
     res = subprocess_run(script, {"TRITON_CACHE_DIR": str(cache), "TRITON_DEFAULT_FP_FUSION": "1", **linker})
@@ -342,7 +342,7 @@ def test_real_capture_folder_every_signature(run_script, tmp_path):
 def test_cache_layouts_of_other_torch_and_triton_versions(tmp_path):
     """triton/<device>/<key> (torch <= 2.10) and 64-hex keys (triton <= 3.2): a real entry of the
     H200 run moved into those layouts."""
-    from tko.inductor_files import Root, path_key, triton_cache_entries, triton_dirs
+    from tko.read.inductor_files import Root, path_key, triton_cache_entries, triton_dirs
 
     real_entry = next(p.parent for p in (ROW / "inductor_cache").rglob(f"{ROW_KERNEL}.json")
                       if p.parent.name.isupper())

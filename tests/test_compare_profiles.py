@@ -7,8 +7,8 @@ import json
 import pytest
 
 from conftest import FIXTURES, ROOT
-from tko import profile_compare
-from tko.errors import InputError
+from tko.read import profile_compare
+from tko.base.errors import InputError
 
 RECORDED = ROOT / "examples" / "recorded_h200"
 
@@ -65,7 +65,7 @@ def test_two_h200_runs_of_the_same_program_agree_per_launch(run_script, tmp_path
     assert triton["name"] == "triton_poi_fused_add_gelu_mul_0" and triton["before_calls"] == triton["after_calls"] == 1
     assert triton["ratio"] == pytest.approx(1.0, abs=0.03)
     assert "triton_poi_fused_add_gelu_mul_0" in (tmp_path / "cmp.md").read_text()
-    from tko.contracts import contract_problems
+    from tko.base.contracts import contract_problems
 
     assert contract_problems(cmp) == []
 

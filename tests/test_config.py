@@ -1,4 +1,4 @@
-"""tko.config.TritonConfig on configs taken from the fixtures, in every form the bundle meets."""
+"""tko.base.config.TritonConfig on configs taken from the fixtures, in every form the bundle meets."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tko import kernel_source
-from tko.config import (AMD_OPTIONS, CONFIG_FIELDS, OPTION_KEYS, TritonConfig, normalize_record, record_key,
+from tko.read import kernel_source
+from tko.base.config import (AMD_OPTIONS, CONFIG_FIELDS, OPTION_KEYS, TritonConfig, normalize_record, record_key,
                         record_label)
 
 FIX = Path(__file__).resolve().parent / "fixtures"

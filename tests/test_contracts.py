@@ -6,7 +6,7 @@ import ast
 import re
 from pathlib import Path
 
-from tko import artifact, contracts
+from tko.base import artifact, contracts
 
 ROOT = Path(__file__).resolve().parents[1]
 TAG = re.compile(r"[a-z_]+/\d+")
@@ -72,7 +72,7 @@ def test_every_section_has_a_field_table():
 
 
 def test_fields_the_readers_check_are_documented():
-    """tko.artifact.FIELD_TYPES (the type check every read_artifact makes) names only fields of the
+    """tko.base.artifact.FIELD_TYPES (the type check every read_artifact makes) names only fields of the
     artifact's field table in json_contracts.md."""
     by_name = {tag.split("/")[0]: fields for tag, fields in contracts.documented_fields().items()}
     problems = []

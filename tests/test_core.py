@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tko import archs, artifact, atomic, errors, versions
+from tko.base import archs, artifact, atomic, errors, versions
 
 
 def test_artifact_round_trip_has_header_and_versions(tmp_path):
@@ -155,7 +155,7 @@ def test_torch_device_arch_reads_cuda_and_hip_properties():
     2.11: 'NVIDIA H200'); the arch there is sm_<major><minor>. HIP builds name the arch in it."""
     from types import SimpleNamespace
 
-    from tko.archs import torch_device_arch
+    from tko.base.archs import torch_device_arch
 
     h200 = SimpleNamespace(gcnArchName="NVIDIA H200", major=9, minor=0)
     assert torch_device_arch(h200, hip=False) == ("sm_90", "sm_90")
@@ -165,7 +165,7 @@ def test_torch_device_arch_reads_cuda_and_hip_properties():
 
 
 def test_autotuner_user_do_bench_on_both_autotuner_layouts():
-    from tko.versions import autotuner_user_do_bench
+    from tko.base.versions import autotuner_user_do_bench
 
     def mine(fn, quantiles=None):
         return 1.0

@@ -6,7 +6,9 @@ import json
 
 import pytest
 
-from tko import archs, dcu_tools, env_probe
+from tko.base import archs
+from tko.read import dcu_tools
+from tko.env import env_probe
 
 KB = 1024
 

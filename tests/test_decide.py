@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tko import decide
-from tko.decide import Fact
-from tko.errors import InputError
+from tko.base import decide
+from tko.base.decide import Fact
+from tko.base.errors import InputError
 
 RULES = decide.load_rules()
 
@@ -147,7 +147,7 @@ def test_program_rules_on_recorded_h200_profiles(example, verdict):
     import json
 
     from conftest import ROOT
-    from tko import evidence
+    from tko.verdict import evidence
 
     profile = json.loads((ROOT / "examples" / "recorded_h200" / example / "profile" / "profile.json").read_text())
     program = evidence.program_decision(profile, "profile.json")

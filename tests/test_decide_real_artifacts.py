@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tko import report
+from tko.verdict import report
 
 H200_COPY_PEAK = 4246.0  # GB/s, measured in tests/fixtures/inductor_h200/summary.json
 
@@ -100,7 +100,7 @@ def test_mlp_triton_kernels_are_not_hot_next_to_its_gemms(artifacts, fixtures_di
 
 @pytest.mark.parametrize("listing", ["gfx90a-nopr/matmul_spill.amdgcn", "sm90/index_add.ptx"])
 def test_isa_facts_from_the_scanner_totals_and_from_an_old_scan_without_them(fixtures_dir, listing):
-    from tko.isa import scan_path
+    from tko.read.isa import scan_path
 
     records = scan_path(fixtures_dir / "isa" / listing)
     name = records[0]["name"]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tko import contracts
+from tko.base import contracts
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +75,7 @@ def test_missing_repro_is_exit_2(run_script, tmp_path):
 
 
 def test_a_wide_spread_says_the_ab_cannot_decide():
-    from tko.fallback_ab import spread_advice
+    from tko.remedies.fallback_ab import spread_advice
 
     # the H200 A/B of examples/recorded_h200/dynamic_shapes: 0.666x inside a 2.36x spread
     assert "too wide to decide" in spread_advice("no difference beyond run-to-run spread", 2.364)

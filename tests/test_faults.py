@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, SCRIPTS
-from tko import atomic, capture, markdown
-from tko.autotune_log import parse_files
+from tko.base import atomic, markdown
+from tko.patch import capture
+from tko.read.autotune_log import parse_files
 
 RECORDED = ROOT / "examples" / "recorded_h200"
 HOSTILE = "evil\n# injected heading | x <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=alert(1)>"
@@ -216,7 +217,7 @@ def test_scan_amdgcn_refuses_a_file_that_is_not_a_listing(run_script, tmp_path, 
 
 
 def _install_in_child(cap: Path) -> subprocess.CompletedProcess:
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tko import capture; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); from tko.patch import capture; "
             "capture.install({'TRITON_CAPTURE_DIR': sys.argv[2]}); capture.emit('kernel', 'k'); print('done')")
     return subprocess.run([sys.executable, "-c", code, str(SCRIPTS), str(cap)], capture_output=True,
                           text=True, timeout=60)
@@ -245,7 +246,7 @@ def test_append_refuses_a_fifo_even_when_it_appears_after_install(capture_dir):
 
 
 def test_the_runner_timeout_ends_the_kernels_child_processes(tmp_path):
-    from tko.kernel_run import run_kernel
+    from tko.measure.kernel_run import run_kernel
 
     pid_file = tmp_path / "child.pid"
     kernel = tmp_path / "kernel.py"
@@ -284,7 +285,7 @@ def test_collect_says_when_the_log_is_empty_or_binary_and_refuses_an_unreadable_
 
 
 def test_collect_refuses_a_hard_link_to_a_file_outside_its_roots(tmp_path):
-    from tko.inductor_files import Root
+    from tko.read.inductor_files import Root
 
     secret = tmp_path / "secret.txt"
     secret.write_text("private")

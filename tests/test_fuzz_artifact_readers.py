@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
 from fuzzing import JSON, fuzz_settings, json_paths, run_script
-from tko import artifact, errors
-from tko.errors import InputError
+from tko.base import artifact, errors
+from tko.base.errors import InputError
 
 FUZZ = fuzz_settings()
 RECORDED = ROOT / "examples" / "recorded_h200"
@@ -119,7 +119,7 @@ def _compiled_once():
     example: the fuzz tests run a script hundreds of times, and neither is what they test."""
     import jinja2
 
-    from tko import decide
+    from tko.base import decide
 
     class Memory(jinja2.BytecodeCache):
         def __init__(self):
@@ -265,7 +265,8 @@ def test_fuzz_make_investigation_report(made, capsys, peaks_env, flag, other, da
 def offline_once():
     """speed_of_light.py's offline work (parse, twin, ISA census, byte model) done once and
     reused: the fuzzed inputs are the artifacts it reads, not the kernel file."""
-    from tko import byte_model, kernel_source, twins
+    from tko.measure import byte_model, twins
+    from tko.read import kernel_source
 
     def memo(fn):
         seen = {}
@@ -340,7 +341,7 @@ class FakeAutotuner:
 
 def pins_doc() -> dict:
     """The recorded pins file, its pin naming the fake kernel ``k`` with ``k``'s source hash."""
-    from tko import pins
+    from tko.patch import pins
 
     doc = load(PINS_FILE)
     doc["pins"][0].update(kernel="k", source_sha256=pins.source_hash(PIN_SRC))
@@ -350,7 +351,7 @@ def pins_doc() -> dict:
 def apply_pins_file(path: Path) -> bool:
     import triton
 
-    from tko import pins
+    from tko.patch import pins
 
     loaded = pins.load_pins(path)
     tuner = FakeAutotuner("k", PIN_SRC, [triton.Config({"XBLOCK": 128}, num_warps=4, num_stages=1)])
@@ -446,7 +447,8 @@ def capture_outputs(made, tmp_path_factory) -> dict[str, Path]:
 
 def pipeline_readers(cap: Path, out: Path) -> dict:
     """The in-process readers of investigate.py --from-capture, on a capture and its outputs."""
-    from tko import evidence, pipeline
+    from tko.verdict import evidence
+    from tko.chains import pipeline
 
     profile, summary = pipeline._load(cap / "profile" / "profile.json"), pipeline._load(out / "autotune_summary.json")
     kernels = pipeline.top_kernels(profile, summary, 3)
@@ -580,7 +582,7 @@ def test_a_model_code_frame_whose_nodes_are_not_a_list_shows_none(made, tmp_path
     ([{"median_ms": float("nan")}, {"median_ms": True}], None),
 ])
 def test_best_sweep_ms_reads_only_finite_positive_times(ranked, best):
-    from tko.speed_of_light import best_sweep_ms
+    from tko.measure.speed_of_light import best_sweep_ms
 
     assert best_sweep_ms({"ranking": {"ranked": ranked}}) == best
 
@@ -593,7 +595,7 @@ def test_best_sweep_ms_reads_only_finite_positive_times(ranked, best):
     [7],                                                   # was AttributeError
 ])
 def test_pick_ms_reads_a_result_without_a_time_as_untimed(results):
-    from tko.speed_of_light import pick_ms
+    from tko.measure.speed_of_light import pick_ms
 
     assert pick_ms({"status": "ok", "results": results}) == (None, None)
     assert pick_ms({"status": "ok", "results": results + [{"ok": True, "best": True, "ms": 0.5,
@@ -613,7 +615,7 @@ def test_speed_of_light_with_a_nan_in_the_sweep_ranking(offline_once, tmp_path, 
 def test_a_pin_whose_kwargs_are_not_an_object_is_refused_at_load(tmp_path, pins_script_env, capsys):
     # was TypeError inside precompile ("pins not applied" at compile time), and the script ran
     # the program with the broken file
-    from tko import pins
+    from tko.patch import pins
 
     doc = pins_doc()
     doc["pins"][0]["config"]["kwargs"] = float("nan")
@@ -640,7 +642,7 @@ def test_apply_config_pins_refuses_a_pins_file_of_the_wrong_shape(tmp_path, pins
 @pytest.mark.parametrize("text", ["[1, 2]", "[" * 5000 + "]" * 5000, "7"])
 def test_pipeline_reads_a_json_that_is_no_object_as_missing(tmp_path, text):
     # was AttributeError ('list' object has no attribute 'get') and RecursionError
-    from tko import pipeline
+    from tko.chains import pipeline
 
     (tmp_path / "x.json").write_text(text)
     assert pipeline._load(tmp_path / "x.json") is None
@@ -653,7 +655,7 @@ def test_pipeline_reads_a_json_that_is_no_object_as_missing(tmp_path, text):
 ])
 def test_top_kernels_keeps_only_names_that_can_be_a_folder(rows, names):
     # an unsafe name was a folder outside --out, an OSError (name too long) or a ValueError (NUL)
-    from tko import pipeline
+    from tko.chains import pipeline
 
     assert pipeline.top_kernels({"kernels": rows}, {"kernels": [{"kernel": "k0"}]}, 3) == names
 
@@ -661,7 +663,7 @@ def test_top_kernels_keeps_only_names_that_can_be_a_folder(rows, names):
 @pytest.mark.parametrize("command", [float("nan"), "python x.py", ["python", 3], {"a": 1}])
 def test_a_repro_command_that_is_no_list_of_strings_reads_as_not_recorded(tmp_path, command):
     # was TypeError in next_steps (" ".join of a float) and shlex.join of the report step
-    from tko import pipeline
+    from tko.chains import pipeline
 
     (tmp_path / "repro_command.json").write_text(json.dumps({"command": command}))
     assert pipeline.repro_command(tmp_path) is None
@@ -669,7 +671,7 @@ def test_a_repro_command_that_is_no_list_of_strings_reads_as_not_recorded(tmp_pa
 
 def test_a_report_json_with_wrong_typed_fields_reads_as_missing_in_the_index(tmp_path):
     # was AttributeError ('float' object has no attribute 'get') on facts.share = NaN
-    from tko import pipeline
+    from tko.chains import pipeline
 
     rep = {"decision": {"verdict": 3}, "facts": {"share": float("nan")}, "gaps": "x",
            "sections": {"model_code": {"frames": [{"line": 3}, 7]}, "speed_of_light": {"numbers": {
@@ -708,7 +710,7 @@ def test_a_huge_integer_in_isa_mix_or_a_sol_cause_bound_reads_as_missing(made, t
 
 def test_a_rule_text_formats_an_integer_past_a_floats_range_as_digits():
     # was OverflowError from "{x:.2f}" with x = 10**400
-    from tko import decide
+    from tko.base import decide
 
     assert decide._format("{x:.2f} and {y}", {"x": 10**400, "y": 1}) == "1" + "0" * 400 + " and 1"
 
@@ -719,7 +721,7 @@ SOFTMAX_KERNEL = (FIXTURES / "sol_h200" / "softmax_long_rows" / "autotune_kernel
 
 
 def test_pins_from_the_recorded_sweep_are_the_recorded_pins():
-    from tko import pins
+    from tko.patch import pins
 
     got = pins.pins_from_sweep(load(PINNED_SWEEP), SOFTMAX_KERNEL)["pins"][0]
     recorded = load(PINS_FILE)["pins"][0]
@@ -730,7 +732,7 @@ def test_pins_from_the_recorded_sweep_are_the_recorded_pins():
 @given(data=st.data())
 def test_fuzz_pins_from_sweep_gives_loadable_pins_or_one_input_error(data):
     # try_remedies.py --pins-from-sweep and investigate.py read a variant_sweep/1 into a pins file
-    from tko import pins
+    from tko.patch import pins
 
     path, value, doc = draw_mutation(data, load(PINNED_SWEEP))
     with tempfile.TemporaryDirectory() as tmp:
@@ -747,7 +749,7 @@ def test_fuzz_pins_from_sweep_gives_loadable_pins_or_one_input_error(data):
 
 def test_a_sweep_whose_best_config_is_not_an_object_gives_no_pins():
     # was AttributeError ('float' object has no attribute 'items') in split_config
-    from tko import pins
+    from tko.patch import pins
 
     sweep = load(PINNED_SWEEP)
     best = next(v for v in sweep["variants"] if v["name"] == sweep["best"]["name"])
@@ -760,7 +762,7 @@ def test_a_sweep_whose_best_config_is_not_an_object_gives_no_pins():
 def test_apply_config_pins_reads_the_pins_file_once(tmp_path, pins_script_env, capsys, monkeypatch):
     # the file was read twice (check, then install): a file nested close to the recursion limit
     # passed the check and failed the install, and the program ran without its pins
-    from tko import pins
+    from tko.patch import pins
 
     reads = []
     real = pins.load_pins

@@ -24,8 +24,11 @@ from hypothesis import strategies as st
 from conftest import FIXTURES, ROOT
 from fuzzing import (SCALARS, assert_ok_or_one_line, fuzz_settings, json_paths, json_values, put,
                      run_script)
-from tko import archs, dcu_tools, dcu_validate as dv, env_probe, peaks
-from tko.errors import InputError
+from tko.base import archs
+from tko.read import dcu_tools
+from tko.env import dcu_validate as dv, env_probe
+from tko.measure import peaks
+from tko.base.errors import InputError
 
 FUZZ = fuzz_settings()
 DCU = FIXTURES / "dcu"
@@ -687,7 +690,7 @@ COUNTS = st.none() | st.integers(-2**70, 2**70) | st.integers(0, 1024) | st.just
 
 
 def test_occupancy_of_gfx936_as_today():
-    from tko.occupancy import amd_occupancy
+    from tko.read.occupancy import amd_occupancy
 
     occ = amd_occupancy("gfx936:sramecc+:xnack-", vgpr_count=128, sgpr_count=40, num_warps=4,
                         shared_bytes=0)
@@ -699,7 +702,7 @@ def test_occupancy_of_gfx936_as_today():
 @given(arch=st.sampled_from(sorted(archs.ARCHS)) | st.text(max_size=12), vgpr=COUNTS, sgpr=COUNTS,
        agpr=COUNTS, shared=COUNTS, warps=COUNTS, llvm=COUNTS)
 def test_fuzz_occupancy_of_any_arch_and_counts(arch, vgpr, sgpr, agpr, shared, warps, llvm):
-    from tko.occupancy import amd_occupancy
+    from tko.read.occupancy import amd_occupancy
 
     occ = total(amd_occupancy, arch, vgpr_count=vgpr, sgpr_count=sgpr, agpr_count=agpr,
                 shared_bytes=shared, num_warps=warps, llvm_occupancy=llvm)

@@ -24,11 +24,11 @@ from hypothesis import strategies as st
 from conftest import FIXTURES
 from fuzzing import (SCALARS, assert_ok_or_one_line, assert_one_line_exit_2, fuzz_settings,
                      json_paths, json_values, put, run_script)
-from tko import isa, isa_amdgcn, isa_ptx, profile_compare
-from tko import profile_formats as pf
-from tko import profile_rank as pr
-from tko.artifact import check_fields, make_artifact
-from tko.errors import InputError
+from tko.read import isa, isa_amdgcn, isa_ptx, profile_compare
+from tko.read import profile_formats as pf
+from tko.read import profile_rank as pr
+from tko.base.artifact import check_fields, make_artifact
+from tko.base.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 ISA_DIR = FIXTURES / "isa"

@@ -20,8 +20,10 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
 from fuzzing import JSON, assert_ok_or_one_line, fuzz_settings, json_paths, put, run_script
-from tko import byte_model, kernel_source, offline_compile, standalone, sweep
-from tko.errors import InputError
+from tko.measure import byte_model, standalone, sweep
+from tko.read import kernel_source
+from tko.compile import offline_compile
+from tko.base.errors import InputError
 
 # no shrinking: a failing case is a whole kernel file, and each example runs three readers
 FUZZ = settings(fuzz_settings(), phases=[Phase.explicit, Phase.reuse, Phase.generate])

@@ -16,11 +16,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fuzzing import JSON, SCALARS, assert_one_line_exit_2, fuzz_settings, run_script
-from tko import artifact, decide, errors, kernel_source
-from tko.autotune_log import parse_files, render_markdown, summarize
-from tko.errors import InputError
-from tko.profile_formats import parse_chrome_trace
-from tko.profile_rank import attribute_launches, rank_profile
+from tko.base import artifact, decide, errors
+from tko.read import kernel_source
+from tko.read.autotune_log import parse_files, render_markdown, summarize
+from tko.base.errors import InputError
+from tko.read.profile_formats import parse_chrome_trace
+from tko.read.profile_rank import attribute_launches, rank_profile
 
 RECORDED = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200"
 
@@ -70,7 +71,7 @@ def test_a_timing_with_a_bad_config_is_skipped_but_the_rest_of_the_event_kept(tm
 
 
 def test_collect_and_probe_readers_skip_wrong_typed_events(tmp_path):
-    from tko.autotune_log import read_events
+    from tko.read.autotune_log import read_events
 
     log = tmp_path / "autotune.log"
     log.write_text("\n".join([json.dumps(GOOD)] + list(BAD_LINES.values())) + "\n")
@@ -81,7 +82,7 @@ def test_an_integer_past_a_floats_range_never_raises(tmp_path):
     # JSON integers have no bound: 10**400 in any numeric field of a real event line
     import re
 
-    from tko.autotune_log import read_events
+    from tko.read.autotune_log import read_events
 
     line = (RECORDED / "pointwise_chain" / "autotune_kernels" / "autotune.log").read_text().splitlines()[0]
     numbers = list(re.finditer(r"(?<=: )-?[0-9][0-9.e+-]*", line))
@@ -182,7 +183,7 @@ def test_fuzz_chrome_trace_parser_is_total(events):
     except InputError:
         return
     attribute_launches(trace)
-    from tko.profile_formats import Parsed
+    from tko.read.profile_formats import Parsed
 
     rank_profile(Parsed(format="chrome_trace", trace=trace))
 
@@ -263,7 +264,7 @@ def test_check_env_show_wrong_field_types_is_one_line_exit_2(tmp_path, capsys):
                                   st.sampled_from(["name", "origin", "calls", "total_us"]), JSON,
                                   max_size=4), max_size=2), max_size=4))
 def test_fuzz_read_artifact_kernel_profile_is_total(fields):
-    from tko import profile_compare
+    from tko.read import profile_compare
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.json"

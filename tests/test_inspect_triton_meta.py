@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tko.contracts import contract_problems
-from tko.kernel_source import parse_ir_text, read_kernel_file
+from tko.base.contracts import contract_problems
+from tko.read.kernel_source import parse_ir_text, read_kernel_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KERNELS = FIXTURES / "kernels"

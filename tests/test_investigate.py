@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from tko import contracts
+from tko.base import contracts
 
 
 def recorded_capture(fixtures_dir, tmp_path, example):
@@ -133,7 +133,7 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
 
 
 def test_next_steps_name_the_command_for_each_decision(tmp_path):
-    from tko import pipeline
+    from tko.chains import pipeline
 
     result = {"capture_dir": str(tmp_path), "repro": ["python", "model.py", "--steps", "5"], "program": None,
               "kernels": [

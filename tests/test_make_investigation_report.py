@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tko import contracts
+from tko.base import contracts
 
 H200 = "inductor_h200"
 
@@ -117,7 +117,7 @@ def test_measured_variants_table_and_impact_from_a_benchmark_run(run_script, tmp
 def test_a_measured_ab_decides_over_inference(run_script, tmp_path):
     """An A/B that measured the eager fallback 1.25x faster (spread 1.05, outputs equal) decides
     'disable the compiled region', citing the A/B file; a slower fallback only adds advice."""
-    from tko.artifact import write_artifact
+    from tko.base.artifact import write_artifact
 
     def ab(speedup, passed=True):
         path = tmp_path / f"ab_{speedup}.json"
@@ -204,7 +204,7 @@ def _good_inputs(fixtures_dir) -> tuple[str, dict]:
     """One well-formed document per input of the report, all naming the same kernel."""
     from conftest import ROOT
 
-    from tko.isa import scan_path
+    from tko.read.isa import scan_path
 
     kernel = "triton_poi_fused_x_0"
 
@@ -274,7 +274,8 @@ def _with(doc, path, value):
 
 @pytest.mark.slow
 def test_a_wrong_typed_field_in_any_input_reads_as_missing_never_an_exception(fixtures_dir):
-    from tko import decide, report
+    from tko.base import decide
+    from tko.verdict import report
 
     kernel, docs = _good_inputs(fixtures_dir)
     rules = decide.load_rules()
@@ -326,7 +327,7 @@ def test_peaks_file_without_env_judges_the_shown_bandwidth(run_script, fixtures_
 
 
 def test_a_shown_bandwidth_without_a_peak_is_never_called_missing():
-    from tko import decide
+    from tko.base import decide
 
     facts = {"share": decide.Fact(0.876, "profile.json"), "gb_per_s": decide.Fact(3714.1, "run.json")}
     d = decide.decide(facts)

@@ -1,10 +1,10 @@
-"""tko.markdown: the one table builder and the escaping of untrusted text in it."""
+"""tko.base.markdown: the one table builder and the escaping of untrusted text in it."""
 
 from __future__ import annotations
 
 import pytest
 
-from tko import markdown as md
+from tko.base import markdown as md
 
 
 def test_table_lines_alignment_and_escaped_pipes():

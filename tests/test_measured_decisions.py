@@ -6,7 +6,7 @@ the recorded H200 capture of examples/recorded_h200/pointwise_chain. Hand-made `
 documents (labelled HAND-MADE below) carry realistic H200 numbers for the outcomes a CPU run cannot
 force (a config arm 1.13x faster beyond noise); their arms have exactly the fields try_remedies.py
 writes. A hand-given kernel time on a real byte model goes through the real classifier
-(tko.speed_of_light.classify) and bandwidth check (tko.byte_model.bandwidth_check).
+(tko.measure.speed_of_light.classify) and bandwidth check (tko.measure.byte_model.bandwidth_check).
 """
 
 from __future__ import annotations
@@ -19,9 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from tko import byte_model, contracts, decide, evidence, report
-from tko import speed_of_light as sol_mod
-from tko.artifact import make_artifact
+from tko.measure import byte_model
+from tko.base import contracts, decide
+from tko.verdict import evidence, report
+from tko.measure import speed_of_light as sol_mod
+from tko.base.artifact import make_artifact
 
 RULES = decide.load_rules()
 PC = ROOT / "examples" / "recorded_h200" / "pointwise_chain"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT
-from tko import model_code
+from tko.read import model_code
 
 RECORDED = ROOT / "examples" / "recorded_h200"
 

@@ -69,7 +69,7 @@ def test_help_examples_are_whole_commands_on_a_narrow_terminal(script, tmp_path)
 @pytest.mark.parametrize("script", [s for s in CLI if s not in ("triton_benchmark_template.py",
                                                                  "autotune_capture_patch.py", "apply_config_pins.py")])
 def test_abbreviated_flag_is_refused_with_the_full_name(script, tmp_path):
-    from tko.errors import ArgumentParser  # noqa: F401  (the scripts' parser)
+    from tko.base.errors import ArgumentParser  # noqa: F401  (the scripts' parser)
 
     help_text = run(script, "--help", cwd=tmp_path).stdout
     longs = [w.strip("[],") for w in help_text.split() if w.startswith("--") and len(w.strip("[],")) > 6
@@ -163,7 +163,7 @@ def test_a_captured_kernel_without_a_gpu_points_at_the_recorded_run(tmp_path):
 
 def test_a_dropped_timer_is_said(tmp_path):
     old = next(CAPTURE.glob("autotune_kernels/*.py"))
-    from tko.standalone import runner_version, timer_for_runner
+    from tko.measure.standalone import runner_version, timer_for_runner
 
     timer, dropped = timer_for_runner(runner_version(old.read_text()), "do_bench,profiler_flushed")
     if not dropped:

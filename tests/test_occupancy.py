@@ -1,4 +1,4 @@
-"""tko.occupancy: waves per SIMD from registers, LDS and warps.
+"""tko.read.occupancy: waves per SIMD from registers, LDS and warps.
 
 Reference values: LLVM's '; Occupancy:' on real Triton compiles (research notes section 2.3: VGPR
 13 -> 8, 232 -> 2, 264 -> 1 on gfx942; gfx906 printed 10) and the fixtures in tests/fixtures/isa.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tko.occupancy import amd_occupancy, sgpr_limit, vgpr_limit
+from tko.read.occupancy import amd_occupancy, sgpr_limit, vgpr_limit
 
 
 @pytest.mark.parametrize("vgprs, waves", [(13, 8), (64, 8), (65, 7), (72, 7), (73, 6), (128, 4),

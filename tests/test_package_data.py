@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# one worker builds the wheel once: two in-tree builds at a time collide in build/
+pytestmark = pytest.mark.xdist_group("wheel")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +44,7 @@ def test_wheel_holds_every_file_the_core_reads(installed_site):
     _, names = installed_site
     for needed in ("tko/_bundle/references/decision_rules.yaml", "tko/_bundle/references/device_peaks.yaml",
                    "tko/_bundle/references/json_contracts.md", "tko/_bundle/templates/investigation_report.md.j2",
-                   "tko/_bundle/scripts/investigate.py", "tko/resources.py"):
+                   "tko/_bundle/scripts/investigate.py", "tko/base/resources.py"):
         assert needed in names, needed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert entry_points
@@ -50,8 +52,8 @@ def test_wheel_holds_every_file_the_core_reads(installed_site):
 
 def test_installed_core_loads_rules_from_another_directory(installed_site, tmp_path):
     site, _ = installed_site
-    proc = run_installed(site, tmp_path, "import tko, tko.decide, tko.resources as r; "
-                         "rules = tko.decide.load_rules(); print(tko.__file__); print(r.skill_root()); "
+    proc = run_installed(site, tmp_path, "import tko, tko.base.decide, tko.base.resources as r; "
+                         "rules = tko.base.decide.load_rules(); print(tko.__file__); print(r.skill_root()); "
                          "print(len(rules['rules']))")
     assert proc.returncode == 0, proc.stderr
     where, root, n_rules = proc.stdout.split()

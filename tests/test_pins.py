@@ -8,8 +8,8 @@ import json
 import pytest
 import triton
 
-from tko import pins
-from tko.errors import InputError
+from tko.patch import pins
+from tko.base.errors import InputError
 
 
 class FakeFn:
@@ -105,7 +105,7 @@ def test_pins_from_a_real_sweep(fixtures_dir, tmp_path, run_script):
     proc = run_script("try_remedies.py", "--out", tmp_path, "--pins-from-sweep", sweep_path,
                       "--kernel-file", kernel)
     assert proc.returncode == 0, proc.stderr
-    from tko import contracts
+    from tko.base import contracts
 
     written = json.loads((tmp_path / "pins.json").read_text())
     assert contracts.contract_problems(written) == [] and written["pins"][0]["config"] == pin["config"]

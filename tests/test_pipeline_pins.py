@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from tko import pins, pipeline, trial_plan
+from tko.patch import pins
+from tko.chains import pipeline, trial_plan
 
 
 def test_sweep_pins_are_written_for_the_pinned_arm(fixtures_dir, tmp_path, capsys):

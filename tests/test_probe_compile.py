@@ -1,4 +1,4 @@
-"""probe_compile.py / tko.offline_compile / tko.compile_probe on real compiler output.
+"""probe_compile.py / tko.compile.offline_compile / tko.compile.compile_probe on real compiler output.
 
 Every compile here is a real offline Triton compile for gfx942 (or sm_90): the expected instruction
 counts were checked by hand with `--keep-dir` and `grep -E '^\\s+(buffer|global)_(load|store)_'`
@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from tko import compile_probe, kernel_source, offline_compile
-from tko.contracts import contract_problems
-from tko.errors import InputError
-from tko.versions import package_version, parse_version
+from tko.compile import compile_probe, offline_compile
+from tko.read import kernel_source
+from tko.base.contracts import contract_problems
+from tko.base.errors import InputError
+from tko.base.versions import package_version, parse_version
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KERNELS = FIXTURES / "kernels"
@@ -199,7 +200,7 @@ def test_default_target_needs_a_gpu(run_script, tmp_path):
 def test_compile_kernel_file_loads_torch_2_6_era_file(monkeypatch, tmp_path):
     """AttrsDescriptor import (gone in triton >= 3.3), set_driver_to_gpu() and the heuristics
     decorator are neutralised; hints come from the from_dict triton_meta."""
-    from tko.isa import scan_text
+    from tko.read.isa import scan_text
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     out = offline_compile.compile_kernel_file(KERNELS / "inductor_2_6_embedding.py", "gfx90a",
@@ -435,7 +436,7 @@ def test_linker_stand_in_for_old_triton_without_ld_lld(monkeypatch, tmp_path):
 
 
 def test_kernel_file_with_future_import_loads(tmp_path):
-    from tko import offline_compile
+    from tko.compile import offline_compile
 
     src = tmp_path / "k.py"
     src.write_text("from __future__ import annotations\nimport triton\nimport triton.language as tl\n\n\n"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tko import profile_formats as pf
-from tko import profile_rank as pr
-from tko.contracts import contract_problems
+from tko.read import profile_formats as pf
+from tko.read import profile_rank as pr
+from tko.base.contracts import contract_problems
 
 PROFILES = Path(__file__).resolve().parent / "fixtures" / "profiles"
 

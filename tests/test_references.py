@@ -342,7 +342,7 @@ def test_buffer_ops_table_matches_machine_readable_copy():
 
 
 def test_buffer_ops_table_agrees_with_check_env_rule():
-    from tko.env_probe import buffer_ops_by_version as rule
+    from tko.env.env_probe import buffer_ops_by_version as rule
     _, machine = _buffer_ops_tables()
     for entry in (e for e in machine if e["build"] == "upstream"):
         for end in entry["versions"].split("-"):
@@ -351,7 +351,7 @@ def test_buffer_ops_table_agrees_with_check_env_rule():
 
 def test_buffer_ops_table_agrees_with_installed_triton():
     import importlib.util
-    from tko.versions import parse_version
+    from tko.base.versions import parse_version
 
     spec = importlib.util.find_spec("triton")
     if spec is None:
@@ -387,7 +387,7 @@ def _peaks():
 
 
 def test_device_peaks_schema():
-    from tko import archs
+    from tko.base import archs
 
     records = _peaks()
     assert {r["name"] for r in records} >= {"BW1000", "H200"}
@@ -573,8 +573,8 @@ def _schema_of(stem: str) -> str | None:
 
 @pytest.mark.parametrize("doc", DOCS)
 def test_artifact_field_paths_are_documented(doc):
-    from tko.artifact import HEADER_KEYS
-    from tko.contracts import documented_fields
+    from tko.base.artifact import HEADER_KEYS
+    from tko.base.contracts import documented_fields
 
     sections, fields = _contract_sections(), documented_fields()
     problems, checked = [], 0
@@ -709,7 +709,7 @@ SOURCE_FACTS = [
 def test_source_facts_still_hold(fact):
     import importlib.util
     from importlib.metadata import version as dist_version
-    from tko.versions import parse_version
+    from tko.base.versions import parse_version
 
     pkg, rel, pattern, (low, high), doc, claim = fact
     assert claim in _text(doc), f"{doc} no longer says {claim!r}: drop or update this row"
@@ -725,7 +725,7 @@ def test_source_facts_still_hold(fact):
 
 def test_buffer_ops_defaults_agree_with_measured_compiles():
     """A run with the switch unset converts something exactly when the table says the default is on."""
-    from tko.versions import parse_version
+    from tko.base.versions import parse_version
 
     _, machine = _buffer_ops_tables()
     checked = 0

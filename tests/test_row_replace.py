@@ -1,4 +1,4 @@
-"""tko.row_replace: which Inductor kernels are row ops, the trial's ``replace`` arm, and the swap
+"""tko.remedies.row_replace: which Inductor kernels are row ops, the trial's ``replace`` arm, and the swap
 itself run end to end through the trial launcher (the kernels in the Triton interpreter)."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from tko import row_replace, trial_plan
-from tko.trial_plan import Facts, plan_arms
+from tko.remedies import row_replace
+from tko.chains import trial_plan
+from tko.chains.trial_plan import Facts, plan_arms
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GPU = {"gpu": True, "hip": False}
@@ -35,7 +36,7 @@ def test_the_replace_arm_follows_multi_pass_row_kernels():
                   given=True)
     arm = {a.name: a for a in plan_arms(facts, GPU)}["replace"]
     assert arm.skip is None and arm.bootstrap == ["--replace-rows", "softmax"]
-    assert "multi-pass softmax" in arm.proposed_by and "tko.rowkernels" in arm.change
+    assert "multi-pass softmax" in arm.proposed_by and "tko.remedies.rowkernels" in arm.change
     one_pass = Facts(kernels={"triton_red_fused__softmax_0": {"multi_pass": False}}, given=True)
     assert "no multi-pass softmax" in {a.name: a for a in plan_arms(one_pass, GPU)}["replace"].skip
     assert "no GPU" in {a.name: a for a in plan_arms(None, {"gpu": False})}["replace"].skip
@@ -56,7 +57,7 @@ def _env(tmp_path):
 
 def _launch(tmp_path, *flags, compile=False):
     env = _env(tmp_path)
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), *flags,
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "remedies", "fallback_bootstrap.py"), *flags,
            os.path.join(ROOT, "tests", "fixtures", "repros", "row_replace_repro.py"), *(["--compile"] if compile else [])]
     return subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
 
@@ -114,7 +115,7 @@ def test_a_training_step_runs_forward_and_backward_on_the_kernels(tmp_path, comp
     script = tmp_path / "train_step.py"
     script.write_text(TRAINING_PROGRAM)
     env = dict(_env(tmp_path), TKO_ROW_BACKWARD=backward)
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "fallback_bootstrap.py"), "--replace-rows", "all",
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "tko", "remedies", "fallback_bootstrap.py"), "--replace-rows", "all",
            str(script), *(["--compile"] if compile else [])]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -151,7 +152,7 @@ def test_a_replace_run_whose_kernels_never_launched_is_not_applied(example, stat
     # RMS norm repro writes its math by hand, so nothing reached the kernels (0.995x, a no-op)
     from types import SimpleNamespace
 
-    from tko import trials
+    from tko.chains import trials
 
     log = os.path.join(ROOT, "examples", "recorded_h200", "trials", example, "logs", "replace_1.log")
     stderr = open(log, encoding="utf-8").read().split("--- stderr ---", 1)[1]
@@ -172,7 +173,8 @@ def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
     # the H200 speed-of-light run of the long-row softmax (tests/fixtures/sol_h200/table)
     import json
 
-    from tko import decide, evidence
+    from tko.base import decide
+    from tko.verdict import evidence
 
     sol = json.loads(open(os.path.join(ROOT, "tests", "fixtures", "sol_h200", "table",
                                        "softmax_long_rows_rep1.json")).read())
@@ -187,7 +189,7 @@ def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
     says = d.fired[0].says
     numbers = sol["classification"]["numbers"]
     gain = numbers["kernel_ms"] / numbers["one_pass_floor_ms"]
-    assert f"at most {gain:.2f}x" in says and "tko.rowkernels.softmax" in says and "--arms replace" in says
+    assert f"at most {gain:.2f}x" in says and "tko.remedies.rowkernels.softmax" in says and "--arms replace" in says
     # the same kernel read once per row (not multi-pass): no offer
     d = decide.decide({**facts, "multi_pass": decide.Fact(False, "meta.json")}, decide.load_rules())
     assert d.rule != "row_kernel_replacement"
@@ -214,7 +216,8 @@ def _sol_at(cols, kernel_ms, arch="sm_90"):
 
 
 def _offer(sol, kernel=None):
-    from tko import decide, evidence
+    from tko.base import decide
+    from tko.verdict import evidence
 
     ev = evidence.Evidence(kernel or sol["kernel"])
     evidence.from_sol(ev, sol, "sol.json")
@@ -225,7 +228,7 @@ def _offer(sol, kernel=None):
 
 
 def test_rows_past_the_one_pass_limit_are_offered_the_chunked_kernel_only_under_its_floor():
-    from tko.row_replace import bundled_form
+    from tko.remedies.row_replace import bundled_form
 
     # the form the bundled kernel takes, by arch: sm_90 keeps 32k on chip, gfx936 16k, an unknown
     # CUDA arch 8k; past 2^20 columns nothing
@@ -261,7 +264,8 @@ def test_no_offer_once_the_replace_arm_was_measured_no_faster():
     # the rms_norm trials recorded on the H200: replace ran at 0.995x, not beyond noise
     import json
 
-    from tko import decide, evidence
+    from tko.base import decide
+    from tko.verdict import evidence
 
     root = os.path.join(ROOT, "examples", "recorded_h200", "trials")
     slow = json.loads(open(os.path.join(root, "rms_norm", "trials.json")).read())

@@ -1,4 +1,4 @@
-"""tko.rowkernel_sweep and scripts/rowkernel_sweep.py on the CPU.
+"""tko.remedies.rowkernel_sweep and scripts/rowkernel_sweep.py on the CPU.
 
 The bundled kernels only run on a CPU in the Triton interpreter, which Triton takes at import, so
 the end-to-end sweep (bundled vs Inductor's default mode, the C++ backend here) runs the front in a
@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tko import rowkernel_sweep as rs
-from tko import rowkernels as rk
+from tko.remedies import rowkernel_sweep as rs
+from tko.remedies import rowkernels as rk
 
 FRONT = Path(__file__).resolve().parents[1] / "scripts" / "rowkernel_sweep.py"
 SVG = "{http://www.w3.org/2000/svg}"

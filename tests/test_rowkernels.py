@@ -1,4 +1,4 @@
-"""tko.rowkernels: the row kernels (one-pass and chunked) against their torch references, in the
+"""tko.remedies.rowkernels: the row kernels (one-pass and chunked) against their torch references, in the
 Triton interpreter.
 
 Triton takes ``TRITON_INTERPRET`` at import, and the pytest process may have imported it already,
@@ -26,8 +26,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tko import archs, rowkernels as rk
-from tko.errors import InputError
+from tko.base import archs
+from tko.remedies import rowkernels as rk
+from tko.base.errors import InputError
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
        torch.float16: dict(rtol=2e-3, atol=2e-3),
@@ -501,7 +502,7 @@ def test_kernel_chunked_rows_match_the_reference(op, dtype):
     _close(got, want, dtype)
     assert _added(before) == {f"{op} (chunked): kernel": len(CHUNKED_COLS) + 1}, _added(before)
     # the TKO_REPLACE: line joins "key count"; a replace trial counts ': kernel N' as launched
-    # (tko.trials._check_replaced)
+    # (tko.chains.trials._check_replaced)
     line = ", ".join(f"{k} {v}" for k, v in _added(before).items())
     assert re.search(r": kernel \d+", line), line
 
@@ -932,7 +933,7 @@ def test_an_unknown_backward_is_one_clear_error_when_a_backward_runs(monkeypatch
     assert str(err.value) == "TKO_ROW_BACKWARD='fast' is not a row backward; one of torch, kernel"
     monkeypatch.delenv(rk.BACKWARD_ENV)
     monkeypatch.setattr(rk, "BACKWARD", "Kernel")
-    with pytest.raises(InputError, match=r"^tko.rowkernels.BACKWARD='Kernel' is not a row backward"):
+    with pytest.raises(InputError, match=r"^tko.remedies.rowkernels.BACKWARD='Kernel' is not a row backward"):
         rk.layer_norm(x, torch.ones(5)).sum().backward()
 
 

@@ -1,6 +1,6 @@
 """run_captured_kernel.py: result lines -> kernel_run/1; crashes, hangs and silence are failures.
 
-The fake kernels below print what the standalone runner prints (tko.standalone.RESULT_PREFIX +
+The fake kernels below print what the standalone runner prints (tko.measure.standalone.RESULT_PREFIX +
 JSON); the real outputs of the runner on an H200 are checked at the end.
 """
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tko.contracts import contract_problems
-from tko.kernel_run import parse_result_lines
-from tko.standalone import RESULT_PREFIX
+from tko.base.contracts import contract_problems
+from tko.measure.kernel_run import parse_result_lines
+from tko.measure.standalone import RESULT_PREFIX
 
 CAP = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
 
@@ -185,7 +185,7 @@ def test_runner_profiler_timer_reads_kernel_durations_from_a_real_trace(tmp_path
     # here a real H200 torch.profiler trace (tests/fixtures/profiles)
     import gzip
 
-    from tko.standalone import TIMER_CHOICES, runner_text
+    from tko.measure.standalone import TIMER_CHOICES, runner_text
 
     namespace = {"__name__": "runner_under_test"}
     exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
@@ -228,7 +228,7 @@ triton_red_fake_0 = FakeAutotuner(always_two=ALWAYS_TWO)
 def test_runner_launches_exactly_the_config_it_names(tmp_path, monkeypatch, always_two):
     # Inductor's dynamic R0_BLOCK halving would add a config and autotune between the two at the
     # first launch; the runner turns it off, and refuses when a second launcher appears anyway
-    from tko.standalone import runner_text
+    from tko.measure.standalone import runner_text
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     spec = {"kernel": "triton_red_fake_0", "function": "triton_red_fake_0", "launch": "inductor", "args": [],
@@ -274,7 +274,7 @@ def test_real_h200_standalone_against_the_program_by_its_own_instrument(run):
 def test_timer_lists(tmp_path, run_script):
     import argparse
 
-    from tko.standalone import runner_text
+    from tko.measure.standalone import runner_text
 
     namespace = {"__name__": "runner_under_test"}
     exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
@@ -292,7 +292,7 @@ def test_timer_lists(tmp_path, run_script):
 def test_an_unavailable_profiler_timer_loses_only_itself(capsys):
     # a torch build whose profiler records no device activity: that timer is reported on stderr and
     # left out, the others stand (the kernel run does not fail)
-    from tko.standalone import runner_text
+    from tko.measure.standalone import runner_text
 
     namespace = {"__name__": "runner_under_test"}
     exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"), namespace)
@@ -326,7 +326,7 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
 
     import triton.testing
 
-    from tko.standalone import runner_text
+    from tko.measure.standalone import runner_text
 
     seen = []
 
@@ -367,7 +367,7 @@ def test_gpu_timings_call_triton_testing_as_documented(monkeypatch):
 def test_timer_request_fits_the_files_runner(path, timer, expected):
     # standalone files written by earlier versions are still run, with the timers they have
     from conftest import ROOT
-    from tko.standalone import runner_text, runner_version, timer_for_runner
+    from tko.measure.standalone import runner_text, runner_version, timer_for_runner
 
     text = runner_text({"kernel": "k"}) if path is None else (ROOT / path).read_text()
     assert timer_for_runner(runner_version(text), timer) == expected
@@ -388,8 +388,8 @@ def test_an_old_runner_runs_without_the_timers_it_lacks(tmp_path, run_script):
 
 
 def test_a_fresh_runner_is_the_runner_module_with_its_version_marker():
-    from tko import standalone_runner
-    from tko.standalone import RUNNER_VERSION, replace_spec, runner_text, runner_version
+    from tko.measure import standalone_runner
+    from tko.measure.standalone import RUNNER_VERSION, replace_spec, runner_text, runner_version
 
     text = runner_text({"kernel": "k", "configs": []})
     assert runner_version(text) == RUNNER_VERSION == standalone_runner.RUNNER_VERSION
@@ -405,7 +405,7 @@ def test_the_stamped_runner_needs_nothing_from_this_package():
     import builtins
     import dis
 
-    from tko.standalone import runner_text
+    from tko.measure.standalone import runner_text
 
     namespace: dict = {"__name__": "standalone_under_test"}
     exec(compile(runner_text({"kernel": "k", "function": "k", "args": [], "configs": []}), "runner", "exec"),

@@ -1,4 +1,4 @@
-"""scan_amdgcn.py and tko.isa on real compiler output (tests/fixtures/isa, see its README).
+"""scan_amdgcn.py and tko.read.isa on real compiler output (tests/fixtures/isa, see its README).
 
 Expected counts were checked by hand with grep on the fixture; each assertion says how.
 """
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tko import isa
-from tko.contracts import contract_problems
-from tko.isa import scan_path, scan_text
-from tko.isa_ptx import nvidia_tool
+from tko.read import isa
+from tko.base.contracts import contract_problems
+from tko.read.isa import scan_path, scan_text
+from tko.read.isa_ptx import nvidia_tool
 
 ISA = Path(__file__).resolve().parent / "fixtures" / "isa"
 
@@ -204,8 +204,8 @@ def test_totals_the_rules_read_are_in_each_record(rel, expected):
 
 
 def test_mix_character_takes_its_cuts_from_the_decision_rules():
-    from tko import decide
-    from tko.isa_amdgcn import character
+    from tko.base import decide
+    from tko.read.isa_amdgcn import character
 
     gelu = only(scan_text(read("gfx942-pr32/gelu_fp16.amdgcn")))["mix"]
     cut = decide.threshold("arithmetic_heavy_valu_per_byte")
@@ -540,7 +540,7 @@ def test_ptx_ampere_mma_sync_and_ldmatrix():
     ("v_smfmac_f32_16x16x32_f16", "v[0:3], v[4:5], v[6:9], v10", "mfma", "smfmac_f32_16x16x32_f16"),
 ])
 def test_family_table(mnemonic, operands, family, width):
-    from tko.isa_amdgcn import classify
+    from tko.read.isa_amdgcn import classify
     assert classify(mnemonic, operands, "", private_mubuf=False) == (family, width)
 
 
@@ -591,7 +591,7 @@ def test_odd_lines_read_one_by_one():
     # an uppercase mnemonic, a comment with no blank before it, '//' comments, an instruction
     # after .Lfunc_end (not code), a Kernel info block and a descriptor after the body, an
     # llvm-objdump symbol line, no final newline
-    from tko.isa_amdgcn import scan_kernel, split_kernels
+    from tko.read.isa_amdgcn import scan_kernel, split_kernels
     kernels = {k.name: k for k in split_kernels(_ODD_LISTING)}
     assert list(kernels) == ["k_one", "k_two", "k_three"]
     one = scan_kernel(kernels["k_one"])
@@ -620,7 +620,7 @@ def test_layout_does_not_change_the_scan(rel):
 # ---- one memory-op counter: check_env's smoke compile and references/hint_effects.py (issue 16) --
 
 def test_memory_op_counts_is_the_scanners_count():
-    from tko.isa_amdgcn import memory_op_counts
+    from tko.read.isa_amdgcn import memory_op_counts
     # the MUBUF spills (36 + 36 buffer_*_dword '4-byte Folded Spill/Reload') are not data ops
     counts = memory_op_counts(read("gfx90a-pr32/matmul_spill.amdgcn"))
     assert counts["ops"] == {"buffer_load": 24, "buffer_store": 32}
@@ -640,7 +640,8 @@ def test_memory_op_counts_is_the_scanners_count():
 def test_check_env_and_hint_effects_use_the_scanners_counter():
     import importlib.util
 
-    from tko import env_probe, offline_compile
+    from tko.env import env_probe
+    from tko.compile import offline_compile
     text = read("gfx90a-pr32/matmul_spill.amdgcn")
     assert env_probe.count_memory_ops(text, "amdgcn") == {"buffer_load": 24, "buffer_store": 32}
     assert env_probe.count_memory_ops("ld.global.f32 %f1, [%rd1];", "ptx") == {"ld.global": 1}

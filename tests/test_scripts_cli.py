@@ -37,3 +37,12 @@ def test_unknown_flag_is_one_line_exit_2(script, tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert len([line for line in proc.stderr.splitlines() if line.strip()]) <= 2  # usage + error
+
+
+def test_console_scripts_are_generated_from_the_one_list():
+    """pyproject.toml's [project.scripts] is tko.cli.SCRIPTS, generated (`python -m tko.cli --write`)."""
+    from tko import cli
+
+    text = (SCRIPTS.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert cli.with_console_scripts(text) == text, "run `cd scripts && python -m tko.cli --write`"
+    assert sorted(cli.SCRIPTS) == sorted(p.stem for p in SCRIPTS.glob("*.py")), "a script front without a command"

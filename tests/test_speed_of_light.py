@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tko import contracts, speed_of_light as sol
+from tko.base import contracts
+from tko.measure import speed_of_light as sol
 
 ROOT = Path(__file__).resolve().parents[1]
 SOL = ROOT / "tests" / "fixtures" / "sol_h200"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tko import errors, kernel_run, peaks, speed_of_light as sol
+from tko.base import errors
+from tko.measure import kernel_run, peaks, speed_of_light as sol
 
 ROOT = Path(__file__).resolve().parents[1]
 GELU = ROOT / "examples" / "recorded_h200" / "pointwise_chain" / "autotune_kernels" / \

@@ -1,4 +1,4 @@
-"""tko.subproc.run: the one way the tools run a child to completion."""
+"""tko.base.subproc.run: the one way the tools run a child to completion."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from tko import subproc  # noqa: E402
+from tko.base import subproc  # noqa: E402
 
 # A child that starts a grandchild (optionally deaf to SIGTERM), prints its pid, then sleeps.
 _PARENT = """

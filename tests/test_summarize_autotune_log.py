@@ -1,4 +1,4 @@
-"""summarize_autotune_log.py and tko.autotune_log on real logs (see tests/fixtures/autotune_logs/README.md)."""
+"""summarize_autotune_log.py and tko.read.autotune_log on real logs (see tests/fixtures/autotune_logs/README.md)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tko import artifact
-from tko.autotune_log import (HEADLINE_SHARED, _label, _same_config, config_key, config_label,
+from tko.base import artifact
+from tko.read.autotune_log import (HEADLINE_SHARED, _label, _same_config, config_key, config_label,
                               full_tuning, parse_config_str, parse_files, summarize)
-from tko.contracts import contract_problems
-from tko.errors import InputError
+from tko.base.contracts import contract_problems
+from tko.base.errors import InputError
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "autotune_logs"
 INTERP = LOGS / "triton_print_autotuning_interp.log"
@@ -104,7 +104,7 @@ def test_the_script_exits_without_teardown_yet_everything_reaches_the_pipe_and_t
     # the script leaves its parsed logs and summary to the process exit (errors.exit_now): stdout
     # is flushed first, so a pipe still gets the whole Markdown, and the files are complete
     logs = sorted(Path(__file__).resolve().parents[1].glob("examples/recorded_h200/*/autotune_kernels/autotune.log"))
-    from tko.autotune_log import render_markdown
+    from tko.read.autotune_log import render_markdown
     summary = summarize(parse_files(logs))
     res = run_script("summarize_autotune_log.py", *logs)
     assert res.returncode == 0, res.stderr
@@ -495,7 +495,7 @@ def test_compact_encoding_is_json_dumps_and_falls_back_on_what_json_lacks():
 
 
 def test_the_report_reads_the_first_launch_of_either_version():
-    from tko.evidence import AutotuneKernel
+    from tko.verdict.evidence import AutotuneKernel
     k = next(k for s in _summaries() for k in s["kernels"] if len(k["launches"]) > 1)
     assert AutotuneKernel.read(k).launch == k["launches"][0]
     v1 = {key: v for key, v in k.items() if key != "launches"} | {"launch": k["launches"][1]}

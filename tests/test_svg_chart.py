@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from tko import svg_chart
+from tko.base import svg_chart
 
 NS = {"s": "http://www.w3.org/2000/svg"}
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from conftest import loadable_by_this_torch
-from tko import sweep
-from tko.contracts import contract_problems
-from tko.versions import package_version, parse_version
+from tko.measure import sweep
+from tko.base.contracts import contract_problems
+from tko.base.versions import package_version, parse_version
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).resolve().parent / "fixtures" / "sweep"
@@ -360,7 +360,7 @@ def test_gpu_sweep_of_h200_captures(example, kernel, tmp_path, run_script):
 def test_real_h200_sweep_of_an_atomic_kernel_holds_variants_to_the_winners_spread(tmp_path, run_script):
     """index_add with float atomics on two H200s: the winner's own re-runs differ (1.2e-3), each
     worker's slack is 4x its measured spread, and all 11 variants pass with it."""
-    from tko.contracts import contract_problems
+    from tko.base.contracts import contract_problems
 
     doc = json.loads((H200_SWEEPS / "index_add_sweep.json").read_text())
     assert contract_problems(doc) == []
@@ -456,7 +456,7 @@ def test_variants_on_two_gpus_are_judged_against_the_winner_on_their_own_gpu(cap
 
 
 def test_worker_profiles_only_slow_untimed_phases(monkeypatch, capsys):
-    from tko.sweep_worker import _profiled
+    from tko.measure.sweep_worker import _profiled
 
     def slow():
         sum(i * i for i in range(20000))

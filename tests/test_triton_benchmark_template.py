@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tko.artifact import read_artifact
-from tko.contracts import contract_problems
+from tko.base.artifact import read_artifact
+from tko.base.contracts import contract_problems
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 TEMPLATE = "triton_benchmark_template.py"
@@ -130,7 +130,7 @@ def test_copied_alone_uses_inline_core_keeps_buffer_ops_and_agrees(cpu_run, tmp_
     assert doc["core"]["source"] == "inline"
     assert doc["buffer_ops"]["action"] == "kept" and doc["buffer_ops"]["env_now"] == "1"
     assert all(c["ranking"]["ranked"] for c in doc["cases"])
-    # same seed, same inputs: the inline core (a generated copy of tko.bench) gives the same checks
+    # same seed, same inputs: the inline core (a generated copy of tko.measure.bench) gives the same checks
     for case0, case in zip(doc0["cases"], doc["cases"]):
         for r0, r in zip(case0["results"], case["results"]):
             assert r["status"] == r0["status"] and r["checks"] == r0["checks"]
@@ -194,7 +194,7 @@ def test_shipped_variants_compile_offline_for_amd_and_nvidia(monkeypatch):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from tko.offline_compile import hip_linker_env
+    from tko.compile.offline_compile import hip_linker_env
 
     for key, value in hip_linker_env({"backend": "hip"})[0].items():  # Triton < 3.5 without ld.lld
         monkeypatch.setenv(key, value)
@@ -281,12 +281,12 @@ def test_row_kernels_mode_runs_the_bundled_kernel_sweep_and_needs_tko(tmp_path):
 
 
 def test_the_inline_core_is_the_generated_copy_of_tko_bench():
-    # the template copied alone uses this copy: it must be tko/bench.py as it is now, not a drifted
-    # hand copy (`cd scripts && python -m tko.embed --write` regenerates it)
-    from tko import embed
+    # the template copied alone uses this copy: it must be tko/measure/bench.py as it is now, not a drifted
+    # hand copy (`cd scripts && python -m tko.measure.embed --write` regenerates it)
+    from tko.measure import embed
 
     text = embed.TEMPLATE.read_text()
-    assert embed.with_inline_bench(text) == text, "inline core out of date: run python -m tko.embed --write"
+    assert embed.with_inline_bench(text) == text, "inline core out of date: run python -m tko.measure.embed --write"
     block = embed.template_block(text)
     assert "def check_outputs(" in block and "def poisoned_mask(" in block and "_TOLERANCES = {" in block
     assert embed.main([]) == 0

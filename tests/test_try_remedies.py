@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from tko import contracts, trial_plan
-from tko.errors import InputError
-from tko.trial_plan import Facts, plan_arms
+from tko.base import contracts
+from tko.chains import trial_plan
+from tko.base.errors import InputError
+from tko.chains.trial_plan import Facts, plan_arms
 
 REPRO = "repros/trial_repro.py"
 CPU = {"gpu": False, "hip": False}
@@ -173,7 +174,7 @@ def test_bad_arms_and_missing_command_are_exit_2(run_script, fixtures_dir, tmp_p
 
 
 def test_later_rounds_run_the_baseline_then_the_fastest_arms_first():
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     def arm(name, *ms):
         a = tr.Arm(spec=trial_plan.ArmSpec(name=name), settings={}, absent=[])
@@ -186,7 +187,7 @@ def test_later_rounds_run_the_baseline_then_the_fastest_arms_first():
 
 
 def test_a_budget_that_leaves_one_baseline_run_says_what_budget_would_do():
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     base = tr.Arm(spec=trial_plan.ArmSpec(name="baseline"))
     base.runs = [{"run": 0, "ms": 1.2, "counted": False, "wall_s": 25.0}, {"run": 1, "ms": 1.0, "counted": True, "wall_s": 20.0}]
@@ -201,7 +202,7 @@ def test_a_budget_that_leaves_one_baseline_run_says_what_budget_would_do():
 
 
 def test_one_run_per_arm_says_that_no_arm_can_be_judged():
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     base = tr.Arm(spec=trial_plan.ArmSpec(name="baseline"))
     base.runs = [{"run": 0, "ms": 1.2, "counted": False, "wall_s": 25.0}, {"run": 1, "ms": 1.0, "counted": True, "wall_s": 20.0}]
@@ -211,7 +212,7 @@ def test_one_run_per_arm_says_that_no_arm_can_be_judged():
 
 def _scripted_arms(monkeypatch, script: dict):
     """Arms whose runs return the next ms of ``script[name]``; every run takes 1 s of wall time."""
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     def run_once(arm, index, ctx):
         ctx.order.append(f"{arm.name}#{index}")
@@ -226,7 +227,7 @@ def _scripted_arms(monkeypatch, script: dict):
 
 
 def _ctx(tmp_path, max_runs):
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     return tr.Context("repro.py", [], tmp_path, tmp_path, None, 10.0, max_runs=max_runs)
 
@@ -234,7 +235,7 @@ def _ctx(tmp_path, max_runs):
 def test_extra_rounds_settle_an_arm_inside_a_noisy_baseline(monkeypatch, tmp_path):
     # the H200 dynamic_shapes table: baseline 0.104 and 0.053 ms/step, multi_kernel 0.059 and 0.056:
     # 1.36x inside the 1.97x spread. A third baseline run (0.052) shows multi_kernel is not faster.
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     arms = _scripted_arms(monkeypatch, {"baseline": [0.104, 0.053, 0.052, 0.05], "multi_kernel": [0.059, 0.056, 0.057],
                                         "static_shapes": [7.4, 1.7]})
@@ -249,7 +250,7 @@ def test_extra_rounds_settle_an_arm_inside_a_noisy_baseline(monkeypatch, tmp_pat
 
 
 def test_extra_rounds_stop_at_a_winner_at_max_runs_and_at_the_budget(monkeypatch, tmp_path):
-    from tko import trials as tr
+    from tko.chains import trials as tr
 
     # a clear winner after two rounds: no extra round
     arms = _scripted_arms(monkeypatch, {"baseline": [1.0, 1.01], "cudagraphs": [0.3, 0.31]})
@@ -270,8 +271,8 @@ def test_extra_rounds_stop_at_a_winner_at_max_runs_and_at_the_budget(monkeypatch
 
 
 def test_max_runs_below_runs_is_an_input_error(tmp_path):
-    from tko import trials as tr
-    from tko.errors import InputError
+    from tko.chains import trials as tr
+    from tko.base.errors import InputError
 
     with pytest.raises(InputError, match="--max-runs 1 is below --runs 2"):
         tr.run_trials(["python", "x.py"], tmp_path, [trial_plan.ArmSpec(name="baseline")], runs=2, max_runs=1)
@@ -284,7 +285,7 @@ def test_two_correct_float16_softmaxes_of_long_rows_compare_equal(monkeypatch):
     # a wrong value still is.
     import torch
 
-    from tko import trial_compare
+    from tko.chains import trial_compare
 
     g = torch.Generator().manual_seed(0)
     ref = torch.softmax(torch.randn(4, 65536, generator=g), -1).half()
@@ -332,7 +333,8 @@ def test_the_captures_device_is_read_from_the_facts(tmp_path):
 
 @NO_GPU
 def test_the_trial_device_of_this_machine_against_recorded_ones():
-    from tko import evidence, trials
+    from tko.verdict import evidence
+    from tko.chains import trials
 
     here = trials.device_env()                      # this machine: no GPU
     assert "cpu" in evidence.trial_device_mismatch(here, "NVIDIA H200")

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tko import kernel_source, twins
+from tko.read import kernel_source
+from tko.measure import twins
 
 ROOT = Path(__file__).resolve().parents[1]
 REC = ROOT / "examples" / "recorded_h200"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tko import artifact, contracts, dcu_validate as dv
+from tko.base import artifact, contracts
+from tko.env import dcu_validate as dv
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "validate_dcu.py"
@@ -157,7 +158,7 @@ def test_kernel_run_judging(fixtures_dir):
 
 
 def test_copy_peak_against_the_bw1000_record():
-    from tko import peaks
+    from tko.measure import peaks
     peak = peaks.lookup("BW200, UBB BW1000", "gfx936", store="/nonexistent/store.json")
     assert peak and peak["copy_gbps"] == pytest.approx(1145.5)
     assert dv.judge_copy_peak(1100.0, peak)["status"] == dv.PASS

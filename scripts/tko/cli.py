@@ -1,12 +1,19 @@
 """Console entry points (`tko-investigate`, `tko-check-env`, ...): each runs its script front as
-`python scripts/<name>.py` would, so the two ways of calling a step cannot drift apart."""
+`python scripts/<name>.py` would, so the two ways of calling a step cannot drift apart.
+
+:data:`SCRIPTS` is the one list of them: pyproject.toml's ``[project.scripts]`` table is generated
+from it (``cd scripts && python -m tko.cli --write``), and tests/test_scripts_cli.py fails while the
+two differ.
+"""
 
 from __future__ import annotations
 
+import argparse
+import re
 import runpy
 import sys
 
-from . import resources
+from .base import resources
 
 SCRIPTS = ["check_env", "summarize_autotune_log", "collect_inductor_artifacts", "profile_kernels",
            "inspect_triton_meta", "scan_amdgcn", "probe_compile", "run_captured_kernel",
@@ -42,3 +49,44 @@ def run_program(program: str, args: list[str]) -> None:
     sys.argv = [program, *args]
     sys.path.insert(0, os.path.dirname(os.path.abspath(program)))
     runpy.run_path(program, run_name="__main__")
+
+
+def console_scripts() -> dict[str, str]:
+    """pyproject.toml's ``[project.scripts]`` table: ``tko-<name with dashes>`` for each of :data:`SCRIPTS`."""
+    return {f"tko-{name.replace('_', '-')}": f"tko.cli:{name}" for name in SCRIPTS}
+
+
+_TABLE = re.compile(r"^\[project\.scripts\]\n(?:[^\[\n].*\n|\n)*?(?=\n*^\[|\Z)", re.M)
+
+
+def with_console_scripts(pyproject: str) -> str:
+    """The text of a pyproject.toml with its ``[project.scripts]`` table regenerated."""
+    table = "[project.scripts]\n" + "".join(f'{k} = "{v}"\n' for k, v in console_scripts().items())
+    if len(_TABLE.findall(pyproject)) != 1:
+        raise LookupError("expected one [project.scripts] table in pyproject.toml")
+    return _TABLE.sub(lambda _: table, pyproject, count=1)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Regenerate (or check) pyproject.toml's [project.scripts].")
+    parser.add_argument("--write", action="store_true", help="rewrite the table in place")
+    opts = parser.parse_args(argv)
+    path = resources.skill_root() / "pyproject.toml"
+    text = path.read_text(encoding="utf-8")
+    fresh = with_console_scripts(text)
+    if opts.write:
+        if fresh != text:
+            from .base.atomic import write_text
+
+            write_text(path, fresh)
+        print(f"{path.name}: [project.scripts] {'regenerated' if fresh != text else 'already current'}")
+        return 0
+    if fresh != text:
+        print(f"{path.name}: [project.scripts] out of date; run `python -m tko.cli --write` in scripts/",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

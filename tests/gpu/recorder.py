@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "scripts") not in sys.path:
     sys.path.insert(0, str(ROOT / "scripts"))
 
-from tko import subproc  # noqa: E402
+from tko.base import subproc  # noqa: E402
 
 EXAMPLES = ("pointwise_chain", "row_reduction", "scatter_index_add", "tiny_launches",
             "mlp_train_step", "dynamic_shapes", "user_autotune_kernel")

@@ -19,7 +19,7 @@ SHAPES = ((64, 4096), (16, 65536))
 def _args(op, rows, cols, dtype):
     import torch
 
-    from tko.rowkernel_sweep import make_inputs
+    from tko.remedies.rowkernel_sweep import make_inputs
 
     return make_inputs(op, {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype], rows, cols, "cuda")
 
@@ -39,7 +39,7 @@ def test_compiled_ops_launch_the_kernel_from_inductors_code(op, shape):
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    from tko import rowkernels as rk
+    from tko.remedies import rowkernels as rk
 
     if not rk.USE_TRITON_OP:
         pytest.skip(f"torch {torch.__version__} has no torch.library.triton_op")

@@ -2,7 +2,7 @@
 
     python tests/gpu/drivers/chunk_probe.py --json-out OUT/chunk_probe.json [--cols 65536]
 
-The chunked form (tko.rowkernels, rows over the one-pass limit) walks a row in CHUNK-element
+The chunked form (tko.remedies.rowkernels, rows over the one-pass limit) walks a row in CHUNK-element
 blocks twice; pass 2 is meant to find the row in L2. How many rows are resident between the passes
 (programs per SM, set by CHUNK, warps and registers) decides whether it does. This times each
 forward op (fp16, rows x cols = 2^27 elements) at CHUNK 2048 / 4096 / 8192 and 4-32 warps with the
@@ -25,8 +25,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from tko import peaks, rowkernels as rk  # noqa: E402
-from tko.bench import time_fn  # noqa: E402
+from tko.measure import peaks  # noqa: E402
+from tko.remedies import rowkernels as rk  # noqa: E402
+from tko.measure.bench import time_fn  # noqa: E402
 
 CHUNKS = (2048, 4096, 8192)
 WARPS = (4, 8, 16, 32)

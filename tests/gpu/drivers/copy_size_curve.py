@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
 
-from tko import peaks  # noqa: E402
+from tko.measure import peaks  # noqa: E402
 
 SIZES_MIB = (1, 4, 16, 64, 128, 256, 512, 1024, 2048)
 

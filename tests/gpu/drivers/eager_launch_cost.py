@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from replace_host_cost import enqueue_ms, op_call  # noqa: E402
-from tko import row_replace, rowkernels as rk  # noqa: E402
-from tko.rowkernel_sweep import LN_EPS, RMS_EPS, make_inputs  # noqa: E402
+from tko.remedies import row_replace, rowkernels as rk  # noqa: E402
+from tko.remedies.rowkernel_sweep import LN_EPS, RMS_EPS, make_inputs  # noqa: E402
 
 
 def host_us(fn, calls: int) -> float:

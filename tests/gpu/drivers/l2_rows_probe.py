@@ -55,8 +55,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from tko import peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
-from tko.bench import time_fn  # noqa: E402
+from tko.measure import peaks  # noqa: E402
+from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.measure.bench import time_fn  # noqa: E402
 
 CHUNK, WARPS = 16384, 32          # the sm_90 plan's RMSNorm launch (CHUNK_PLANS)
 Y_HINTS = ("plain", "evict_first", "cs")

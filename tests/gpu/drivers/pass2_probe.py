@@ -3,7 +3,7 @@
     TRITON_CACHE_DIR=D1 TORCHINDUCTOR_CACHE_DIR=D2 \\
       python tests/gpu/drivers/pass2_probe.py --out-dir OUT [--cols 65536] [--dtype fp16]
 
-The chunked form (tko.rowkernels) reads a long row twice, and pass 2 is meant to find it in L2.
+The chunked form (tko.remedies.rowkernels) reads a long row twice, and pass 2 is meant to find it in L2.
 At 2048 x 65536 fp16 Inductor's coordinate-descent RMSNorm (the same two loops, R0_BLOCK 16384 at
 32 warps, the same eviction hints on the row) ran at 90 % of copy, the bundled one at 80 %: its loop
 has a compile-time bound (static shapes), so its loads carry no mask and the compiler unrolls the
@@ -50,8 +50,10 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from tko import isa, isa_ptx, peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
-from tko.bench import time_fn  # noqa: E402
+from tko.read import isa, isa_ptx  # noqa: E402
+from tko.measure import peaks  # noqa: E402
+from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.measure.bench import time_fn  # noqa: E402
 
 # (op, CHUNK, warps): the sm_90 plan's launch (CHUNK_PLANS), then its neighbours
 LAUNCHES = {"rms_norm": ((16384, 32), (8192, 32), (16384, 16), (4096, 32)),
@@ -256,7 +258,7 @@ def _kernel_copies(kind: str, edit, names=("_layer_norm_chunked_kernel", "_rms_n
 
         srcs = [edit(textwrap.dedent(inspect.getsource(getattr(rk, n)))) for n in names]
         head = ("import triton\nimport triton.language as tl\n"
-                "from tko.rowkernels import _load_chunk, _store_chunk, _row_end\n\n")
+                "from tko.remedies.rowkernels import _load_chunk, _store_chunk, _row_end\n\n")
         path = Path(tempfile.mkdtemp()) / f"{kind}_kernels.py"
         path.write_text(head + extra + "\n\n".join("@triton.jit\n" + src for src in srcs))
         spec = importlib.util.spec_from_file_location(f"{kind}_kernels", path)

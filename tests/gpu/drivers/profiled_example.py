@@ -55,7 +55,7 @@ def main() -> int:
         result["ms_per_step"] = original(step, args, label)
         if opts.capture:
             # capture cost in one process: alternate blocks with the wrappers on and off
-            from tko import capture
+            from tko.patch import capture
 
             # (rounds alternate which block goes first, and each round's on/off ratio is taken,
             # so a drift of the step time over the run cancels instead of biasing one side)

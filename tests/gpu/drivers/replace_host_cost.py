@@ -9,7 +9,7 @@ faster than Inductor's: a step that costs the host more than the kernel costs th
 host's pace. Each arm runs in its own process (the replacement rebinds torch functions):
 
 - ``baseline``: torch.compile of the op (``F.rms_norm`` / ``F.softmax``), Inductor default;
-- ``replace``: the same after ``tko.row_replace.install([op])``, as the trial's replace arm.
+- ``replace``: the same after ``tko.remedies.row_replace.install([op])``, as the trial's replace arm.
 
 Per arm: ``step_ms`` (steps enqueued back to back, one sync at the end, as examples/_repro.py
 times them), ``host_ms`` (the time to enqueue them, before that sync), the GPU kernel time per
@@ -81,8 +81,8 @@ def layer_costs(op: str, dtype, cols: int, steps: int) -> list[dict]:
     """Host us per call of each layer of the replaced path, on 8 rows (the GPU idle)."""
     import torch
     import torch.nn.functional as F
-    from tko import rowkernels as rk
-    from tko.rowkernel_sweep import make_inputs
+    from tko.remedies import rowkernels as rk
+    from tko.remedies.rowkernel_sweep import make_inputs
 
     args = make_inputs(op, {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype], 8, cols, "cuda")
     x = args[0]
@@ -114,8 +114,8 @@ def layer_costs(op: str, dtype, cols: int, steps: int) -> list[dict]:
 
 def run_arm(arm: str, op: str, dtype_name: str, rows: int, cols: int, steps: int) -> dict:
     import torch
-    from tko import row_replace, rowkernels as rk
-    from tko.rowkernel_sweep import make_inputs
+    from tko.remedies import row_replace, rowkernels as rk
+    from tko.remedies.rowkernel_sweep import make_inputs
 
     if arm == "replace":
         row_replace.install([op])

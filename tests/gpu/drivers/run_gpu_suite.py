@@ -37,7 +37,7 @@ MAX_SIGNATURES = 4          # standalone files (argument signatures) run per ker
 
 
 def read_events(log: Path):
-    from tko.contracts import contract_problems  # noqa: F401  (imported to fail early)
+    from tko.base.contracts import contract_problems  # noqa: F401  (imported to fail early)
 
     events, bad = [], 0
     if not log.exists():
@@ -51,7 +51,7 @@ def read_events(log: Path):
 
 
 def event_problems(ev: dict) -> list[str]:
-    from tko.contracts import documented_fields
+    from tko.base.contracts import documented_fields
 
     spec = documented_fields()["autotune_event/1"]
     probs = [f"missing {k}" for k, req in spec.items() if req and k not in ev]

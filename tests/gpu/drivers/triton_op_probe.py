@@ -31,8 +31,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from pass2_probe import kernel_resources  # noqa: E402  (this folder)
-from tko import peaks, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
-from tko.bench import time_fn  # noqa: E402
+from tko.measure import peaks  # noqa: E402
+from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.measure.bench import time_fn  # noqa: E402
 
 OPS = ("rms_norm", "layer_norm", "softmax", "log_softmax")
 EPS = {"layer_norm": sweep.LN_EPS, "rms_norm": sweep.RMS_EPS}

@@ -1,0 +1,741 @@
+"""The whole investigation chain, as the scripts a user would run by hand, one step each.
+
+Online (``investigate.py -- python repro.py``, needs the GPU the repro runs on): env check,
+capture run (the capture patch, Inductor logs, a private Inductor cache), profile run, peak
+bandwidth, then the offline part. Offline (``--from-capture DIR``): summarize, collect, and for
+the top-N Triton kernels inspect, scan, compile-probe and, where a GPU exists or a recorded run
+is present, the standalone timing; then one report per kernel and an index. On a GPU, a kernel
+whose report says "continue Triton tuning" is swept (sweep_captured_kernel.py) and its report
+remade with the measured variants.
+
+A step that fails is recorded (status, the error's last line) and the chain goes on: its
+absence shows up as a gap in the reports, and investigate.py exits non-zero. Only a repro that
+fails under capture stops the chain: every later step needs its output. Every step is a subprocess running a script of
+``scripts/``, so what ``investigate.py`` does can be repeated by hand from ``investigation.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..base import resources
+from ..base import atomic
+from ..verdict import evidence
+from ..base import markdown as md
+from ..base.artifact import dumps
+from ..base.errors import InputError, ToolFailure
+from ..verdict.report import DECISION_TEXT
+from tko.base.layout import (
+    CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR,
+    RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
+
+SCRIPTS = resources.scripts_dir()
+
+
+@dataclass
+class Step:
+    name: str
+    cmd: list[str]
+    status: str = "pending"
+    seconds: float | None = None
+    error: str | None = None
+    output: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "command": " ".join(shlex.quote(c) for c in self.cmd),
+                "status": self.status, "seconds": self.seconds, "error": self.error, "output": self.output}
+
+
+# What a run writes into --out (and what --force clears: nothing else there is touched).
+OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "autotune_summary.json", "autotune_summary.md",
+               "profile.json", "profile.md", "investigation.json", "investigation.md", "pins.json")
+HEARTBEAT_S = 15.0
+
+
+def prepare_out(out: Path, force: bool, keep: Path | None = None) -> None:
+    """Refuse an --out that holds files (an earlier run's files would be read as this run's)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    ours = [out / n for n in OUT_ENTRIES if (out / n).exists()]
+    if not force:
+        raise InputError(f"--out {out} is not empty ({', '.join(sorted(p.name for p in out.iterdir())[:5])}"
+                         f"{', ...' if len(list(out.iterdir())) > 5 else ''}): give a new folder, or --force to "
+                         f"clear what this run writes there ({', '.join(OUT_ENTRIES)})")
+    for path in ours:
+        if keep is not None and (keep.resolve() == path.resolve() or path.resolve() in keep.resolve().parents):
+            continue  # the capture being read lives here: never delete the input
+        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
+
+
+@dataclass
+class Chain:
+    out: Path
+    steps: list[Step] = field(default_factory=list)
+    timeout: float = 1800.0
+    planned: int = 0
+
+    def skip(self, name: str, reason: str) -> None:
+        """A step that cannot apply to this input: recorded, not a failure."""
+        self.steps.append(Step(name, [], status="skipped", error=reason))
+        print(f"[investigate] {name}: skipped ({reason})", flush=True)
+
+    def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
+            log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
+        """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
+        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        self.steps.append(step)
+        self.planned = max(self.planned, len(self.steps))
+        print(f"[investigate] step {len(self.steps)}/{self.planned} {name}: "
+              f"{' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        t0 = time.perf_counter()
+        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+        rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
+                                 label=f"[investigate] {name}")
+        step.seconds = round(time.perf_counter() - t0, 2)
+        if rc is None:
+            step.error = f"timed out after {self.timeout:.0f} s" + (f" (log: {log})" if log else "")
+        elif rc != 0:
+            step.error = f"exit {rc}: " + " | ".join(tail[-3:]) + (f" (log: {log})" if log else "")
+        step.status = "ok" if rc == 0 else "failed"
+        print(f"[investigate] {name}: {step.status} in {step.seconds:.1f} s"
+              + (f": {step.error}" if step.error else ""), flush=True)
+        return rc == 0
+
+
+def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
+                  stream: bool, label: str) -> tuple[int | None, list[str]]:
+    """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
+    heartbeat with the latest line while it runs, kill the whole group on timeout.
+    Returns (exit code or None on timeout, the last output lines)."""
+    from ..base.subproc import kill_group
+
+    tail: deque[str] = deque(maxlen=40)
+    fh = open(log, "w", encoding="utf-8") if log is not None else None
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            cwd=cwd, start_new_session=True, errors="replace")
+
+    def pump() -> None:
+        for line in proc.stdout:
+            tail.append(line.rstrip("\n"))
+            if fh:
+                fh.write(line)
+                fh.flush()
+            if stream:
+                print(f"  | {line}", end="", flush=True)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    t0 = time.perf_counter()
+    rc: int | None = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.perf_counter() - t0
+                if elapsed > timeout:
+                    kill_group(proc)
+                    break
+                if not stream:
+                    last = tail[-1][:120] if tail else "(no output yet)"
+                    print(f"{label}: {elapsed:.0f} s, running; last line: {last}", flush=True)
+    finally:
+        reader.join(timeout=5)
+        if fh:
+            fh.close()
+    return rc, list(tail)
+
+
+LISTING_SUFFIXES = {".amdgcn", ".s", ".ptx", ".sass", ".cubin"}
+
+
+def has_listing(folder: Path) -> bool:
+    return folder.is_dir() and any(f.suffix in LISTING_SUFFIXES for f in folder.rglob("*") if f.is_file())
+
+
+def script(name: str) -> list[str]:
+    return [sys.executable, str(SCRIPTS / name)]
+
+
+def gpu_available() -> bool:
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None:
+    """Run the repro under capture and under the profiler, recording a capture directory."""
+    if not cmd or not cmd[-1]:
+        raise InputError("no repro command after '--'")
+    argv = cmd[1:] if Path(cmd[0]).name.startswith("python") else cmd
+    if not argv or not argv[0].endswith(".py") or not Path(argv[0]).is_file():
+        raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
+    cap.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(cap / REPRO_FILE, json.dumps({"command": ["python", *argv]}) + "\n")
+    chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
+              + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
+    chain.planned = len(chain.steps) + 3
+    if not chain.run("capture", script("autotune_capture_patch.py") + [
+            "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
+            env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
+        repro_failed(chain, cap / CAPTURE_LOG)
+    (cap / PROFILE_DIR).mkdir(exist_ok=True)
+    chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
+        "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
+        "--", sys.executable, *argv], env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)},
+        output=cap / PROFILE_DIR / "profile.json")
+    chain.run("peak_bandwidth", script("measure_peak_bandwidth.py") + ["--out", cap / PEAKS_FILE],
+              output=cap / PEAKS_FILE)
+
+
+def repro_failed(chain: Chain, log: Path) -> None:
+    """The repro itself failed: every later step needs its output, so stop here."""
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        lines = []
+    print("[investigate] the repro failed under capture; its last lines:", file=sys.stderr)
+    for line in lines[-12:]:
+        print(f"  | {line}", file=sys.stderr)
+    from ..base.subproc import failure_line
+
+    cause = failure_line("\n".join(lines)) or "no output"
+    raise ToolFailure(f"the repro failed ({chain.steps[-1].error.split(':')[0]}): {cause}; full log: {log}; "
+                      "fix the repro (it must run as `python repro.py ...` on this machine), then run again")
+
+
+def repro_command(cap: Path) -> list[str] | None:
+    """The command an online capture ran (``repro_command.json``), when recorded."""
+    command = (_load(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
+    # a command is a list of strings: anything else in the file reads as not recorded
+    return command if isinstance(command, list) and all(isinstance(c, str) for c in command) else None
+
+
+def _load(path: Path) -> dict | None:
+    """A JSON object read back; None when unreadable, not JSON, nested too deeply or not an object."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _folder_name(name) -> bool:
+    """A kernel name that can be one folder under --out/kernels (no separator, no '..', not too
+    long for a file system): other names in a hand-edited file are skipped."""
+    return (isinstance(name, str) and name not in ("", ".", "..") and not set(name) & {"/", "\\", "\0"}
+            and len(name.encode("utf-8", "surrogatepass")) <= 240)
+
+
+def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
+    names: list[str] = []
+    if profile:
+        names = [k.get("name") for k in evidence._objs(profile.get("kernels")) if k.get("origin") == "triton"]
+        names = [n for n in names if _folder_name(n)]
+    if not names and summary:
+        names = [n for n in (k.get("kernel") for k in evidence._objs(summary.get("kernels"))) if _folder_name(n)]
+    return names[:top]
+
+
+def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
+    modules = sorted((out / "artifacts" / kernel / "kernel_module").glob("*.py"))
+    if modules:
+        return modules[0]
+    standalone = cap / CAPTURE_KERNELS / f"{kernel}.py"
+    return standalone if standalone.is_file() else None
+
+
+TRIALS_FILE = "trials.json"
+
+
+@dataclass
+class TrialOptions:
+    """investigate.py's remedy trials: run once per repro, online, on a GPU."""
+    cmd: list[str]
+    runs: int = 3
+    budget_s: float = 900.0
+
+
+def recorded_trials(cap: Path) -> Path | None:
+    """A capture's recorded remedy trials: ``trials/trials.json``, else ``trials.json``."""
+    for path in (cap / "trials" / TRIALS_FILE, cap / TRIALS_FILE):
+        if path.is_file():
+            return path
+    return None
+
+
+def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
+    """Summarize, collect, and the profile: what every kernel's steps read."""
+    kdir = cap / CAPTURE_KERNELS
+    logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
+    if not logs:
+        inner = sorted(d.name for d in cap.iterdir() if d.is_dir() and ((d / CAPTURE_KERNELS / "autotune.log").is_file()
+                                                                     or (d / CAPTURE_LOG).is_file()))
+        raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory"
+                         + (f" (it holds captures: {', '.join(inner)}; name one)" if inner else ""))
+    chain.planned = len(chain.steps) + 2
+    chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
+              "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
+    collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
+    if (cap / CAPTURE_LOG).is_file():
+        collect += ["--log", cap / CAPTURE_LOG]
+    if kdir.is_dir():
+        collect += ["--capture-dir", kdir]
+    if (cap / INDUCTOR_CACHE).is_dir():
+        collect += ["--cache-root", cap / INDUCTOR_CACHE]
+    chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
+    profile_json = cap / PROFILE_DIR / "profile.json"
+    if not profile_json.is_file():
+        traces = sorted((cap / PROFILE_DIR).glob("*.json*")) if (cap / PROFILE_DIR).is_dir() else []
+        if traces:
+            chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+                      "--markdown-out", out / "profile.md"], output=out / "profile.json")
+            profile_json = out / "profile.json"
+    return kdir, profile_json
+
+
+@dataclass
+class KernelCtx:
+    cap: Path
+    out: Path
+    kdir: Path
+    probe_archs: list[str]
+    probe_variants: str | None
+    run_kernels: bool
+    local_gpu: bool
+    peak_gbps: float | None
+
+
+def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
+    """speed_of_light.py on the captured standalone kernel: timed on a GPU, else built,
+    compiled and checked offline."""
+    cmd = script("speed_of_light.py") + [standalone, "--json-out", kd / "sol.json", "--markdown-out", kd / "sol.md",
+                                         "--twin-out", kd / "sol_twin.py"]
+    if not ctx.local_gpu:
+        cmd.append("--offline")
+    if ctx.peak_gbps:
+        cmd += ["--peak-gbps", str(ctx.peak_gbps)]
+    elif (ctx.cap / PEAKS_FILE).is_file():
+        cmd += ["--peaks", ctx.cap / PEAKS_FILE]
+    for arch in ctx.probe_archs:
+        cmd += ["--arch", arch]
+    return kd / "sol.json" if chain.run(f"speed_of_light {kernel}", cmd, output=kd / "sol.json") else None
+
+
+def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> dict:
+    """inspect, scan, probe, run and speed of light of one kernel: the report's arguments."""
+    out, kdir = ctx.out, ctx.kdir
+    kd = out / "kernels" / kernel
+    kd.mkdir(parents=True, exist_ok=True)
+    src = kernel_source(out, ctx.cap, kernel)
+    args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
+            "--autotune-summary": out / "autotune_summary.json", "--env": ctx.cap / ENV_FILE,
+            "--artifacts": out / "artifacts" / "manifest.json"}
+    if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
+            src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
+        args["--meta"] = kd / "meta.json"
+    if not has_listing(out / "artifacts" / kernel):
+        chain.skip(f"scan {kernel}", "no ISA listing (.amdgcn/.ptx/.sass/.cubin) of this kernel was collected")
+    elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
+                   "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
+        args["--isa"] = kd / "isa_scan.json"
+    if src is not None and ctx.probe_archs:
+        probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
+                                             "--markdown-out", kd / "probe.md"]
+        for arch in ctx.probe_archs:
+            probe += ["--arch", arch]
+        if ctx.probe_variants:
+            probe += ["--variants", ctx.probe_variants]
+        if (kdir / "autotune.log").is_file():
+            probe += ["--launch-event", kdir / "autotune.log"]
+        if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
+            args["--probe"] = kd / "probe.json"
+    recorded = ctx.cap / RUNS_DIR / f"{kernel}.json"
+    standalone = kdir / f"{kernel}.py"
+    if ctx.run_kernels and ctx.local_gpu and standalone.is_file():
+        if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
+                     "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
+                     output=kd / "run.json"):
+            args["--run"] = kd / "run.json"
+    elif recorded.is_file():
+        args["--run"] = recorded
+    if standalone.is_file():
+        sol = _sol(chain, ctx, kernel, standalone, kd)
+        if sol is not None:
+            args["--sol"] = sol
+    return args
+
+
+def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
+                     pins_path: Path | None = None) -> Path:
+    """A plain facts file for try_remedies.py --facts (tko.chains.trial_plan reads it): per kernel the
+    facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, and the
+    model-code regions an eager fallback can disable."""
+    from ..base.artifact import read_artifact
+
+    facts: dict = {"kernels": {}, "program": {}, "program_rules": [], "disable_targets": []}
+    if program:
+        facts["program"] = {k: v.get("value") for k, v in (program.get("facts") or {}).items()}
+        facts["program_rules"] = [f["rule"] for f in program.get("fired") or []]
+    manifest = out / "artifacts" / "manifest.json"
+    for kernel, args in gathered.items():
+        ev = evidence.Evidence(kernel)
+        try:
+            if args.get("--meta"):
+                evidence.from_meta(ev, read_artifact(args["--meta"], "triton_meta"), "meta.json")
+            if manifest.is_file():
+                evidence.from_manifest(ev, read_artifact(manifest, "artifact_manifest"), "manifest.json")
+        except (InputError, OSError):
+            continue
+        facts["kernels"][kernel] = {k: f.value for k, f in ev.facts.items()}
+        for frame in (ev.sections.get("model_code") or {}).get("frames", []):
+            if frame.get("disable_target") and frame["disable_target"] not in facts["disable_targets"]:
+                facts["disable_targets"].append(frame["disable_target"])
+    if pins_path is not None:
+        facts["pins"] = str(pins_path.resolve())   # tko.chains.trial_plan: the pinned arm runs these
+    path = out / "trials" / "facts.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
+    return path
+
+
+def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, gathered: dict[str, dict],
+               program: dict | None, local_gpu: bool, pins_path: Path | None = None) -> Path | None:
+    """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
+    if opts is None:
+        path = recorded_trials(cap)
+        why = evidence.trial_device_mismatch(evidence._obj((load_trials(path) or {}).get("device")),
+                                             capture_device(cap)) if path else None
+        if why:
+            chain.skip("trials", f"{path.name} of the capture was timed {why}: not used")
+            return None
+        return path
+    if not local_gpu:
+        chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
+        return None
+    facts = trial_facts_file(out, gathered, program, pins_path)
+    tdir = out / "trials"
+    cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(opts.budget_s),
+                                       "--facts", facts, "--timeout", str(chain.timeout)]
+    if (cap / ENV_FILE).is_file():
+        cmd += ["--facts", cap / ENV_FILE]
+    saved = chain.timeout
+    chain.timeout = max(saved, opts.budget_s + saved)   # the last round may start just before the budget ends
+    try:
+        ok = chain.run("trials", cmd + ["--", *opts.cmd], output=tdir / TRIALS_FILE, log=tdir / "trials.log")
+    finally:
+        chain.timeout = saved
+    return tdir / TRIALS_FILE if ok and (tdir / TRIALS_FILE).is_file() else None
+
+
+def capture_device(cap: Path) -> str | None:
+    """The device a capture's kernels ran on: its check_env record's, else its profile's."""
+    env = _load(cap / ENV_FILE)
+    return (evidence.Env.read(env).device if env else None) or \
+        evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
+
+
+def load_trials(path: Path | None) -> dict | None:
+    doc = _load(path) if path else None
+    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("remedy_trials/") else None
+
+
+def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
+    """``investigation/1`` ``trials``: where, the winner, what to change, and the measured table."""
+    doc = load_trials(path)
+    if not doc:
+        return None
+    section = evidence.trials_section(doc, path.name)
+    return {"path": str(path.relative_to(out)) if path.is_relative_to(out) else str(path), "recorded": recorded,
+            "winner": section["winner"], "what_to_change": section["what_to_change"],
+            "noise_pct": section["noise_pct"], "device": section["device"], "runs": section["runs"],
+            "arms": [{k: r[k] for k in ("name", "status", "median_ms", "x_baseline", "noise_pct", "beyond_noise",
+                                        "outputs", "change")} for r in section["rows"]]}
+
+
+def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:
+    """``pins.json`` of every sweep whose best variant is a config (the pinned trial arm), or None."""
+    from ..patch import pins
+    from ..base.artifact import read_artifact
+
+    found = []
+    for kernel in kernels:
+        kd = ctx.out / "kernels" / kernel
+        if not (kd / "sweep.json").is_file():
+            continue
+        try:
+            doc = read_artifact(kd / "sweep.json", "variant_sweep")
+            found += pins.pins_from_sweep(doc, ctx.kdir / f"{kernel}.py", origin=str(kd / "sweep.json"))["pins"]
+        except InputError as exc:   # e.g. nothing beat the captured config: no pin, said in the log
+            print(f"[investigate] no pin for {kernel}: {exc}", flush=True)
+    if not found:
+        return None
+    return pins.write_pins(ctx.out / "pins.json", "investigate.py", found)
+
+
+def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,
+            repro: list[str] | None) -> dict:
+    """The kernel's report (and, on a GPU, a sweep and the report again when it says to tune).
+
+    A sweep made before (the pass ahead of the trials) is given to the report, not run again."""
+    out, kd = ctx.out, ctx.out / "kernels" / kernel
+    standalone = ctx.kdir / f"{kernel}.py"
+    report = script("make_investigation_report.py")
+    for flag, value in args.items():
+        if flag in ("--env", "--profile") and not Path(value).is_file():
+            continue
+        report += [flag, value]
+    if trials is not None:
+        report += ["--trials", trials]
+    if ctx.peak_gbps:
+        report += ["--peak-gbps", str(ctx.peak_gbps)]
+    if repro:
+        report += ["--repro", shlex.join(map(str, repro))]
+    env = {"TKO_PEAKS_FILE": str(ctx.cap / PEAKS_FILE)} if (ctx.cap / PEAKS_FILE).is_file() else None
+    if not sweep and (kd / "sweep.json").is_file():
+        report += ["--benchmark", kd / "sweep.json"]
+    chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
+    rep = _load(kd / "report.json")
+    # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
+    # and its report is remade with the measured variants.
+    verdict = ((rep or {}).get("decision") or {}).get("verdict")
+    if sweep and verdict == "tune_triton" and ctx.local_gpu and standalone.is_file():
+        cmd = script("sweep_captured_kernel.py") + [standalone, "--json-out", kd / "sweep.json",
+                                                   "--markdown-out", kd / "sweep.md",
+                                                   "--best-out", kd / f"best_{kernel}.py"]
+        if (kd / "probe.json").is_file():
+            cmd += ["--probe", kd / "probe.json"]
+        if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
+            chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
+                      output=kd / "report.md", env=env)
+            rep = _load(kd / "report.json")
+    return _kernel_entry(kernel, kd, out, rep, standalone)
+
+
+def _kernel_entry(kernel: str, kd: Path, out: Path, rep: dict | None, standalone: Path) -> dict:
+    # report.json is read back typed (evidence's readers): a field of the wrong type reads as missing
+    rep = rep or {}
+    sections, decision = evidence._obj(rep.get("sections")), evidence._obj(rep.get("decision"))
+    frames = evidence._objs(evidence._obj(sections.get("model_code")).get("frames"))
+    sol = evidence._obj(sections.get("speed_of_light"))
+    return {"kernel": kernel, "dir": str(kd.relative_to(out)),
+            "verdict": evidence._str(decision.get("verdict")),
+            "decision_text": evidence._str(rep.get("decision_text")),
+            "rule": evidence._str(decision.get("rule")),
+            "share": evidence._num(evidence._obj(evidence._obj(rep.get("facts")).get("share")).get("value")),
+            "where": [f"{Path(f['file']).name}:{f.get('line')}" for f in frames if evidence._str(f.get("file"))],
+            "disable_targets": list(dict.fromkeys(f["disable_target"] for f in frames
+                                                  if evidence._str(f.get("disable_target")))),
+            "standalone": str(standalone) if standalone.is_file() else None,
+            "sweep": str((kd / "sweep.json").relative_to(out)) if (kd / "sweep.json").is_file() else None,
+            "sol_class": evidence._str(sol.get("class")),
+            "sol_over_floor": evidence._num(evidence._obj(sol.get("numbers")).get("kernel_over_floor")),
+            "sol_copy_floor_ms": evidence._num(evidence._obj(sol.get("numbers")).get("copy_floor_ms")),
+            "sol_offline": evidence._bool(sol.get("offline")),
+            "gaps": len(evidence._list(rep.get("gaps"))) if rep else None}
+
+
+def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str], run_kernels: bool,
+            peak_gbps: float | None, probe_variants: str | None = None, sweep: bool = True,
+            repro: list[str] | None = None, trials: TrialOptions | None = None
+            ) -> tuple[list[dict], dict | None, dict | None]:
+    """Every kernel's evidence, then the remedy trials (once per repro), then the reports.
+    Returns (kernel entries, program decision, trials summary)."""
+    out.mkdir(parents=True, exist_ok=True)
+    if repro is None:
+        repro = repro_command(cap)
+    kdir, profile_json = _prepare(chain, cap, out)
+    profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
+    label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
+    kernels = top_kernels(profile, summary, top)
+    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps)
+    # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
+    chain.planned = len(chain.steps) + len(kernels) * (4 + bool(probe_archs) + bool(run_kernels)) + bool(trials)
+    gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
+    program = evidence.program_decision(profile, label)
+    pins_path = None
+    if trials is not None and sweep and ctx.local_gpu:
+        # Sweep what the evidence says to tune before the trials, so that the pinned arm measures
+        # the sweep's best configs end to end in the real program.
+        for kernel, args in gathered.items():
+            _report(chain, ctx, kernel, args, None, True, repro)
+        pins_path = write_sweep_pins(chain, ctx, list(gathered))
+        sweep = False
+    trials_path = run_trials(chain, trials, cap, out, gathered, program, ctx.local_gpu, pins_path)
+    if trials_path is not None:
+        program = evidence.program_decision(profile, label, trials=load_trials(trials_path),
+                                            trials_label=trials_path.name)
+    reports = [_report(chain, ctx, kernel, args, trials_path, sweep, repro) for kernel, args in gathered.items()]
+    return reports, program, trials_summary(trials_path, out, recorded=trials is None)
+
+
+def next_steps(result: dict) -> list[str]:
+    """What to run next, per kernel decision and for the whole program: commands, not advice."""
+    repro = " ".join(result.get("repro") or []) or "python <repro> ..."
+    before = Path(result.get("capture_dir") or ".") / PROFILE_DIR / "profile.json"
+    compare = (f"`python scripts/profile_kernels.py --json-out after.json -- {repro}`, then "
+               f"`python scripts/compare_profiles.py {before if before.is_file() else '<profile before>'} after.json`")
+    steps = []
+    program = result.get("program") or {}
+    trials = result.get("trials") or {}
+    measured = str(program.get("rule") or "").startswith("remedy_measured_faster")
+    if measured:
+        steps.append(f"whole program ({program['rule']}): {trials.get('what_to_change') or program.get('says')}; "
+                     f"apply it in the model's setup, then {compare}")
+    elif program.get("verdict") == "rewrite_model":
+        steps.append(f"whole program ({program['rule']}): change the model as its finding says, then {compare} "
+                     "(add --steps-before/--steps-after if the runs differ in steps)")
+    for k in result.get("kernels", []):
+        name, where = k["kernel"], ", ".join(k.get("where") or []) or "model code unknown"
+        if str(k.get("rule") or "").startswith("remedy_measured_faster"):
+            if not measured:
+                steps.append(f"`{name}`: apply the measured remedy: {trials.get('what_to_change') or k.get('rule')}")
+            continue
+        if k.get("verdict") == "tune_triton":
+            if k.get("sweep"):
+                steps.append(f"`{name}`: swept, see `{k['sweep']}` and the report's best variant and how to apply it")
+            elif k.get("standalone"):
+                steps.append(f"`{name}`: on a GPU, `python scripts/sweep_captured_kernel.py {k['standalone']} "
+                             f"--json-out {k['dir']}/sweep.json --markdown-out {k['dir']}/sweep.md --best-out "
+                             f"{k['dir']}/best.py`, then remake its report with `--benchmark {k['dir']}/sweep.json`")
+            else:
+                steps.append(f"`{name}`: capture it (no standalone file) and sweep it on a GPU")
+        elif k.get("verdict") == "disable_compiled_region":
+            targets = " ".join(f"--disable {t}" for t in k.get("disable_targets") or []) or "--disable <module>:<function>"
+            steps.append(f"`{name}` ({where}): `python scripts/eager_fallback_ab.py {targets} --json-out "
+                         f"{k['dir']}/ab.json -- {repro}`; keep the fallback only if it is faster end to end with "
+                         "equal outputs")
+        elif k.get("verdict") == "rewrite_model":
+            steps.append(f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}")
+        elif k.get("verdict") is None:
+            steps.append(f"`{name}`: undecided; its report lists the missing evidence")
+    offline = offline_step(result, repro)
+    return steps + ([offline] if offline else [])
+
+
+def offline_step(result: dict, repro: str) -> str | None:
+    """Offline, what only the program's GPU can add, with the command that adds it."""
+    if result.get("mode") != "offline":
+        return None
+    missing = [] if result.get("trials") else ["the remedies end to end, none ran or were recorded"]
+    if any(k.get("sol_class") in (None, "unmeasured") for k in result.get("kernels", [])):
+        missing.append("each kernel against its copy floor, not timed")
+    if not missing:
+        return None
+    return (f"on the GPU the program runs on, measure what this offline run could not ({'; '.join(missing)}): "
+            f"`python scripts/investigate.py --out investigation -- {repro}`")
+
+
+def trials_markdown(trials: dict | None) -> list[str]:
+    """The measured trial table the index leads with, and its "what to change" line."""
+    if not trials:
+        return []
+    def num(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
+
+    how = "recorded with the capture" if trials.get("recorded") else "run by this investigation"
+    rows = []
+    for a in trials.get("arms") or []:
+        noise = f"+-{a['noise_pct']:.1f} %" if isinstance(a.get("noise_pct"), (int, float)) else "n/a"
+        mark = " (winner)" if a.get("name") == trials.get("winner") else ""
+        rows.append([md.text(a.get("name")) + mark, num(a.get("median_ms"), ".4f"), num(a.get("x_baseline"), ".3f"),
+                     noise, md.text(a.get("outputs") or "n/a"), md.text(a.get("status"))])
+    return (["## Measured end to end", "",
+             f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
+             f"{md.text(trials.get('device') or '?')}):", ""]
+            + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
+            + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
+
+
+def what_to_change_markdown(result: dict) -> list[str]:
+    """The index's "What to change" when no trials measured one (their table says it otherwise):
+    that nothing was measured end to end, and what the kernels' evidence says."""
+    if result.get("trials"):
+        return []
+    why = ("offline: no remedy trials ran here, and the capture recorded none" if result.get("mode") == "offline"
+           else "the remedy trials did not run; see Steps")
+    decided = "; ".join(f"`{k['kernel']}`: {k.get('decision_text') or 'undecided'}"
+                        + (f" (`{k['rule']}`)" if k.get("rule") else "") for k in result.get("kernels", []))
+    return ["## What to change", "",
+            f"Nothing was measured end to end ({why}), so no change is shown to help yet. By each kernel's "
+            f"evidence: {decided or 'no kernel investigated'}. Next steps says how to measure it.", ""]
+
+
+def _sol_text(r: dict) -> str:
+    """A kernel's speed of light in the index: its class and time over the floor, or the floor
+    it was not timed against."""
+    text = r.get("sol_class") or "n/a"
+    if isinstance(r.get("sol_over_floor"), (int, float)):
+        return text + f" ({r['sol_over_floor']:.2f}x floor)"
+    if isinstance(r.get("sol_copy_floor_ms"), (int, float)):
+        return text + f" (copy floor {r['sol_copy_floor_ms']:.4g} ms" + ("; offline, not timed)" if r.get("sol_offline")
+                                                                         else "; kernel not timed)")
+    return text
+
+
+def index_chart(result: dict) -> str | None:
+    """Each hot kernel's share of GPU time and its time over the copy floor (tko.base.svg_chart)."""
+    from ..base.svg_chart import hot_kernels_chart
+
+    rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else 0.0,
+             "gap": k.get("sol_over_floor"),
+             "missing": (f"not timed (floor {1000 * k['sol_copy_floor_ms']:.1f} us)"
+                         if isinstance(k.get("sol_copy_floor_ms"), (int, float)) else None)}
+            for k in result.get("kernels", [])]
+    return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
+
+
+def index_markdown(result: dict) -> str:
+    lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
+    lines += trials_markdown(result.get("trials"))
+    lines += what_to_change_markdown(result)
+    program = result.get("program") or {}
+    if program.get("verdict"):
+        lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
+                  f"(rule `{program['rule']}`): {md.text(program['says'])}", ""]
+    lines += md.table(["kernel", "share of GPU time", "model code", "decision", "rule", "speed of light", "gaps",
+                       "report"], [_index_row(r) for r in result["kernels"]])
+    if not result["kernels"]:  # a placeholder row under the header, written as it always was
+        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | | |")
+    chart = index_chart(result)
+    if chart:
+        lines += ["", chart]
+    lines += ["", "## Next steps", ""] + ([f"- {n}" for n in result["next_steps"]] if result.get("next_steps") else
+                                         ["- nothing to run: no kernel decision and no whole-program finding asks "
+                                          "for a change, and nothing is left to measure"])
+    lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
+        [s["name"], s["status"], s["seconds"], md.text((s["error"] or "")[:200])] for s in result["steps"]])
+    return "\n".join(lines) + "\n"
+
+
+def _index_row(r: dict) -> list[str]:
+    """One hot kernel of the index: its share, model code, decision, speed of light, report link."""
+    share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
+    where = ", ".join(r.get("where") or []) or "n/a"
+    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "",
+            _sol_text(r),
+            r.get("gaps") if r.get("gaps") is not None else "", f"[{r['dir']}/report.md]({r['dir']}/report.md)"]
+
+
+def write_index(out: Path, result: dict) -> None:
+    from ..base.artifact import make_artifact
+
+    atomic.write_text(out / "investigation.json", dumps(make_artifact("investigation/1", "investigate.py", result)))
+    atomic.write_text(out / "investigation.md", index_markdown(result))

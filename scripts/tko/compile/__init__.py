@@ -1,0 +1,1 @@
+"""Offline compilation of a kernel for any arch, and the probes built on it."""

@@ -1,0 +1,1 @@
+"""The environment record (triton_env/1) and DCU validation."""

@@ -1,0 +1,1 @@
+"""Evidence from the artifacts, the rules' decision and the per-kernel report."""
