@@ -308,8 +308,8 @@ class TkoCore:
 
     def refused_options(self, extras, device):
         """The line naming the backend options of ``extras`` that the installed backend's options
-        dataclass lacks (tko.triton_stack); None when it has them all."""
-        from tko import triton_stack
+        dataclass lacks (tko.read.triton_stack); None when it has them all."""
+        from tko.read import triton_stack
 
         accepted, backend = triton_stack.installed_accepted(device.get("arch"), device["backend"] == "hip")
         return triton_stack.drop_unaccepted(dict(extras), accepted, backend)[1]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tko import dcu_validate, pitfalls
-from tko.contracts import contract_problems
-from tko.errors import InputError
+from tko.env import dcu_validate, pitfalls
+from tko.base.contracts import contract_problems
+from tko.base.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -39,7 +39,7 @@ def found(stack, arch, kernel=None):
 
 
 def test_every_entry_names_its_source_and_stacks_that_exist():
-    from tko.triton_stack import STACK_NAMES
+    from tko.read.triton_stack import STACK_NAMES
 
     assert len(ENTRIES) >= 4
     for p in ENTRIES:

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tko import compile_probe, config, offline_compile, pins, sweep, triton_stack
-from tko.contracts import contract_problems
+from tko.compile import compile_probe, offline_compile
+from tko.base import config
+from tko.patch import pins
+from tko.measure import sweep
+from tko.read import triton_stack
+from tko.base.contracts import contract_problems
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "triton_stacks"
 sys.path.insert(0, str(FIX))
@@ -103,7 +107,7 @@ def test_check_env_records_the_stack_its_backend_accepts(installs, tmp_path, sta
 
 
 def test_compile_target_is_native_where_an_hcu_backend_is_installed(installs):
-    code = ("import sys; sys.path.insert(0, %r); from tko import triton_stack, compile_probe, offline_compile; "
+    code = ("import sys; sys.path.insert(0, %r); from tko.read import triton_stack; from tko.compile import compile_probe, offline_compile; "
             "print(triton_stack.compile_arch('gfx936')); print(triton_stack.compile_arch('gfx942')); "
             "print(compile_probe.target_backends(['gfx938'])['gfx938'][1]); "
             "print(offline_compile.make_target('gfx938')[1:3])" % str(SCRIPTS))
@@ -212,7 +216,7 @@ KERNELS = Path(__file__).resolve().parent / "fixtures" / "kernels"
 
 
 def _plan_of(path: Path, signature: str, cfg: str):
-    from tko import kernel_source
+    from tko.read import kernel_source
 
     text, parsed = kernel_source.read_kernel_file(path)
     kernel = kernel_source.select_kernel(parsed, None)

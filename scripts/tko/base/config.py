@@ -41,7 +41,7 @@ AMD_OPTIONS = ("waves_per_eu", "matrix_instr_nonkdim", "kpack")
 # Options of the same kind that only Hygon's HCU backends have (HIPOptions of HYGON-AI/triton-das and
 # flagos-ai/FlagTree third_party/hcu/backend): the tuning knobs, then the legacy DTK options that
 # FlagTree 3.0 declares and triton-das consumes and ignores. Whether the installed backend accepts
-# one is decided by tko.triton_stack, never here.
+# one is decided by tko.read.triton_stack, never here.
 HCU_OPTIONS = ("schedule_hint", "sched_latency", "buffer_cache_swizzle", "mmac_layout_force",
                "enable_v_mmac_cluster", "instruction_sched_variant", "num_ldmatrixes", "enable_mmacfuse",
                "reorder_instr")

@@ -1,6 +1,6 @@
 """Compile probes: one kernel, several targets, several hint/config variants, no kernel launch.
 
-Each (variant, target) compile runs in its own subprocess (``tko.offline_compile`` worker mode) with
+Each (variant, target) compile runs in its own subprocess (``tko.compile.offline_compile`` worker mode) with
 its own fresh Triton cache: Tritons up to 3.3 read ``AMDGCN_USE_BUFFER_OPS`` at import time, and a
 shared cache could hand back a kernel compiled under another setting.  A pool as wide as the CPU
 count runs them, each under a timeout.
@@ -18,7 +18,7 @@ Variants (``build_variants``):
 - ``warps``: num_warps x2 and /2;
 - ``options`` (or one option's name, e.g. ``waves_per_eu``): each value of ``backend_option_values``
   (references/decision_rules.yaml) of every backend compile option the compiling backend accepts
-  (``tko.triton_stack``: ``waves_per_eu``, ``matrix_instr_nonkdim``, ``kpack`` on a HIP backend, the
+  (``tko.read.triton_stack``: ``waves_per_eu``, ``matrix_instr_nonkdim``, ``kpack`` on a HIP backend, the
   HCU ones on an HCU backend); a target whose backend lacks the option skips that compile, saying why.
 
 Variants combine with ``+`` (``pointer_range+assume``).
@@ -36,9 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archs, kernel_source, offline_compile, subproc, triton_stack
-from .config import BACKEND_OPTIONS
-from .errors import InputError
+from ..base import archs, subproc
+from ..read import kernel_source, triton_stack
+from . import offline_compile
+from ..base.config import BACKEND_OPTIONS
+from ..base.errors import InputError
 
 DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                     "multiple_of", "pointer_range+assume", "blocks", "warps")
@@ -522,8 +524,8 @@ LOAD_STORE_FAMILIES = ("buffer_load", "global_load", "flat_load", "buffer_store"
 
 
 def scan_compiled(texts: dict, arch: str, metadata: dict) -> dict:
-    """ISA summary of one compile: the tko.isa kernel record of its AMDGCN (or PTX)."""
-    from .isa import scan_text
+    """ISA summary of one compile: the tko.read.isa kernel record of its AMDGCN (or PTX)."""
+    from ..read.isa import scan_text
 
     if texts.get("amdgcn"):
         text, fmt = texts["amdgcn"], "amdgcn"
@@ -560,7 +562,7 @@ def _widest(widths: dict, families: tuple[str, ...]) -> str | None:
     return max(seen, key=width_bits) if seen else None
 
 
-# PTX family names of tko.isa folded into the AMDGCN-style columns of the table.
+# PTX family names of tko.read.isa folded into the AMDGCN-style columns of the table.
 PTX_FAMILIES = {"global_load": ("ld_global", "ld_global_nc"), "global_store": ("st_global",),
                 "global_atomic": ("atom_global", "red_global")}
 
@@ -639,7 +641,7 @@ def compare_to_baseline(results: list[dict]) -> list[str]:
 
 def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict:
     """The compile_probe/1 payload."""
-    from .archs import normalize
+    from ..base.archs import normalize
 
     results = []
     local_doc = None
@@ -701,14 +703,14 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
         "results": results,
         "findings": findings,
         "backend_options": probe.get("backends") or {},
-        "scanner": "tko.isa",
+        "scanner": "tko.read.isa",
     }
     return payload
 
 
 def register_table(payload: dict, header: list[str]) -> list[str]:
     """VGPRs, occupancy (waves per SIMD) and spills of every compile, side by side (AMDGCN only)."""
-    from . import markdown as md
+    from ..base import markdown as md
 
     by_key = {(r["variant"], r["arch"]): r for r in payload["results"] if r["status"] == "ok"}
     rows = []
@@ -729,7 +731,7 @@ def register_table(payload: dict, header: list[str]) -> list[str]:
 
 def markdown_table(payload: dict) -> str:
     """One row per variant, one column per target: verdict, buffer/global loads and stores, widths."""
-    from . import markdown as md
+    from ..base import markdown as md
 
     arches = [t["requested"] for t in payload["targets"]]
     header = ["variant"] + [

@@ -1,6 +1,6 @@
 """Compile one @triton.jit function of a kernel file for a chosen target, on a machine with no GPU.
 
-The kernel file may be TorchInductor output (any era: see ``tko.kernel_source``) or hand-written.
+The kernel file may be TorchInductor output (any era: see ``tko.read.kernel_source``) or hand-written.
 Loading never runs the file as written: the module is re-compiled from its AST with
 
 - the ``triton_heuristics.*`` / ``triton.autotune`` / ``triton.heuristics`` decorators removed (they
@@ -22,8 +22,8 @@ Main entry for other modules::
     compile_kernel_file(path, arch, *, kernel=None, config=None, pointer_range=None,
                         extra_attrs=None, signature=None, env=None, launch=None) -> CompileOutcome
 
-A worker mode (``python -m tko.offline_compile --worker spec.json``) compiles in a fresh process and
-writes the stages to files; ``tko.compile_probe`` uses it because old Tritons read ``AMDGCN_USE_BUFFER_OPS``
+A worker mode (``python -m tko.compile.offline_compile --worker spec.json``) compiles in a fresh process and
+writes the stages to files; ``tko.compile.compile_probe`` uses it because old Tritons read ``AMDGCN_USE_BUFFER_OPS``
 at import.
 """
 
@@ -45,10 +45,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import archs, kernel_source, triton_stack
-from .config import TritonConfig
-from .errors import InputError, ToolFailure
-from .versions import package_version, parse_version
+from ..base import archs
+from ..read import kernel_source, triton_stack
+from ..base.config import TritonConfig
+from ..base.errors import InputError, ToolFailure
+from ..base.versions import package_version, parse_version
 
 TEXT_STAGES = ("source", "ttir", "ttgir", "llir", "amdgcn", "ptx")
 BLOCK_NAMES_X = ("XBLOCK",)
@@ -694,7 +695,7 @@ def _scripts_dir() -> str:
 
 
 def worker_command(spec_path: str | os.PathLike) -> list[str]:
-    return [sys.executable, "-m", "tko.offline_compile", "--worker", str(spec_path)]
+    return [sys.executable, "-m", "tko.compile.offline_compile", "--worker", str(spec_path)]
 
 
 def worker_env(overrides: dict | None) -> dict:
@@ -737,5 +738,5 @@ def run_worker(spec_path: str) -> int:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         sys.exit(run_worker(sys.argv[2]))
-    print("usage: python -m tko.offline_compile --worker SPEC.json", file=sys.stderr)
+    print("usage: python -m tko.compile.offline_compile --worker SPEC.json", file=sys.stderr)
     sys.exit(2)

@@ -26,9 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import archs, dcu_tools, env_probe, isa, peaks, pitfalls, profile_formats, triton_stack
-from .artifact import positive_float
-from .errors import InputError
+from ..base import archs
+from ..read import dcu_tools, isa, profile_formats, triton_stack
+from . import env_probe, pitfalls
+from ..measure import peaks
+from ..base.artifact import positive_float
+from ..base.errors import InputError
 
 SCHEMA = "dcu_validation/1"
 PASS, FAIL, SKIP = "pass", "fail", "skipped"
@@ -311,7 +314,7 @@ def run_logged(ctx: Context, check_id: str, name: str, argv: list, env: dict | N
 def run_probe_child(ctx: Context, check_id: str, name: str, kind: str, args: dict,
                     env: dict | None = None) -> dict:
     """An ``env_probe`` child (torch / smoke) in a fresh interpreter; its JSON or a failure record."""
-    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); from tko import env_probe; "
+    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); from tko.env import env_probe; "
             f"env_probe.child_main({kind!r}, {json.dumps(args)!r})")
     res = run_logged(ctx, check_id, name, [sys.executable, "-c", code], env=env)
     payload = env_probe.child_payload(res["stdout"])

@@ -12,7 +12,7 @@ failure is recorded, never raised:
 * each smoke compile runs in its own child so that ``AMDGCN_USE_BUFFER_OPS``
   is read fresh at import (Triton <= 3.3 reads it once per process).
 
-Parsing of DCU tool output is in :mod:`tko.dcu_tools`.
+Parsing of DCU tool output is in :mod:`tko.read.dcu_tools`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from . import archs, dcu_tools, subproc, triton_stack
-from .isa_amdgcn import memory_op_counts
-from .versions import package_version, parse_version
+from ..base import archs, subproc
+from ..read import dcu_tools, triton_stack
+from ..read.isa_amdgcn import memory_op_counts
+from ..base.versions import package_version, parse_version
 
 SCRIPTS_DIR = Path(__file__).resolve().parents[1]
 CHILD_MARKER = "TKO_PROBE_JSON:"
@@ -103,7 +104,7 @@ def run_child(kind: str, args: dict | None = None, env: dict | None = None,
               timeout: float = RUNTIME_TIMEOUT_S) -> dict:
     """Run :func:`child_main` in a fresh interpreter; return its JSON or a failure record."""
     code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); "
-            f"from tko import env_probe; env_probe.child_main({kind!r}, {json.dumps(args or {})!r})")
+            f"from tko.env import env_probe; env_probe.child_main({kind!r}, {json.dumps(args or {})!r})")
     res = run_command([sys.executable, "-c", code], timeout=timeout, env=env)
     payload = child_payload(res["stdout"])
     if payload is None:
@@ -284,7 +285,7 @@ def _child_triton(args: dict) -> dict:
     try:
         from triton.backends import backends as registered
         triton_info["backends"] = sorted(registered)
-        # what each backend accepts, from its options dataclass (tko.triton_stack)
+        # what each backend accepts, from its options dataclass (tko.read.triton_stack)
         triton_info["backend_options"] = triton_stack.backend_option_fields(registered)
     except Exception as exc:
         triton_info["backends_error"] = _exc_record(exc)["error"]
@@ -355,7 +356,7 @@ _PTX_MEM = re.compile(r"\b(ld|st)\.global\b")
 
 def count_memory_ops(asm: str, kind: str) -> dict:
     """Counts of memory-instruction families in AMDGCN (``buffer_load`` ...: the ISA scanner's
-    :func:`tko.isa_amdgcn.memory_op_counts`) or PTX (``ld.global``)."""
+    :func:`tko.read.isa_amdgcn.memory_op_counts`) or PTX (``ld.global``)."""
     if kind == "amdgcn":
         return memory_op_counts(asm)["ops"]
     counts: dict[str, int] = {}
@@ -387,7 +388,7 @@ def _child_smoke(args: dict) -> dict:
         import triton
         common["triton_version"] = str(getattr(triton, "__version__", None))
         common["buffer_ops_effective"] = _buffer_ops_knob(triton).get("value")
-        from tko import smoke_kernel
+        from tko.compile import smoke_kernel
     except BaseException as exc:
         rec = {"ok": False, "stage": "import", **common, **_exc_record(exc)}
         return {"results": [dict(rec) for _ in targets]}

@@ -3,11 +3,11 @@
 Variants are derived around the captured winner (the first config of the standalone file's
 ``_TKO_SPEC``): block-size constexprs x2 and /2, ``num_warps`` x2 and /2, ``num_stages`` +/-1 when the
 kernel has a loop (pipelining needs one), the backend compile options (``waves_per_eu``, and on an HCU
-backend its own) that the installed backend accepts (``tko.triton_stack``), and the hint variants that a
+backend its own) that the installed backend accepts (``tko.read.triton_stack``), and the hint variants that a
 ``compile_probe/1`` JSON found to compile AND change the ISA (source edits are the probe's own edits,
-re-derived with ``tko.compile_probe.build_variants`` / ``rewrite_source``).
+re-derived with ``tko.compile.compile_probe.build_variants`` / ``rewrite_source``).
 
-Every variant runs in a worker process bound to one device (``tko.sweep_worker``), on the captured
+Every variant runs in a worker process bound to one device (``tko.measure.sweep_worker``), on the captured
 inputs, checked against the captured winner's output on the same inputs; only variants that pass are
 timed and ranked.
 """
@@ -29,9 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import compile_probe, kernel_source, offline_compile, standalone, triton_stack
-from .config import OPTION_KEYS, TritonConfig
-from .errors import InputError, ToolFailure
+from ..compile import compile_probe, offline_compile
+from ..read import kernel_source, triton_stack
+from . import standalone
+from ..base.config import OPTION_KEYS, TritonConfig
+from ..base.errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
 
 BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
@@ -144,7 +146,7 @@ def _hip_build() -> bool:
 
 
 def _triton_at_least(version: tuple) -> bool:
-    from .versions import package_version, parse_version
+    from ..base.versions import package_version, parse_version
 
     found = package_version("triton")
     return bool(found) and parse_version(found) >= version
@@ -443,7 +445,7 @@ def inductor_pointer_range_edit(text: str, kernel_name: str, spec: dict) -> tupl
 # --------------------------------------------------------------------------- workers
 
 class WorkerProcess:
-    """One ``tko.sweep_worker`` process bound to one device; messages come through a reader thread."""
+    """One ``tko.measure.sweep_worker`` process bound to one device; messages come through a reader thread."""
 
     def __init__(self, slot: str, device_index: int | None, setup: dict, log_path: Path):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -451,7 +453,7 @@ class WorkerProcess:
             env.update(device_visibility(device_index, env, _hip_build()))
             if _hip_build():
                 env.pop("CUDA_VISIBLE_DEVICES", None)
-        code = ("import sys; sys.path.insert(0, %r); from tko.sweep_worker import main; "
+        code = ("import sys; sys.path.insert(0, %r); from tko.measure.sweep_worker import main; "
                 "raise SystemExit(main())" % SCRIPTS_DIR)
         self.slot = slot
         self.log = open(log_path, "w", encoding="utf-8")
@@ -948,7 +950,7 @@ def write_best(plan: Plan, payload: dict, path: str | Path) -> str | None:
         futures = list(re.finditer(r"^from\s+__future__\s+import\s+.*$", text, re.M))
         cut = futures[-1].end() + 1 if futures else 0
         text = text[:cut] + line + text[cut:]
-    from .atomic import write_text
+    from ..base.atomic import write_text
 
     write_text(path, text)
     row = next(r for r in payload["variants"] if r["name"] == name)
@@ -965,7 +967,7 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def markdown(payload: dict) -> str:
-    from . import markdown as md
+    from ..base import markdown as md
 
     interp = payload["interpreter"]
     lines = [f"# Variant sweep: {md.code(payload['kernel'])}", "",

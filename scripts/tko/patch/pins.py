@@ -155,8 +155,8 @@ def pinned_config(template: Any, config: dict) -> Any:
 def backend_checked(config: dict, accepted: dict | None = None,
                     backend: str | None = None) -> tuple[dict, str | None]:
     """The pin's config without the backend options the compiling backend lacks (default: the
-    installed one, ``tko.triton_stack``), and the line naming them."""
-    from . import triton_stack
+    installed one, ``tko.read.triton_stack``), and the line naming them."""
+    from ..read import triton_stack
 
     if accepted is None and backend is None:
         try:

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .config import (BACKEND_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
+from ..base.config import (BACKEND_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
                      record_label)
-from .errors import InputError
+from ..base.errors import InputError
 
 FMT_EVENTS = "autotune_event"
 FMT_TRITON = "triton_print_autotuning"
@@ -1036,7 +1036,7 @@ SPREAD_RULE = "small_autotune_spread"   # the threshold of references/decision_r
 @functools.lru_cache(maxsize=1)
 def default_spread_threshold() -> float:
     """The ``flat_spread`` cut: ``small_autotune_spread`` of references/decision_rules.yaml."""
-    from .decide import load_rules
+    from ..base.decide import load_rules
 
     entry = (load_rules().get("thresholds") or {}).get(SPREAD_RULE)
     value = entry.get("value") if isinstance(entry, dict) else entry
@@ -1319,7 +1319,7 @@ MD_MAX_ROWS = 50
 
 
 def render_markdown(summary: dict) -> str:
-    from . import markdown as md
+    from ..base import markdown as md
 
     lines = ["# Autotune summary", ""]
     inputs = ", ".join(f"{md.code(i['path'])} ({md.text(', '.join(f'{k}: {v}' for k, v in i['formats'].items()))})"

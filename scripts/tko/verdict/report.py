@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from . import resources
-from . import decide, evidence, markdown, pitfalls
-from .artifact import read_artifact
-from .errors import InputError
+from ..base import resources
+from ..base import decide, markdown
+from . import evidence
+from ..env import pitfalls
+from ..base.artifact import read_artifact
+from ..base.errors import InputError
 
 TEMPLATES = resources.templates_dir()
 
@@ -38,7 +40,7 @@ ADAPTER_ORDER = ("profile", "autotune_summary", "meta", "isa", "run", "probe", "
 
 
 def md_text(value) -> str:
-    """Untrusted text for a Markdown paragraph or table cell (see :mod:`tko.markdown`)."""
+    """Untrusted text for a Markdown paragraph or table cell (see :mod:`tko.base.markdown`)."""
     return markdown.text(value)
 
 
@@ -105,7 +107,7 @@ def device_identity(ev: evidence.Evidence, docs: dict[str, dict | None], device_
     if arch is None and ev.sections.get("isa"):
         arch = ev.sections["isa"].get("arch")
     if device_name is None and arch is None and peaks_file:
-        from . import peaks
+        from ..measure import peaks
 
         records = peaks.load_store(peaks_file)
         if len(records) == 1:
@@ -145,7 +147,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
                 "source": "--peak-gbps", "kind": "given", "where": "command line",
                 "device": device_name, "arch": arch}
     else:
-        from . import peaks
+        from ..measure import peaks
 
         peak = peaks.lookup(device_name, arch) if (device_name or arch) else None
     evidence.from_peak(ev, peak, device_name, arch)
@@ -274,11 +276,11 @@ def render_markdown(report: dict, rules: dict | None = None, json_out: str | Non
 
 def sol_chart(kernel: str, sol: dict | None) -> str | None:
     """The speed-of-light bars (kernel, twin, floors) drawn again from the numbers with
-    ``tko.svg_chart``: the SVG text of an input file is never pasted into the report."""
+    ``tko.base.svg_chart``: the SVG text of an input file is never pasted into the report."""
     if not sol:
         return None
-    from .speed_of_light import chart_bars
-    from .svg_chart import kernel_bars
+    from ..measure.speed_of_light import chart_bars
+    from ..base.svg_chart import kernel_bars
 
     numbers = {k: v for k, v in (sol.get("numbers") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import archs
-from .versions import parse_version
+from ..base import archs
+from ..base.versions import parse_version
 
 HCU_BACKEND = "hcu"
 STACK_NAMES = ("upstream", "dtk", "flagtree-hcu", "triton-das")
@@ -178,7 +178,7 @@ def compile_arch(arch: str) -> tuple[str, str | None]:
 
 def option_values(rules: dict | None = None) -> dict[str, list]:
     """``backend_option_values`` of references/decision_rules.yaml: the values tried per option."""
-    from .decide import threshold
+    from ..base.decide import threshold
 
     values = threshold("backend_option_values", rules)
     return {k: list(v) for k, v in values.items()} if isinstance(values, dict) else {}
@@ -234,10 +234,10 @@ def left_out_line(reasons: dict[str, list[str]]) -> str | None:
 
 
 def drop_unaccepted(options: dict, accepted: dict | None, backend: str | None) -> tuple[dict, str | None]:
-    """``options`` without the backend options (``tko.config.BACKEND_OPTIONS``) that ``accepted``
+    """``options`` without the backend options (``tko.base.config.BACKEND_OPTIONS``) that ``accepted``
     lacks, and the line naming them. Kernel meta-parameters are kept whatever their name.
     ``accepted`` None (unknown) keeps everything: nothing is known to be refused."""
-    from .config import BACKEND_OPTIONS
+    from ..base.config import BACKEND_OPTIONS
 
     if accepted is None:
         return dict(options), None

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import resources
-from .errors import InputError
-from .versions import parse_version
+from ..base import resources
+from ..base.errors import InputError
+from ..base.versions import parse_version
 
 PITFALLS_PATH = resources.reference("dcu_pitfalls.yaml")
 _RANGE_ITEM = re.compile(r"^\s*(>=|<=|==|<|>)\s*(\d+(?:\.\d+)*)\s*$")
@@ -164,7 +164,7 @@ def match(stack: dict | None, arch: str | None, kernel: dict | None = None,
 
 
 def _config(sections: dict) -> dict | None:
-    from .config import TritonConfig
+    from ..base.config import TritonConfig
 
     for cfg in ((sections.get("timing") or {}).get("standalone_config"),
                 ((sections.get("autotune") or {}).get("winner") or {}).get("config"),
@@ -199,7 +199,7 @@ def kernel_view(sections: dict) -> dict:
 def for_report(env: dict | None, sections: dict) -> dict | None:
     """The report's ``pitfalls`` section: the stack it was matched against and the entries found;
     None without an environment record."""
-    from . import triton_stack
+    from ..read import triton_stack
 
     if not isinstance(env, dict):
         return None
