@@ -691,7 +691,7 @@ def compile_kernel_file(path: str | os.PathLike, arch: str, *, kernel: str | Non
 # --------------------------------------------------------------------------- subprocess worker
 
 def _scripts_dir() -> str:
-    return str(Path(__file__).resolve().parents[1])
+    return str(Path(__file__).resolve().parents[2])
 
 
 def worker_command(spec_path: str | os.PathLike) -> list[str]:

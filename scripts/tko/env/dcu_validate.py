@@ -37,7 +37,7 @@ SCHEMA = "dcu_validation/1"
 PASS, FAIL, SKIP = "pass", "fail", "skipped"
 DEFAULT_TIMEOUT_S = 300.0
 PROXY_ARCH = "gfx942"
-SCRIPTS_DIR = Path(__file__).resolve().parents[1]
+SCRIPTS_DIR = Path(__file__).resolve().parents[2]
 BUFFER_VARS = ("AMDGCN_USE_BUFFER_OPS", "HCUGCN_USE_BUFFER_OPS")
 COPY_RATIO_RANGE = (0.8, 1.1)     # measured copy / BW1000 recorded copy that counts as agreement
 

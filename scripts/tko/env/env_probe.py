@@ -37,7 +37,7 @@ from ..read import dcu_tools, triton_stack
 from ..read.isa_amdgcn import memory_op_counts
 from ..base.versions import package_version, parse_version
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[1]
+SCRIPTS_DIR = Path(__file__).resolve().parents[2]
 CHILD_MARKER = "TKO_PROBE_JSON:"
 BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
 

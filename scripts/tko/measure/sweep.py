@@ -40,7 +40,7 @@ BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
 SOURCE_HINTS = ("assume", "multiple_of")
 ENV_HINTS = {"buffer_ops_on": {compile_probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {compile_probe.BUFFER_OPS_ENV: "0"}}
-SCRIPTS_DIR = str(Path(__file__).resolve().parents[1])
+SCRIPTS_DIR = str(Path(__file__).resolve().parents[2])
 
 
 @dataclass
