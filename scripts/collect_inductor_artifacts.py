@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from tko import inputs
 from tko.artifact import write_artifact
 from tko.errors import ArgumentParser, InputError, run_main
 from tko.inductor_files import Sources, collect
@@ -56,11 +57,11 @@ def _existing_dir(path: Path | None, flag: str) -> Path | None:
 def _check_log(log: Path) -> None:
     """Exit 2 for a --log that is missing or unreadable; say on stderr when it is empty or
     binary (nothing in it will name an output-code file)."""
-    if not log.is_file():
-        raise InputError(f"--log {log}: no such file")
     try:
-        with open(log, "rb") as fh:
+        with inputs.open_input(log, "a log file") as fh:
             head = fh.read(65536)
+    except InputError as exc:
+        raise InputError(f"--log {exc}") from None
     except OSError as exc:
         raise InputError(f"--log {log}: cannot read ({exc.strerror or exc})") from None
     if not head:

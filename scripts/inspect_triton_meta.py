@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from pathlib import Path
 
-    from tko import kernel_source
+    from tko import inputs, kernel_source
     from tko.artifact import write_artifact
 
     _, parsed = kernel_source.read_kernel_file(args.kernel_file)
@@ -50,10 +50,8 @@ def main(argv=None) -> int:
     ir_reports = []
     for ir_path in args.ir:
         p = Path(ir_path)
-        if not p.is_file():
-            raise InputError(f"{ir_path}: no such IR file")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = inputs.read_text(p, "an IR file (.ttir / .ttgir / .llir)")
         except UnicodeDecodeError:
             raise InputError(f"{ir_path}: not a text file") from None
         stage = p.suffix.lstrip(".") if p.suffix in (".ttir", ".ttgir", ".llir", ".mlir") else None

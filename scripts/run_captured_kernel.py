@@ -23,6 +23,7 @@ TOOL = "run_captured_kernel.py"
 def main(argv=None) -> int:
     from pathlib import Path
 
+    from tko import inputs
     from tko.artifact import write_artifact
     from tko.kernel_run import run_kernel
     from tko.standalone import timer_arg
@@ -42,8 +43,9 @@ def main(argv=None) -> int:
     parser.add_argument("--json-out", required=True, help="where to write the kernel_run/1 JSON")
     opts = parser.parse_args(argv)
     kernel = Path(opts.kernel)
-    if not kernel.is_file():
+    if not kernel.exists():
         raise InputError(f"no such kernel file: {kernel}")
+    inputs.check_input(kernel, "a kernel .py file")
     if opts.timeout <= 0:
         raise InputError("--timeout must be positive")
     for flag in ("warmup", "rep"):

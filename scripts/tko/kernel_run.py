@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import subproc
+from . import inputs, subproc
 from .subproc import failure_line
 from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
@@ -65,7 +65,7 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         cmd += ["--rep", str(rep)]
     timers_dropped: list[str] = []
     if timer:
-        timer, timers_dropped = timer_for_runner(runner_version(kernel_py.read_text(errors="replace")), timer)
+        timer, timers_dropped = timer_for_runner(runner_version(inputs.read_text(kernel_py, "a kernel .py file", errors="replace")), timer)
         if timer:
             cmd += ["--timer", timer]
     cmd += list(extra_args or [])

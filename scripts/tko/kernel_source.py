@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import POSITIONAL, TritonConfig
+from . import inputs
 from .errors import InputError
 
 TL_PREFIXES = ("tl.", "triton.language.")
@@ -784,12 +785,8 @@ def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
 
 def read_kernel_file(path: str | Path) -> tuple[str, dict]:
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, expected a kernel .py file")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = inputs.read_text(p, "a kernel .py file")
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file") from None
     try:

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import kernel_source
+from . import inputs, kernel_source
 from .errors import InputError
 
 TL_MEMORY = {"load", "store"} | kernel_source.ATOMIC_FUNCS
@@ -343,7 +343,7 @@ def write_twin_file(kernel_py: Path, out_path: Path, kernel: str | None = None) 
     from . import atomic
 
     kernel_py = Path(kernel_py)
-    text = kernel_py.read_text(encoding="utf-8")
+    text = inputs.read_text(kernel_py, "a kernel .py file")
     twin = make_twin(text, kernel, str(kernel_py))
     out_text = twin.text
     if Path(out_path).resolve().parent != kernel_py.resolve().parent:
