@@ -466,6 +466,7 @@ class _FileParser:
         self.prefix = f"{path}:"  # of where(): str(path) is a Python call each time
         self.formats: dict[str, int] = {}
         self.records = 0
+        self.overlong = 0  # lines past inputs.MAX_LINE_BYTES, skipped unread
         # per-pid text context (several processes may write one log)
         self.open_bench: dict[Any, Tuning] = {}
         self.declaring: dict[Any, tuple[str, int]] = {}
@@ -499,6 +500,11 @@ class _FileParser:
         shift line numbers), with or without the "\\n"."""
         for lineno, raw in enumerate(lines, 1):
             line = raw.rstrip("\n").rstrip("\r")
+            if not line and type(raw) is inputs.OverlongLine:
+                self.overlong += 1
+                self.skip(lineno, f"a line of {raw.length} bytes, over the {inputs.MAX_LINE_BYTES}-byte "
+                                  "line cap: skipped unread")
+                continue
             if self.triton_block is not None and self._triton_block_line(lineno, line):
                 continue
             if self.csv_header is not None:
@@ -986,7 +992,8 @@ def _parse_files(paths: list[str | Path]) -> ParsedLogs:
                 else:
                     out.inputs.append({"path": str(path), "formats": parser.formats,
                                        "skipped": sum(1 for s in out.skipped
-                                                      if s["where"].rsplit(":", 1)[0] == str(path))})
+                                                      if s["where"].rsplit(":", 1)[0] == str(path)),
+                                       "overlong_lines": parser.overlong})
         if problem is not None:
             if len(paths) == 1:
                 raise InputError(f"{path}: {problem}")
@@ -997,7 +1004,7 @@ def _parse_files(paths: list[str | Path]) -> ParsedLogs:
                                                  if len(empties) > 1 else ""))
     for path, problem in empties:
         out.skipped.append({"where": str(path), "reason": problem})
-        out.inputs.append({"path": str(path), "formats": {}, "skipped": 1})
+        out.inputs.append({"path": str(path), "formats": {}, "skipped": 1, "overlong_lines": 0})
     return out
 
 
