@@ -20,6 +20,7 @@ from pathlib import Path
 
 from tko import inputs
 from tko.artifact import write_artifact
+from tko.atomic import check_outputs
 from tko.errors import ArgumentParser, InputError, run_main
 from tko.inductor_files import Sources, collect
 
@@ -85,8 +86,7 @@ def main(argv=None) -> int:
                       cache_root=_existing_dir(args.cache_root, "--cache-root"),
                       triton_caches=[_existing_dir(t, "--triton-cache") for t in args.triton_cache],
                       debug_dirs=debug_dirs)
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(f"--out {args.out}: exists and is not a directory")
+    check_outputs(folders=(args.out,))
     roots = [sources.capture_dir, sources.cache_root, *sources.triton_caches, *debug_dirs]
     out_real = os.path.realpath(args.out)
     for root in filter(None, roots):

@@ -38,6 +38,9 @@ def main(argv=None) -> int:
 
     from tko import inputs, kernel_source
     from tko.artifact import write_artifact
+    from tko.atomic import check_outputs
+
+    check_outputs(args.json_out)
 
     _, parsed = kernel_source.read_kernel_file(args.kernel_file)
     kernels = parsed["kernels"]

@@ -63,7 +63,9 @@ def main(argv=None) -> int:
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
     from tko import pipeline
+    from tko.atomic import check_outputs
 
+    check_outputs(folders=(a.out,))  # before resolve(): a symlink loop there is the user's path
     out = Path(a.out).resolve()
     pipeline.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)
     chain = pipeline.Chain(out, timeout=a.timeout)

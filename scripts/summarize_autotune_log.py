@@ -78,9 +78,7 @@ def main(argv=None, held: list | None = None) -> int:
         args.spread_threshold = default_spread_threshold()
     if not args.spread_threshold >= 1.0:
         raise InputError(f"--spread-threshold must be >= 1.0, got {args.spread_threshold}")
-    for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):
-        if path and os.path.isdir(path):
-            raise InputError(f"{flag} {path}: is a directory, expected a file name")
+    atomic.check_outputs(args.json_out, args.markdown_out)
     with paused_gc():  # one pause for the whole run: each resume would walk every object again
         kernels, skipped, overlong = summarize_logs(args, held)
     print(f"summarize_autotune_log.py: {kernels} kernels"
