@@ -13,7 +13,9 @@ Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets),
 run where a GPU is present (else a recorded run), the speed of light (speed_of_light.py: timed on
 a GPU, else built and checked offline), on a GPU a variant sweep of each kernel the rules
 say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded
-and becomes a gap, and the exit status is 1; a repro that fails under capture stops the chain.
+and becomes a gap, and the exit status is 1 with the first failure on stderr (2 when no report could
+be made because a step refused its input; a capture whose logs are empty is refused before anything
+runs); a repro that fails under capture stops the chain.
 --out must be new or empty (--force clears what a run writes there).
 """
 
@@ -93,8 +95,21 @@ def main(argv=None) -> int:
     failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
           f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
-    # A failed step leaves a gap in the reports: the run is not a success, whatever it wrote.
-    return 0 if kernels and not failed else 1
+    return exit_status(kernels, failed)
+
+
+def exit_status(kernels: list, failed: list) -> int:
+    """0 when every hot kernel has its report; else the reason on stderr, one line, and 2 when no
+    report could be made because an input was refused (a step that exited 2), else 1: a failed
+    step leaves a gap in the reports, and the run is not a success whatever it wrote."""
+    if kernels and not failed:
+        return 0
+    first = failed[0] if failed else None
+    why = f"{first.name} failed: {first.error}" if first else "no Triton kernel found in the profile or the autotune log"
+    more = f" (and {len(failed) - 1} more failed step(s), listed in investigation.md)" if len(failed) > 1 else ""
+    print(f"{TOOL}: error: " + ("no kernel report: " if not kernels else "") + why + more, file=sys.stderr)
+    bad_input = not kernels and any((s.error or "").startswith("exit 2:") for s in failed)
+    return 2 if bad_input else 1
 
 
 if __name__ == "__main__":

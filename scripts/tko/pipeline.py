@@ -288,8 +288,17 @@ def recorded_trials(cap: Path) -> Path | None:
     return None
 
 
-def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
-    """Summarize, collect, and the profile: what every kernel's steps read."""
+def _has_text(log: Path) -> bool:
+    """Whether a capture log holds more than blanks (its first 64 KiB decide)."""
+    from . import inputs
+
+    with inputs.open_input(log, "a capture log") as fh:
+        return bool(fh.read(1 << 16).strip())
+
+
+def capture_logs(cap: Path) -> list[Path]:
+    """The capture's logs that hold text, or InputError: none there (not a capture), or all
+    empty (the capture recorded nothing: no later step has anything to read)."""
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
@@ -297,6 +306,16 @@ def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
                                                                      or (d / CAPTURE_LOG).is_file()))
         raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory"
                          + (f" (it holds captures: {', '.join(inner)}; name one)" if inner else ""))
+    logs = [p for p in logs if _has_text(p)]
+    if not logs:  # summarize would refuse each; every later step reads what it finds
+        raise InputError(f"{cap}: the capture recorded nothing: {CAPTURE_KERNELS}/autotune.log and {CAPTURE_LOG} "
+                         "are empty or missing (did the repro run a compiled model or a Triton kernel?)")
+    return logs
+
+
+def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path, Path]:
+    """Summarize, collect, and the profile: what every kernel's steps read."""
+    kdir = cap / CAPTURE_KERNELS
     chain.planned = len(chain.steps) + 2
     chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
               "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
@@ -550,10 +569,11 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             ) -> tuple[list[dict], dict | None, dict | None]:
     """Every kernel's evidence, then the remedy trials (once per repro), then the reports.
     Returns (kernel entries, program decision, trials summary)."""
+    logs = capture_logs(cap)
     out.mkdir(parents=True, exist_ok=True)
     if repro is None:
         repro = repro_command(cap)
-    kdir, profile_json = _prepare(chain, cap, out)
+    kdir, profile_json = _prepare(chain, cap, out, logs)
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
     label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
     kernels = top_kernels(profile, summary, top)
