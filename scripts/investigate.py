@@ -22,6 +22,7 @@ runs); a repro that fails under capture stops the chain.
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from tko.errors import ArgumentParser, InputError, run_main
@@ -30,6 +31,7 @@ TOOL = "investigate.py"
 
 
 def main(argv=None) -> int:
+    started = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd: list[str] = []
     if "--" in argv:
@@ -91,11 +93,37 @@ def main(argv=None) -> int:
               "steps": [s.as_dict() for s in chain.steps]}
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
-    print(pipeline.index_markdown(result))
+    print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
     failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
           f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
     return exit_status(kernels, failed)
+
+
+def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
+    """What the console gets at the end (investigation.md holds the rest): per hot kernel its
+    share and decision, the program's finding and a measured change, the next commands, where
+    the reports are."""
+    steps = result["steps"]
+    counts = {status: sum(s["status"] == status for s in steps) for status in ("failed", "skipped")}
+    lines = [f"[investigate] done in {seconds:.1f} s: {len(result['kernels'])} kernel report(s), {len(steps)} steps "
+             f"({counts['failed']} failed, {counts['skipped']} skipped)"]
+    for k in result["kernels"]:
+        share = f"{100 * k['share']:.1f}% of GPU time" if isinstance(k.get("share"), (int, float)) else "share unknown"
+        where = f"; model code {', '.join(k['where'])}" if k.get("where") else ""
+        decision = k.get("decision_text") or "undecided (see its report's gaps)"
+        lines.append(f"  {k['kernel']} ({share}): {decision}" + (f" [{k['rule']}]" if k.get("rule") else "") + where)
+    program, trials = result.get("program") or {}, result.get("trials") or {}
+    if program.get("verdict"):
+        lines.append(f"  whole program [{program.get('rule')}]: {program.get('says')}")
+    if trials.get("what_to_change"):
+        lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
+    shown = (result.get("next_steps") or [])[:5]
+    lines += ["  next:"] + [f"    - {n}" for n in shown] if shown else ["  next: nothing to change for these kernels"]
+    if len(result.get("next_steps") or []) > len(shown):
+        lines.append(f"    ... {len(result['next_steps']) - len(shown)} more in investigation.md")
+    lines.append(f"  report: {out / 'investigation.md'} (each kernel: {out / 'kernels'}/<kernel>/report.md)")
+    return lines
 
 
 def exit_status(kernels: list, failed: list) -> int:

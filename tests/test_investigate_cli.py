@@ -40,3 +40,33 @@ def test_a_capture_log_without_records_is_exit_2_with_the_reason_on_stderr(run_s
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr)
     assert len(err) == 1 and "no autotune records" in err[0] and "summarize" in err[0], err
+
+
+def test_the_console_gets_a_short_summary_and_counters_that_reach_the_total(run_script, tmp_path):
+    """The decision per hot kernel, what to change and where the report is, not the whole
+    investigation.md (SVG and all); every step numbered k/n with the last at n/n, skipped ones too."""
+    import json
+    import re
+
+    out = tmp_path / "inv"
+    proc = run_script("investigate.py", "--from-capture", RECORDED / "pointwise_chain", "--out", out,
+                      "--probe-arch", "none", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    index = json.loads((out / "investigation.json").read_text())
+    stdout = proc.stdout
+    assert "<svg" not in stdout and "| step | status |" not in stdout
+    for kernel in index["kernels"]:
+        assert kernel["kernel"] in stdout and kernel["decision_text"] in stdout
+        assert f"{100 * kernel['share']:.1f}%" in stdout
+    assert str(out / "investigation.md") in stdout
+    summary = stdout[stdout.index("[investigate] done"):]
+    assert len(summary.splitlines()) < 25, summary
+
+    counters = [(int(k), int(n)) for k, n in re.findall(r"^\[investigate\] step (\d+)/(\d+) ", stdout, re.M)]
+    assert [k for k, _ in counters] == list(range(1, len(index["steps"]) + 1)), counters
+    assert counters[-1][0] == counters[-1][1], counters
+    assert all(k <= n for k, n in counters), counters
+    skipped = [s for s in index["steps"] if s["status"] == "skipped"]
+    assert skipped and any(s["name"].startswith("probe ") for s in skipped)  # --probe-arch none
+    table = (out / "investigation.md").read_text().split("## Steps", 1)[1]
+    assert "None" not in table

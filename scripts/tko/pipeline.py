@@ -93,19 +93,21 @@ class Chain:
     timeout: float = 1800.0
     planned: int = 0
 
+    def _add(self, step: Step) -> str:
+        """Record ``step``; its "step k/n" counter (a step past the plan raises the plan)."""
+        self.steps.append(step)
+        self.planned = max(self.planned, len(self.steps))
+        return f"[investigate] step {len(self.steps)}/{self.planned} {step.name}"
+
     def skip(self, name: str, reason: str) -> None:
-        """A step that cannot apply to this input: recorded, not a failure."""
-        self.steps.append(Step(name, [], status="skipped", error=reason))
-        print(f"[investigate] {name}: skipped ({reason})", flush=True)
+        """A planned step that cannot apply to this input: recorded and counted, not a failure."""
+        print(f"{self._add(Step(name, [], status='skipped', error=reason))}: skipped ({reason})", flush=True)
 
     def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
             log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
         """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
-        self.steps.append(step)
-        self.planned = max(self.planned, len(self.steps))
-        print(f"[investigate] step {len(self.steps)}/{self.planned} {name}: "
-              f"{' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        print(f"{self._add(step)}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         t0 = time.perf_counter()
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
@@ -195,10 +197,10 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
         raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
     cap.mkdir(parents=True, exist_ok=True)
     atomic.write_text(cap / REPRO_FILE, json.dumps({"command": ["python", *argv]}) + "\n")
+    chain.planned = len(chain.steps) + 4  # check_env, capture, profile, peak_bandwidth
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
-    chain.planned = len(chain.steps) + 3
     if not chain.run("capture", script("autotune_capture_patch.py") + [
             "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
             env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
@@ -316,7 +318,10 @@ def capture_logs(cap: Path) -> list[Path]:
 def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path, Path]:
     """Summarize, collect, and the profile: what every kernel's steps read."""
     kdir = cap / CAPTURE_KERNELS
-    chain.planned = len(chain.steps) + 2
+    profile_json = cap / PROFILE_DIR / "profile.json"
+    traces = [] if profile_json.is_file() or not (cap / PROFILE_DIR).is_dir() else \
+        sorted((cap / PROFILE_DIR).glob("*.json*"))
+    chain.planned = len(chain.steps) + 2 + bool(traces)  # summarize, collect (and profile)
     chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
               "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
     collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
@@ -327,13 +332,10 @@ def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path
     if (cap / INDUCTOR_CACHE).is_dir():
         collect += ["--cache-root", cap / INDUCTOR_CACHE]
     chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
-    profile_json = cap / PROFILE_DIR / "profile.json"
-    if not profile_json.is_file():
-        traces = sorted((cap / PROFILE_DIR).glob("*.json*")) if (cap / PROFILE_DIR).is_dir() else []
-        if traces:
-            chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
-                      "--markdown-out", out / "profile.md"], output=out / "profile.json")
-            profile_json = out / "profile.json"
+    if traces:
+        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+                  "--markdown-out", out / "profile.md"], output=out / "profile.json")
+        profile_json = out / "profile.json"
     return kdir, profile_json
 
 
@@ -349,9 +351,17 @@ class KernelCtx:
     peak_gbps: float | None
 
 
+# The steps every hot kernel gets, each run or recorded as skipped (the progress counter's plan).
+KERNEL_STEPS = ("inspect", "scan", "probe", "run", "speed_of_light", "report")
+
+
 def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
     """speed_of_light.py on the captured standalone kernel: timed on a GPU, else built,
     compiled and checked offline."""
+    name = f"speed_of_light {kernel}"
+    if not standalone.is_file():
+        chain.skip(name, "no standalone file of this kernel was captured")
+        return None
     cmd = script("speed_of_light.py") + [standalone, "--json-out", kd / "sol.json", "--markdown-out", kd / "sol.md",
                                          "--twin-out", kd / "sol_twin.py"]
     if not ctx.local_gpu:
@@ -362,19 +372,56 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
         cmd += ["--peaks", ctx.cap / PEAKS_FILE]
     for arch in ctx.probe_archs:
         cmd += ["--arch", arch]
-    return kd / "sol.json" if chain.run(f"speed_of_light {kernel}", cmd, output=kd / "sol.json") else None
+    return kd / "sol.json" if chain.run(name, cmd, output=kd / "sol.json") else None
+
+
+def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path) -> Path | None:
+    """probe_compile.py for the --probe-arch targets."""
+    name = f"probe {kernel}"
+    if not ctx.probe_archs:
+        chain.skip(name, "no compile target (--probe-arch none)")
+        return None
+    if src is None:
+        chain.skip(name, "no source of this kernel was collected or captured")
+        return None
+    probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
+                                         "--markdown-out", kd / "probe.md"]
+    for arch in ctx.probe_archs:
+        probe += ["--arch", arch]
+    if ctx.probe_variants:
+        probe += ["--variants", ctx.probe_variants]
+    if (ctx.kdir / "autotune.log").is_file():
+        probe += ["--launch-event", ctx.kdir / "autotune.log"]
+    return kd / "probe.json" if chain.run(name, probe, output=kd / "probe.json") else None
+
+
+def _run(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
+    """The standalone kernel timed here (on a GPU), else the capture's recorded run, if any."""
+    name, recorded = f"run {kernel}", ctx.cap / RUNS_DIR / f"{kernel}.json"
+    instead = f"; the recorded {recorded.relative_to(ctx.cap)} stands in" if recorded.is_file() else ""
+    why = ("--no-run" if not ctx.run_kernels else "no GPU here" if not ctx.local_gpu
+           else "no standalone file of this kernel was captured" if not standalone.is_file() else None)
+    if why:
+        chain.skip(name, why + instead)
+        return recorded if recorded.is_file() else None
+    cmd = script("run_captured_kernel.py") + [standalone, "--all-configs", "--timer", "do_bench,profiler_flushed",
+                                              "--json-out", kd / "run.json"]
+    return kd / "run.json" if chain.run(name, cmd, output=kd / "run.json") else None
 
 
 def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> dict:
-    """inspect, scan, probe, run and speed of light of one kernel: the report's arguments."""
-    out, kdir = ctx.out, ctx.kdir
+    """inspect, scan, probe, run and speed of light of one kernel (each run or skipped): the
+    report's arguments."""
+    out = ctx.out
     kd = out / "kernels" / kernel
     kd.mkdir(parents=True, exist_ok=True)
     src = kernel_source(out, ctx.cap, kernel)
     args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
             "--autotune-summary": out / "autotune_summary.json", "--env": ctx.cap / ENV_FILE,
             "--artifacts": out / "artifacts" / "manifest.json"}
-    if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
+    if src is None:
+        chain.skip(f"inspect {kernel}", "no source of this kernel was collected or captured")
+    elif chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
             src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
         args["--meta"] = kd / "meta.json"
     if not has_listing(out / "artifacts" / kernel):
@@ -382,30 +429,12 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
     elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
         args["--isa"] = kd / "isa_scan.json"
-    if src is not None and ctx.probe_archs:
-        probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
-                                             "--markdown-out", kd / "probe.md"]
-        for arch in ctx.probe_archs:
-            probe += ["--arch", arch]
-        if ctx.probe_variants:
-            probe += ["--variants", ctx.probe_variants]
-        if (kdir / "autotune.log").is_file():
-            probe += ["--launch-event", kdir / "autotune.log"]
-        if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
-            args["--probe"] = kd / "probe.json"
-    recorded = ctx.cap / RUNS_DIR / f"{kernel}.json"
-    standalone = kdir / f"{kernel}.py"
-    if ctx.run_kernels and ctx.local_gpu and standalone.is_file():
-        if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
-                     "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
-                     output=kd / "run.json"):
-            args["--run"] = kd / "run.json"
-    elif recorded.is_file():
-        args["--run"] = recorded
-    if standalone.is_file():
-        sol = _sol(chain, ctx, kernel, standalone, kd)
-        if sol is not None:
-            args["--sol"] = sol
+    standalone = ctx.kdir / f"{kernel}.py"
+    for flag, path in (("--probe", _probe(chain, ctx, kernel, src, kd)),
+                       ("--run", _run(chain, ctx, kernel, standalone, kd)),
+                       ("--sol", _sol(chain, ctx, kernel, standalone, kd))):
+        if path is not None:
+            args[flag] = path
     return args
 
 
@@ -535,7 +564,9 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
                                                    "--best-out", kd / f"best_{kernel}.py"]
         if (kd / "probe.json").is_file():
             cmd += ["--probe", kd / "probe.json"]
+        chain.planned += 1  # the sweep; and the report again when it succeeds
         if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
+            chain.planned += 1
             chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
                       output=kd / "report.md", env=env)
             rep = _load(kd / "report.json")
@@ -579,11 +610,12 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     kernels = top_kernels(profile, summary, top)
     ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps)
     # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
-    chain.planned = len(chain.steps) + len(kernels) * (4 + bool(probe_archs) + bool(run_kernels)) + bool(trials)
+    sweep_first = trials is not None and sweep and ctx.local_gpu  # a report pass ahead of the trials
+    chain.planned = len(chain.steps) + len(kernels) * (len(KERNEL_STEPS) + sweep_first) + bool(trials)
     gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
     program = evidence.program_decision(profile, label)
     pins_path = None
-    if trials is not None and sweep and ctx.local_gpu:
+    if sweep_first:
         # Sweep what the evidence says to tune before the trials, so that the pinned arm measures
         # the sweep's best configs end to end in the real program.
         for kernel, args in gathered.items():
@@ -688,7 +720,8 @@ def index_markdown(result: dict) -> str:
     if result.get("next_steps"):
         lines += ["", "## Next steps", ""] + [f"- {n}" for n in result["next_steps"]]
     lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
-        [s["name"], s["status"], s["seconds"], md.text((s["error"] or "")[:200])] for s in result["steps"]])
+        [s["name"], s["status"], "" if s["seconds"] is None else s["seconds"], md.text((s["error"] or "")[:200])]
+        for s in result["steps"]])
     return "\n".join(lines) + "\n"
 
 
