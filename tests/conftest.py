@@ -16,6 +16,16 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+# Offline compiles are kept between runs (tko.compile_cache): the tests keep theirs in a folder of
+# their own, new for each session (and for every script they run), never the user's ~/.cache.
+if not os.environ.get("TKO_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["TKO_CACHE_DIR"] = tempfile.mkdtemp(prefix="tko_test_cache_")
+    atexit.register(shutil.rmtree, os.environ["TKO_CACHE_DIR"], True)
+
 # Triton fixes interpreter or compiler mode when triton.language is first imported, and a test
 # that sets TRITON_INTERPRET=1 in this process must not be the first: later offline compiles
 # would then meet interpreted library functions (gluon's import asserts on them).
