@@ -9,7 +9,8 @@ bandwidth, then the offline part, and on a GPU the end-to-end remedy trials of t
 (try_remedies.py, once, within --trials-budget-s; OUT/trials/trials.json) before the reports, which
 decide from them first. A --from-capture folder with trials/trials.json (or trials.json) shows those.
 Offline (--from-capture): summarize, collect, and for the top-N
-Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
+Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets; hot kernels only,
+compiles kept between runs), the standalone
 run where a GPU is present (else a recorded run), the speed of light (speed_of_light.py: timed on
 a GPU, else built and checked offline), on a GPU a variant sweep of each kernel the rules
 say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded
@@ -45,7 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--probe-arch", action="append", default=None, metavar="ARCH",
                    help="offline compile-probe target (repeatable; default gfx942, the DCU proxy; 'none' skips)")
     p.add_argument("--probe-variants", default=None,
-                   help="probe_compile.py --variants for each kernel (default: its full set)")
+                   help="probe_compile.py --variants for each hot kernel (default: the hint variants the "
+                        "decision and the sweep read; 'all' for probe_compile.py's full set)")
     p.add_argument("--no-run", action="store_true", help="do not time standalone kernels")
     p.add_argument("--no-sweep", action="store_true",
                    help="on a GPU, do not sweep variants of kernels the rules say to tune")

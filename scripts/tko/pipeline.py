@@ -32,6 +32,8 @@ from . import resources
 from . import atomic, evidence
 from . import markdown as md
 from .artifact import dumps
+from .compile_probe import HINT_VARIANTS
+from .decide import threshold
 from .errors import InputError, ToolFailure
 from .report import DECISION_TEXT
 
@@ -112,7 +114,19 @@ class Chain:
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
                                  label=f"[investigate] {name}")
-        step.seconds = round(time.perf_counter() - t0, 2)
+        return self.finish(step, rc, tail, time.perf_counter() - t0, log)
+
+    def start(self, name: str, cmd: list[str], output: Path | None = None) -> Background:
+        """Start one step in the background, for the steps after it that do not read its output;
+        :meth:`Background.wait` ends and records it."""
+        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        print(f"{self._add(step)} (in the background): {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        return Background(self, step)
+
+    def finish(self, step: Step, rc: int | None, tail: list[str], seconds: float, log: Path | None) -> bool:
+        """Record how a step ended (status, time, the error's last lines) and say so."""
+        name = step.name
+        step.seconds = round(seconds, 2)
         if rc is None:
             step.error = f"timed out after {self.timeout:.0f} s" + (f" (log: {log})" if log else "")
         elif rc != 0:
@@ -123,17 +137,51 @@ class Chain:
         return rc == 0
 
 
+class Background:
+    """A step running in a thread of its own (its child in its own process group, as every step's)."""
+
+    def __init__(self, chain: Chain, step: Step):
+        self.chain, self.step = chain, step
+        self.procs: list[subprocess.Popen] = []
+        self.result: tuple[int | None, list[str]] = (None, ["(did not start)"])
+        self.t0 = time.perf_counter()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.thread = threading.Thread(target=self._work, args=(env,), daemon=True)
+        self.thread.start()
+
+    def _work(self, env: dict) -> None:
+        self.result = run_streaming(self.step.cmd, env, None, self.chain.timeout, None, False,
+                                    label=f"[investigate] {self.step.name}", started=self.procs.append)
+
+    def wait(self) -> bool:
+        """Wait for the step to end; True when it succeeded."""
+        self.thread.join()
+        return self.chain.finish(self.step, *self.result, time.perf_counter() - self.t0, None)
+
+    def cancel(self) -> None:
+        """End the step's whole process group now (the chain is stopping)."""
+        from .subproc import kill_group
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                kill_group(proc)
+        self.thread.join(timeout=10)
+
+
 def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
-                  stream: bool, label: str) -> tuple[int | None, list[str]]:
+                  stream: bool, label: str, started=None) -> tuple[int | None, list[str]]:
     """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
     heartbeat with the latest line while it runs, kill the whole group on timeout.
-    Returns (exit code or None on timeout, the last output lines)."""
+    ``started`` (a callable) gets the child once it runs. Returns (exit code or None on timeout,
+    the last output lines)."""
     from .subproc import kill_group
 
     tail: deque[str] = deque(maxlen=40)
     fh = open(log, "w", encoding="utf-8") if log is not None else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             cwd=cwd, start_new_session=True, errors="replace")
+    if started is not None:
+        started(proc)
 
     def pump() -> None:
         for line in proc.stdout:
@@ -179,7 +227,14 @@ def script(name: str) -> list[str]:
     return [sys.executable, str(SCRIPTS / name)]
 
 
+# Device files a CUDA or ROCm / DTK driver exposes: without any, torch sees no GPU, and asking it
+# would cost this process an import of torch (about 2 s).
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
 def gpu_available() -> bool:
+    if not any(os.path.exists(p) for p in GPU_DEVICE_FILES):
+        return False
     try:
         import torch
 
@@ -261,6 +316,11 @@ def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[st
     if not names and summary:
         names = [n for n in (k.get("kernel") for k in evidence._objs(summary.get("kernels"))) if _folder_name(n)]
     return names[:top]
+
+
+def profile_shares(profile: dict | None) -> dict:
+    """Each kernel's share of GPU time in a kernel_profile (a share of the wrong type: unknown)."""
+    return {k.get("name"): evidence._num(k.get("share")) for k in evidence._objs((profile or {}).get("kernels"))}
 
 
 def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
@@ -349,6 +409,7 @@ class KernelCtx:
     run_kernels: bool
     local_gpu: bool
     peak_gbps: float | None
+    shares: dict = field(default_factory=dict)  # kernel -> share of GPU time (the profile's), when known
 
 
 # The steps every hot kernel gets, each run or recorded as skipped (the progress counter's plan).
@@ -375,8 +436,9 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
     return kd / "sol.json" if chain.run(name, cmd, output=kd / "sol.json") else None
 
 
-def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path) -> Path | None:
-    """probe_compile.py for the --probe-arch targets."""
+def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path) -> Background | None:
+    """probe_compile.py for the --probe-arch targets of a hot kernel, started in the background:
+    the slowest offline step, and no step of the kernel but its report reads what it writes."""
     name = f"probe {kernel}"
     if not ctx.probe_archs:
         chain.skip(name, "no compile target (--probe-arch none)")
@@ -384,15 +446,19 @@ def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path
     if src is None:
         chain.skip(name, "no source of this kernel was collected or captured")
         return None
+    share, hot = ctx.shares.get(kernel), threshold("hot_share")
+    if isinstance(share, (int, float)) and share < hot:  # its decision is not_hot whatever the ISA says
+        chain.skip(name, f"not hot: {share:.1%} of GPU time, under the {hot:.0%} cut (hot_share)")
+        return None
     probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
                                          "--markdown-out", kd / "probe.md"]
     for arch in ctx.probe_archs:
         probe += ["--arch", arch]
-    if ctx.probe_variants:
-        probe += ["--variants", ctx.probe_variants]
+    if ctx.probe_variants != "all":  # "all": probe_compile.py's own default set
+        probe += ["--variants", ctx.probe_variants or ",".join(HINT_VARIANTS)]
     if (ctx.kdir / "autotune.log").is_file():
         probe += ["--launch-event", ctx.kdir / "autotune.log"]
-    return kd / "probe.json" if chain.run(name, probe, output=kd / "probe.json") else None
+    return chain.start(name, probe, output=kd / "probe.json")
 
 
 def _run(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
@@ -430,11 +496,15 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
         args["--isa"] = kd / "isa_scan.json"
     standalone = ctx.kdir / f"{kernel}.py"
-    for flag, path in (("--probe", _probe(chain, ctx, kernel, src, kd)),
-                       ("--run", _run(chain, ctx, kernel, standalone, kd)),
-                       ("--sol", _sol(chain, ctx, kernel, standalone, kd))):
-        if path is not None:
-            args[flag] = path
+    probe = _probe(chain, ctx, kernel, src, kd)
+    try:
+        found = {"--run": _run(chain, ctx, kernel, standalone, kd), "--sol": _sol(chain, ctx, kernel, standalone, kd)}
+    except BaseException:  # e.g. Ctrl-C: the probe's processes must not outlive the chain
+        if probe is not None:
+            probe.cancel()
+        raise
+    found["--probe"] = kd / "probe.json" if probe is not None and probe.wait() else None
+    args.update({flag: path for flag, path in found.items() if path is not None})
     return args
 
 
@@ -608,7 +678,8 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
     label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
     kernels = top_kernels(profile, summary, top)
-    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps)
+    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps,
+                    shares=profile_shares(profile))
     # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
     sweep_first = trials is not None and sweep and ctx.local_gpu  # a report pass ahead of the trials
     chain.planned = len(chain.steps) + len(kernels) * (len(KERNEL_STEPS) + sweep_first) + bool(trials)
