@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 from typing import BinaryIO, Iterator
 
 from .errors import InputError
