@@ -45,12 +45,20 @@ def main(argv=None) -> int:
     parser.add_argument("program", help="the Python script to run")
     parser.add_argument("program_args", nargs="*", help="its arguments (put -- before them)")
     opts = parser.parse_args(argv)
-    if not os.path.isfile(opts.pins):
+    from tko import inputs
+    from tko.errors import InputError
+
+    if not os.path.exists(opts.pins):
         parser.error(f"--pins {opts.pins}: no such file")
+    try:
+        inputs.check_input(opts.pins, "a config_pins/1 JSON")
+    except InputError as exc:
+        parser.error(f"--pins {exc}")
     if not os.path.isfile(opts.program):
         parser.error(f"no such program: {opts.program}")
     from tko.patch import pins
     from tko.base.errors import InputError
+    from tko import pins
 
     try:  # a bad pins file named on the command line is a usage error, not a warning
         loaded = pins.load_pins(opts.pins)

@@ -2,8 +2,10 @@
 
 Usage (in the program, before the compiled model first runs)::
 
-    import sys; sys.path.insert(0, "<skill>/scripts")
+    import sys; sys.path.insert(0, "<skill>/scripts")   # not needed after `pip install .`
     import autotune_capture_patch
+
+Importing it writes nothing: the capture folder appears with the first kernel recorded.
 
 or from the shell without editing the program::
 

@@ -28,6 +28,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tko.base import archs, artifact  # noqa: E402
 from tko.env import env_probe  # noqa: E402
 from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko import archs, artifact, atomic, env_probe  # noqa: E402
+from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
 
 SCHEMA = "triton_env/1"
 TOOL = "check_env.py"
@@ -90,6 +92,7 @@ def main(argv=None) -> int:
     for name, value in (("--tool-timeout", args.tool_timeout), ("--smoke-timeout", args.smoke_timeout)):
         if not value > 0:
             raise InputError(f"{name} must be > 0, got {value}")
+    atomic.check_outputs(args.out)
     payload = env_probe.probe(expected, smoke=args.smoke or bool(targets), smoke_targets=targets,
                               tool_timeout=args.tool_timeout, smoke_timeout=args.smoke_timeout)
     doc = artifact.write_artifact(args.out, SCHEMA, TOOL, payload)

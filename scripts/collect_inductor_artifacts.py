@@ -21,6 +21,11 @@ from pathlib import Path
 from tko.base.artifact import write_artifact
 from tko.base.errors import ArgumentParser, InputError, run_main
 from tko.read.inductor_files import Sources, collect
+from tko import inputs
+from tko.artifact import write_artifact
+from tko.atomic import check_outputs
+from tko.errors import ArgumentParser, InputError, run_main
+from tko.inductor_files import Sources, collect
 
 SCHEMA = "artifact_manifest/1"
 
@@ -56,11 +61,11 @@ def _existing_dir(path: Path | None, flag: str) -> Path | None:
 def _check_log(log: Path) -> None:
     """Exit 2 for a --log that is missing or unreadable; say on stderr when it is empty or
     binary (nothing in it will name an output-code file)."""
-    if not log.is_file():
-        raise InputError(f"--log {log}: no such file")
     try:
-        with open(log, "rb") as fh:
+        with inputs.open_input(log, "a log file") as fh:
             head = fh.read(65536)
+    except InputError as exc:
+        raise InputError(f"--log {exc}") from None
     except OSError as exc:
         raise InputError(f"--log {log}: cannot read ({exc.strerror or exc})") from None
     if not head:
@@ -84,8 +89,7 @@ def main(argv=None) -> int:
                       cache_root=_existing_dir(args.cache_root, "--cache-root"),
                       triton_caches=[_existing_dir(t, "--triton-cache") for t in args.triton_cache],
                       debug_dirs=debug_dirs)
-    if args.out.exists() and not args.out.is_dir():
-        raise InputError(f"--out {args.out}: exists and is not a directory")
+    check_outputs(folders=(args.out,))
     roots = [sources.capture_dir, sources.cache_root, *sources.triton_caches, *debug_dirs]
     out_real = os.path.realpath(args.out)
     for root in filter(None, roots):

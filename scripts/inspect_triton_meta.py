@@ -38,6 +38,11 @@ def main(argv=None) -> int:
 
     from tko.read import kernel_source
     from tko.base.artifact import write_artifact
+    from tko import inputs, kernel_source
+    from tko.artifact import write_artifact
+    from tko.atomic import check_outputs
+
+    check_outputs(args.json_out)
 
     _, parsed = kernel_source.read_kernel_file(args.kernel_file)
     kernels = parsed["kernels"]
@@ -50,10 +55,8 @@ def main(argv=None) -> int:
     ir_reports = []
     for ir_path in args.ir:
         p = Path(ir_path)
-        if not p.is_file():
-            raise InputError(f"{ir_path}: no such IR file")
         try:
-            text = p.read_text(encoding="utf-8")
+            text = inputs.read_text(p, "an IR file (.ttir / .ttgir / .llir)")
         except UnicodeDecodeError:
             raise InputError(f"{ir_path}: not a text file") from None
         stage = p.suffix.lstrip(".") if p.suffix in (".ttir", ".ttgir", ".llir", ".mlir") else None

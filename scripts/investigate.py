@@ -9,17 +9,21 @@ bandwidth, then the offline part, and on a GPU the end-to-end remedy trials of t
 (try_remedies.py, once, within --trials-budget-s; OUT/trials/trials.json) before the reports, which
 decide from them first. A --from-capture folder with trials/trials.json (or trials.json) shows those.
 Offline (--from-capture): summarize, collect, and for the top-N
-Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets), the standalone
+Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets; hot kernels only,
+compiles kept between runs), the standalone
 run where a GPU is present (else a recorded run), the speed of light (speed_of_light.py: timed on
 a GPU, else built and checked offline), on a GPU a variant sweep of each kernel the rules
 say to tune, and one report per kernel plus an index (investigation.md). A failed step is recorded
-and becomes a gap, and the exit status is 1; a repro that fails under capture stops the chain.
+and becomes a gap, and the exit status is 1 with the first failure on stderr (2 when no report could
+be made because a step refused its input; a capture whose logs are empty is refused before anything
+runs); a repro that fails under capture stops the chain.
 --out must be new or empty (--force clears what a run writes there).
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from tko.base.errors import ArgumentParser, InputError, run_main
@@ -28,6 +32,7 @@ TOOL = "investigate.py"
 
 
 def main(argv=None) -> int:
+    started = time.perf_counter()
     argv = list(sys.argv[1:] if argv is None else argv)
     cmd: list[str] = []
     if "--" in argv:
@@ -41,7 +46,8 @@ def main(argv=None) -> int:
     p.add_argument("--probe-arch", action="append", default=None, metavar="ARCH",
                    help="offline compile-probe target (repeatable; default gfx942, the DCU proxy; 'none' skips)")
     p.add_argument("--probe-variants", default=None,
-                   help="probe_compile.py --variants for each kernel (default: its full set)")
+                   help="probe_compile.py --variants for each hot kernel (default: the hint variants the "
+                        "decision and the sweep read; 'all' for probe_compile.py's full set)")
     p.add_argument("--no-run", action="store_true", help="do not time standalone kernels")
     p.add_argument("--no-sweep", action="store_true",
                    help="on a GPU, do not sweep variants of kernels the rules say to tune")
@@ -63,7 +69,10 @@ def main(argv=None) -> int:
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
     from tko.chains import pipeline
+    from tko import pipeline
+    from tko.atomic import check_outputs
 
+    check_outputs(folders=(a.out,))  # before resolve(): a symlink loop there is the user's path
     out = Path(a.out).resolve()
     pipeline.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)
     chain = pipeline.Chain(out, timeout=a.timeout)
@@ -87,12 +96,51 @@ def main(argv=None) -> int:
               "steps": [s.as_dict() for s in chain.steps]}
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
-    print(pipeline.index_markdown(result))
+    print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
     failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
           f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
-    # A failed step leaves a gap in the reports: the run is not a success, whatever it wrote.
-    return 0 if kernels and not failed else 1
+    return exit_status(kernels, failed)
+
+
+def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
+    """What the console gets at the end (investigation.md holds the rest): per hot kernel its
+    share and decision, the program's finding and a measured change, the next commands, where
+    the reports are."""
+    steps = result["steps"]
+    counts = {status: sum(s["status"] == status for s in steps) for status in ("failed", "skipped")}
+    lines = [f"[investigate] done in {seconds:.1f} s: {len(result['kernels'])} kernel report(s), {len(steps)} steps "
+             f"({counts['failed']} failed, {counts['skipped']} skipped)"]
+    for k in result["kernels"]:
+        share = f"{100 * k['share']:.1f}% of GPU time" if isinstance(k.get("share"), (int, float)) else "share unknown"
+        where = f"; model code {', '.join(k['where'])}" if k.get("where") else ""
+        decision = k.get("decision_text") or "undecided (see its report's gaps)"
+        lines.append(f"  {k['kernel']} ({share}): {decision}" + (f" [{k['rule']}]" if k.get("rule") else "") + where)
+    program, trials = result.get("program") or {}, result.get("trials") or {}
+    if program.get("verdict"):
+        lines.append(f"  whole program [{program.get('rule')}]: {program.get('says')}")
+    if trials.get("what_to_change"):
+        lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
+    shown = (result.get("next_steps") or [])[:5]
+    lines += ["  next:"] + [f"    - {n}" for n in shown] if shown else ["  next: nothing to change for these kernels"]
+    if len(result.get("next_steps") or []) > len(shown):
+        lines.append(f"    ... {len(result['next_steps']) - len(shown)} more in investigation.md")
+    lines.append(f"  report: {out / 'investigation.md'} (each kernel: {out / 'kernels'}/<kernel>/report.md)")
+    return lines
+
+
+def exit_status(kernels: list, failed: list) -> int:
+    """0 when every hot kernel has its report; else the reason on stderr, one line, and 2 when no
+    report could be made because an input was refused (a step that exited 2), else 1: a failed
+    step leaves a gap in the reports, and the run is not a success whatever it wrote."""
+    if kernels and not failed:
+        return 0
+    first = failed[0] if failed else None
+    why = f"{first.name} failed: {first.error}" if first else "no Triton kernel found in the profile or the autotune log"
+    more = f" (and {len(failed) - 1} more failed step(s), listed in investigation.md)" if len(failed) > 1 else ""
+    print(f"{TOOL}: error: " + ("no kernel report: " if not kernels else "") + why + more, file=sys.stderr)
+    bad_input = not kernels and any((s.error or "").startswith("exit 2:") for s in failed)
+    return 2 if bad_input else 1
 
 
 if __name__ == "__main__":

@@ -4,11 +4,13 @@
     python scripts/probe_compile.py KERNEL.py --arch gfx942 [--arch gfx90a --arch sm_90] \
         --json-out probe.json [--markdown-out probe.md] [--variants baseline,pointer_range,...]
 
-Each (variant, target) compiles in its own subprocess with a fresh Triton cache; the AMDGCN (or PTX)
-of every compile is scanned, and one table shows which change turns global_load into buffer_load or
-widens loads, and the VGPRs / occupancy / spills of each compile.  gfx936 / gfx938 and other DCU
-archs compile for their upstream proxy (said in the output), or as themselves where an HCU backend
-(FlagTree hcu, triton-das) is installed.  Exit 0 when at least one compile succeeded, 1 when all failed, 2 on bad input.
+Each (variant, target) compiles with a fresh Triton cache in a worker process (a few compiles each;
+a line per finished compile says where it stands; a compile stored before from the same inputs is
+read back: tko/compile/compile_cache.py); the AMDGCN (or PTX) of every compile is scanned, and one
+table shows which change turns global_load into buffer_load or widens loads, and the VGPRs /
+occupancy / spills of each compile.  gfx936 / gfx938 and other DCU archs compile for their upstream
+proxy (said in the output), or as themselves where an HCU backend (FlagTree hcu, triton-das) is
+installed.  Exit 0 when at least one compile succeeded, 1 when all failed, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -115,7 +117,8 @@ def main(argv=None) -> int:
 
     result = compile_probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
                              config=config, signature=signature, launch=launch, timeout=args.timeout,
-                             workers=args.jobs, keep_dir=args.keep_dir)
+                             workers=args.jobs, keep_dir=args.keep_dir,
+                             progress=lambda line: print(f"probe_compile.py: {line}", flush=True))
     payload = compile_probe.assemble(result, arches, package_version("triton"))
     payload["kernel_file"] = os.path.abspath(args.kernel_file)
     if args.keep_dir:

@@ -69,6 +69,12 @@ def main(argv=None) -> int:
     from tko.base import archs
     from tko.base.artifact import write_artifact
     from tko.read.isa import scan_path
+    from tko import archs
+    from tko.artifact import write_artifact
+    from tko.atomic import check_outputs
+    from tko.isa import scan_path
+
+    check_outputs(args.json_out)
 
     if args.arch and archs.info(args.arch) is None and \
             not re.fullmatch(r"gfx[0-9a-f]{3,4}|sm_\d+", archs.normalize(args.arch)):

@@ -67,11 +67,17 @@ def main(argv=None) -> int:
     from tko.measure import speed_of_light
     from tko.base.artifact import read_artifact, write_artifact
     from tko.base.atomic import write_text
+    from tko import inputs, speed_of_light
+    from tko.artifact import read_artifact, write_artifact
+    from tko.atomic import write_text
 
     opts = build_parser().parse_args(argv)
     kernel = Path(opts.kernel)
-    if not kernel.is_file():
+    if not kernel.exists():
         raise InputError(f"no such kernel file: {kernel}")
+    inputs.check_input(kernel, "a kernel .py file")
+    if opts.peaks:
+        inputs.check_input(opts.peaks, "a device_peaks JSON")
     if opts.peak_gbps is not None and opts.peak_gbps <= 0:
         raise InputError("--peak-gbps must be positive")
     if opts.timeout <= 0:

@@ -20,6 +20,8 @@ import sys
 
 from tko.base import artifact, atomic
 from tko.read.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
+from tko import artifact, atomic, inputs
+from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
 from tko.base.errors import ArgumentParser, InputError, exit_now, run_main
 
@@ -52,8 +54,8 @@ def log_in(path: str) -> str:
     raise InputError(f"{path}: a folder with no autotune.log (nor autotune_kernels/autotune.log) in it")
 
 
-def summarize_logs(args, held: list | None = None) -> tuple[int, int]:
-    """Parse, summarize and write the outputs; (kernels, skipped lines).  ``held``: a list that
+def summarize_logs(args, held: list | None = None) -> tuple[int, int, int]:
+    """Parse, summarize and write the outputs; (kernels, skipped lines, over-long lines among them).  ``held``: a list that
     keeps the parsed logs and the summary for the process exit to free (:func:`exit_now`);
     without it they are gone when this returns, so the garbage collector resumes on an empty heap."""
     parsed = parse_files([log_in(path) for path in args.logs])
@@ -68,7 +70,8 @@ def summarize_logs(args, held: list | None = None) -> tuple[int, int]:
         atomic.write_text(args.markdown_out, markdown)
     if not args.json_out and not args.markdown_out:
         sys.stdout.write(markdown)
-    return len(summary["kernels"]), len(summary["skipped"])
+    overlong = sum(i.get("overlong_lines", 0) for i in summary["inputs"])
+    return len(summary["kernels"]), len(summary["skipped"]), overlong
 
 
 def main(argv=None, held: list | None = None) -> int:
@@ -77,13 +80,13 @@ def main(argv=None, held: list | None = None) -> int:
         args.spread_threshold = default_spread_threshold()
     if not args.spread_threshold >= 1.0:
         raise InputError(f"--spread-threshold must be >= 1.0, got {args.spread_threshold}")
-    for flag, path in (("--json-out", args.json_out), ("--markdown-out", args.markdown_out)):
-        if path and os.path.isdir(path):
-            raise InputError(f"{flag} {path}: is a directory, expected a file name")
+    atomic.check_outputs(args.json_out, args.markdown_out)
     with paused_gc():  # one pause for the whole run: each resume would walk every object again
-        kernels, skipped = summarize_logs(args, held)
+        kernels, skipped, overlong = summarize_logs(args, held)
     print(f"summarize_autotune_log.py: {kernels} kernels"
-          + (f", {skipped} unreadable lines skipped (listed in the JSON 'skipped')" if skipped else ""),
+          + (f", {skipped} unreadable lines skipped (listed in the JSON 'skipped')" if skipped else "")
+          + (f", of them {overlong} over-long line{'s' * (overlong > 1)} skipped unread (over the "
+             f"{inputs.MAX_LINE_BYTES}-byte line cap)" if overlong else ""),
           file=sys.stderr)
     return 0
 

@@ -53,8 +53,13 @@ def build_parser() -> ArgumentParser:
 def _check(opts) -> None:
     from pathlib import Path
 
-    if not Path(opts.kernel).is_file():
+    from tko import inputs
+
+    if not Path(opts.kernel).exists():
         raise InputError(f"no such kernel file: {opts.kernel}")
+    inputs.check_input(opts.kernel, "a kernel .py file")
+    if opts.probe:
+        inputs.check_input(opts.probe, "a compile_probe JSON")
     for flag in ("warmup", "rep", "timeout"):
         if getattr(opts, flag) <= 0:
             raise InputError(f"--{flag} must be positive")

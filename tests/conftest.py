@@ -16,6 +16,16 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
+# Offline compiles are kept between runs (tko.compile_cache): the tests keep theirs in a folder of
+# their own, new for each session (and for every script they run), never the user's ~/.cache.
+if not os.environ.get("TKO_CACHE_DIR"):
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["TKO_CACHE_DIR"] = tempfile.mkdtemp(prefix="tko_test_cache_")
+    atexit.register(shutil.rmtree, os.environ["TKO_CACHE_DIR"], True)
+
 import fuzzing  # noqa: E402
 import interpreter_child  # noqa: E402  (tests/ is on sys.path: pytest's rootdir-relative conftest import)
 

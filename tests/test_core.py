@@ -60,7 +60,7 @@ def test_atomic_write_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(errors.OutputError, match="out.json: disk full"):
         atomic.write_text(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temp file left behind

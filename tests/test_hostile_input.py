@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -321,14 +322,14 @@ def test_fuzz_load_rules_is_total(data, junk):
 def test_unreadable_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
     env = tmp_path / "env.json"
     env.write_text("{}")
-    real = Path.read_text
+    real = os.open
 
-    def deny(self, *args, **kwargs):
-        if self == env:
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self, *args, **kwargs)
+    def deny(path, *args, **kwargs):  # as a file of mode 000 would for a user other than root
+        if os.fspath(path) == str(env):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_text", deny)
+    monkeypatch.setattr(os, "open", deny)
     rc, err = run_script("check_env", ["--show", str(env)], capsys)
     assert_one_line_exit_2(rc, err, str(env), "Permission denied")
 

@@ -30,7 +30,12 @@ def test_offline_chain_reports_the_hot_kernels(run_script, fixtures_dir, tmp_pat
     assert proc.returncode == 0, proc.stderr + proc.stdout
     index = json.loads((tmp_path / "inv" / "investigation.json").read_text())
     assert contracts.contract_problems(index) == []
-    assert [s["status"] for s in index["steps"]] == ["ok"] * len(index["steps"])
+    assert {s["status"] for s in index["steps"]} <= {"ok", "skipped"}
+    # the zeros_like kernel (4.5 %, under the hot_share cut) is not compile-probed; this capture
+    # holds no standalone files (nothing to run or to time against its twin)
+    skipped = {s["name"]: s["error"] for s in index["steps"] if s["status"] == "skipped"}
+    assert skipped.pop("probe triton_poi_fused_zeros_like_0").startswith("not hot: 4.5% of GPU time")
+    assert all(name.split()[0] in ("run", "speed_of_light") for name in skipped), skipped
     kernels = {k["kernel"]: k for k in index["kernels"]}
     # Profile order of the real trace: the index_add kernel (93.8 %) then zeros_like (4.5 %).
     assert list(kernels) == ["triton_poi_fused_index_index_add_mul_unsqueeze_zeros_like_1",

@@ -71,3 +71,25 @@ def test_installed_entry_point_runs_the_main_job(installed_site, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "investigation.json").read_text())
     assert doc["kernels"][0]["verdict"] and all(str(site) in s["command"] for s in doc["steps"] if s["command"])
+
+
+def test_the_capture_patch_imports_from_the_installed_package_and_writes_nothing_until_a_kernel_is_captured(
+        installed_site, tmp_path):
+    site, names = installed_site
+    assert "autotune_capture_patch.py" in names  # a top-level module beside the tko package
+    cwd = tmp_path / "empty"
+    cwd.mkdir()
+    code = ("import autotune_capture_patch as p, os, sys; print(p.__file__); print(p.INSTALLED['capture_dir']); "
+            "print(p.INSTALLED['inductor'], p.INSTALLED['triton_autotuner']); print(sorted(os.listdir('.')))")
+    proc = run_installed(site, cwd, code)
+    assert proc.returncode == 0, proc.stderr
+    where, capture_dir, patched, listed = proc.stdout.splitlines()
+    assert where.startswith(str(site)) and capture_dir == str(cwd / "autotune_kernels")
+    assert patched == "True True" and listed == "[]" and list(cwd.iterdir()) == []
+    assert "capture off" not in proc.stderr
+
+    # the first record creates the capture folder, and only then
+    proc = run_installed(site, cwd, "import autotune_capture_patch; from tko import capture; capture.emit('kernel', 'k')")
+    assert proc.returncode == 0, proc.stderr
+    assert [p.name for p in cwd.iterdir()] == ["autotune_kernels"]
+    assert (cwd / "autotune_kernels" / "autotune.log").read_text().count('"kernel": "k"') == 1

@@ -16,6 +16,7 @@ from tko.base.contracts import contract_problems
 from tko.base.errors import InputError
 
 LOGS = Path(__file__).resolve().parent / "fixtures" / "autotune_logs"
+ROOT_EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200"
 INTERP = LOGS / "triton_print_autotuning_interp.log"
 ONE_LINE = LOGS / "triton_print_autotuning_3_2_from_source.log"
 
@@ -418,7 +419,7 @@ def test_a_file_without_records_among_several_is_listed_not_fatal(run_script, tm
     doc = json.loads((tmp_path / "s.json").read_text())
     assert {"where": str(plain), "reason": doc["skipped"][-1]["reason"]} == doc["skipped"][-1]
     assert "no autotune records" in doc["skipped"][-1]["reason"]
-    assert doc["inputs"][-1] == {"path": str(plain), "formats": {}, "skipped": 1}
+    assert doc["inputs"][-1] == {"path": str(plain), "formats": {}, "skipped": 1, "overlong_lines": 0}
     # none of them readable: still an error
     empty = tmp_path / "empty.log"
     empty.write_text("")
@@ -501,3 +502,38 @@ def test_the_report_reads_the_first_launch_of_either_version():
     v1 = {key: v for key, v in k.items() if key != "launches"} | {"launch": k["launches"][1]}
     assert AutotuneKernel.read(v1).launch == k["launches"][1]
     assert AutotuneKernel.read(dict(k, launches=[])).launch is None
+
+
+def test_an_over_long_line_is_skipped_unread_counted_and_memory_stays_under_the_cap(tmp_path, monkeypatch, capsys):
+    """A runaway line (a torn write that glued records, binary junk) among real capture records:
+    it is read past in bounded blocks, never held whole, and the summary counts it."""
+    import tracemalloc
+
+    from fuzzing import run_script
+    from tko import inputs
+
+    cap = 1 << 20
+    monkeypatch.setattr(inputs, "MAX_LINE_BYTES", cap)
+    real = (ROOT_EXAMPLES / "mlp_train_step" / "autotune_kernels" / "autotune.log").read_bytes()
+    n_real = real.count(b"\n")
+    log = tmp_path / "autotune.log"
+    with open(log, "wb") as fh:  # the line is 8x the cap: holding it would show in the peak
+        fh.write(real + b'{"schema": "autotune_event/1", "kernel": "' + b"x" * (8 * cap) + b'"}\n' + real)
+    expected = summarize(parse_files([ROOT_EXAMPLES / "mlp_train_step" / "autotune_kernels" / "autotune.log"]))
+
+    tracemalloc.start()
+    try:
+        parsed = parse_files([log])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * cap, f"peak {peak} bytes for a {8 * cap}-byte line under a {cap}-byte cap"
+    summary = summarize(parsed)
+    assert [k["kernel"] for k in summary["kernels"]] == [k["kernel"] for k in expected["kernels"]]
+    assert summary["inputs"][0]["overlong_lines"] == 1
+    assert [s["where"] for s in summary["skipped"]] == [f"{log}:{n_real + 1}"]
+    assert "line cap" in summary["skipped"][0]["reason"]
+
+    rc, err = run_script("summarize_autotune_log", [str(log), "--json-out", str(tmp_path / "s.json")], capsys)
+    assert rc == 0 and "1 over-long line skipped unread" in err[-1], err
+    assert json.loads((tmp_path / "s.json").read_text())["inputs"][0]["overlong_lines"] == 1

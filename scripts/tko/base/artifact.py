@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from . import atomic
+from . import atomic, inputs
 from .errors import InputError
 from .versions import runtime_versions
 
@@ -186,12 +186,8 @@ def _batched_bytes(chunks: Iterable[str], size: int = 1 << 20):
 
 def load_json(path: str | os.PathLike) -> Any:
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, expected a JSON file")
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(inputs.read_text(p, "a JSON file"))
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file") from None
     except json.JSONDecodeError as exc:

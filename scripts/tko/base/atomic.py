@@ -6,8 +6,10 @@ version of an output.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -46,35 +48,75 @@ def clean_stale_temps(folder: str | os.PathLike, max_age_s: float = STALE_TEMP_S
     return removed
 
 
-def output_problem(path: str | os.PathLike) -> str | None:
-    """Why ``path`` cannot be written (None when it can): a directory, a parent that is a
-    file, or a folder that is not writable (checked at the nearest existing ancestor)."""
+def _stat(path: Path) -> tuple[os.stat_result | None, str | None]:
+    """(stat of ``path`` following links, None when it does not exist; why it cannot be reached
+    (a symlink loop, a path through a file, a name too long), None when it can)."""
+    try:
+        return os.stat(path), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:  # ELOOP, ENOTDIR, ENAMETOOLONG, EACCES on a parent
+        return None, exc.strerror or str(exc)
+
+
+def _read_only(folder: Path) -> bool:
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
+
+
+def output_problem(path: str | os.PathLike, folder: bool = False) -> str | None:
+    """Why ``path`` cannot be written (None when it can): a directory where a file is expected
+    (a file where ``folder`` is), a path through a symlink loop or a file, a read-only file
+    system, or a folder that is not writable (checked at the nearest existing ancestor)."""
     target = Path(os.path.abspath(path))
-    if target.is_dir():
-        return f"{path}: is a directory, expected a file path"
-    if target.exists() and not os.access(target, os.W_OK):
-        return f"{path}: not writable"
+    st, problem = _stat(target)
+    if problem:
+        return f"{path}: {problem}"
+    if st is not None and folder != stat.S_ISDIR(st.st_mode):
+        return f"{path}: " + ("exists and is not a folder" if folder else "is a directory, expected a file path")
+    if st is not None and not os.access(target, os.W_OK):
+        return f"{path}: " + (os.strerror(errno.EROFS) if _read_only(target) else "not writable")
     ancestor = target.parent
-    while not ancestor.exists() and ancestor != ancestor.parent:
+    while True:
+        st, problem = _stat(ancestor)
+        if problem:
+            return f"{path}: {ancestor}: {problem}"
+        if st is not None or ancestor == ancestor.parent:
+            break
+        if os.path.lexists(ancestor):  # a link to nothing: mkdir would find the name taken
+            return f"{path}: {ancestor} is a link to a missing folder"
         ancestor = ancestor.parent
-    if not ancestor.is_dir():
+    if st is None or not stat.S_ISDIR(st.st_mode):
         return f"{path}: {ancestor} is not a directory"
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        return f"{path}: folder {ancestor} is not writable"
+        return f"{path}: folder {ancestor}" + (f": {os.strerror(errno.EROFS)}" if _read_only(ancestor)
+                                               else " is not writable")
     return None
 
 
-def check_outputs(*paths: str | os.PathLike | None) -> None:
-    """Raise ``InputError`` before anything is written when any output path cannot be
-    written, so a failed run never replaces one output and leaves the others stale."""
-    from .errors import InputError
+def check_outputs(*paths: str | os.PathLike | None, folders: tuple = ()) -> None:
+    """Raise ``OutputError`` before anything is written when any output path (a file; each of
+    ``folders`` a folder) cannot be written, so a failed run never replaces one output and
+    leaves the others stale."""
+    from .errors import OutputError
 
-    for path in paths:
+    for path, folder in [(p, False) for p in paths] + [(p, True) for p in folders]:
         if path is None or str(path) == "":
             continue
-        problem = output_problem(path)
+        problem = output_problem(path, folder)
         if problem:
-            raise InputError(f"cannot write output {problem}")
+            raise OutputError(f"cannot write output {problem}")
+
+
+def cannot_write(path: str | os.PathLike, exc: OSError):
+    """The OutputError for an OSError met writing ``path`` (a full disk, a read-only file system,
+    a symlink loop): one line naming the path and the cause."""
+    from .errors import OutputError
+
+    reason = output_problem(path) if isinstance(exc, FileExistsError) else None  # mkdir through a loop
+    return OutputError(f"cannot write output {reason or f'{path}: {exc.strerror or exc}'}")
 
 
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
@@ -86,9 +128,12 @@ def write_chunks(path: str | os.PathLike, chunks: Iterable[bytes]) -> Path:
     rename; the temp file is removed when anything fails (a large output is never held whole)."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    clean_stale_temps(parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_temps(parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
+    except OSError as exc:
+        raise cannot_write(target, exc) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             for chunk in chunks:
@@ -98,11 +143,13 @@ def write_chunks(path: str | os.PathLike, chunks: Iterable[bytes]) -> Path:
         # mkstemp creates 0600; give the file the mode a plain open() would have.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError):
+            raise cannot_write(target, exc) from None
         raise
     return target
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import resources
+from . import inputs, resources
 from .errors import InputError
 
 RULES_PATH = resources.reference("decision_rules.yaml")
@@ -57,15 +57,9 @@ def load_rules(path: Path = RULES_PATH) -> dict:
     try:
         # libyaml's loader where pyyaml has it: the rules load in a few ms instead of ~50
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=loader)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such rules file") from None
-    except IsADirectoryError:
-        raise InputError(f"{path}: is a directory, expected a YAML rules file") from None
+        data = yaml.load(inputs.read_text(path, "a YAML rules file"), Loader=loader)
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a UTF-8 text file (expected YAML rules)") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except RecursionError:
         raise InputError(f"{path}: YAML nested too deeply to read") from None
     except yaml.YAMLError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import errno
 import os
 import sys
 from typing import Callable, Sequence
@@ -17,12 +18,20 @@ from typing import Callable, Sequence
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+# OSErrors of a write the file system refused: full, over quota or a file-size limit, read-only,
+# a symlink loop, a name too long.
+OUTPUT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ELOOP, errno.ENAMETOOLONG}
 
 
 class InputError(Exception):
     """Bad input or usage: a missing file, a malformed artifact, a bad flag value."""
 
     exit_code = EXIT_USAGE
+
+
+class OutputError(InputError):
+    """An output that cannot be written: a read-only file system, a full disk, a path through a
+    symlink loop or a file. The user's path or machine, not the tool: exit 2, one line."""
 
 
 class ToolFailure(Exception):
@@ -111,6 +120,14 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"{prog}: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRNOS and not isinstance(exc, FileExistsError):
+            return _unexpected(prog, exc)
+        # writing where the file system refuses (full, read-only, a symlink loop): the user's
+        # path or machine; the atomic writers say this themselves, this catches other writes
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prog}: error: cannot write output {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except UnicodeDecodeError as exc:
         print(f"{prog}: error: an input file is not UTF-8 text ({exc.reason} at byte "
               f"{exc.start})", file=sys.stderr)
@@ -120,11 +137,15 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
               "to read", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:  # last line of defence: no traceback for users
-        if os.environ.get("TKO_DEBUG") == "1":
-            raise
-        print(f"{prog}: error: unexpected {type(exc).__name__}: {exc} "
-              f"(set TKO_DEBUG=1 for a traceback)", file=sys.stderr)
-        return EXIT_FAILURE
+        return _unexpected(prog, exc)
+
+
+def _unexpected(prog: str, exc: Exception) -> int:
+    if os.environ.get("TKO_DEBUG") == "1":
+        raise exc
+    print(f"{prog}: error: unexpected {type(exc).__name__}: {exc} "
+          f"(set TKO_DEBUG=1 for a traceback)", file=sys.stderr)
+    return EXIT_FAILURE
 
 
 def exit_now(rc: int) -> None:

@@ -38,6 +38,14 @@ from ..verdict.report import DECISION_TEXT
 from tko.base.layout import (
     CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR,
     RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
+from . import resources
+from . import atomic, evidence
+from . import markdown as md
+from .artifact import dumps
+from .compile_probe import HINT_VARIANTS
+from .decide import threshold
+from .errors import InputError, ToolFailure
+from .report import DECISION_TEXT
 
 SCRIPTS = resources.scripts_dir()
 
@@ -86,24 +94,38 @@ class Chain:
     timeout: float = 1800.0
     planned: int = 0
 
+    def _add(self, step: Step) -> str:
+        """Record ``step``; its "step k/n" counter (a step past the plan raises the plan)."""
+        self.steps.append(step)
+        self.planned = max(self.planned, len(self.steps))
+        return f"[investigate] step {len(self.steps)}/{self.planned} {step.name}"
+
     def skip(self, name: str, reason: str) -> None:
-        """A step that cannot apply to this input: recorded, not a failure."""
-        self.steps.append(Step(name, [], status="skipped", error=reason))
-        print(f"[investigate] {name}: skipped ({reason})", flush=True)
+        """A planned step that cannot apply to this input: recorded and counted, not a failure."""
+        print(f"{self._add(Step(name, [], status='skipped', error=reason))}: skipped ({reason})", flush=True)
 
     def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
             log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
         """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
-        self.steps.append(step)
-        self.planned = max(self.planned, len(self.steps))
-        print(f"[investigate] step {len(self.steps)}/{self.planned} {name}: "
-              f"{' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        print(f"{self._add(step)}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         t0 = time.perf_counter()
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
                                  label=f"[investigate] {name}")
-        step.seconds = round(time.perf_counter() - t0, 2)
+        return self.finish(step, rc, tail, time.perf_counter() - t0, log)
+
+    def start(self, name: str, cmd: list[str], output: Path | None = None) -> Background:
+        """Start one step in the background, for the steps after it that do not read its output;
+        :meth:`Background.wait` ends and records it."""
+        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        print(f"{self._add(step)} (in the background): {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
+        return Background(self, step)
+
+    def finish(self, step: Step, rc: int | None, tail: list[str], seconds: float, log: Path | None) -> bool:
+        """Record how a step ended (status, time, the error's last lines) and say so."""
+        name = step.name
+        step.seconds = round(seconds, 2)
         if rc is None:
             step.error = f"timed out after {self.timeout:.0f} s" + (f" (log: {log})" if log else "")
         elif rc != 0:
@@ -114,17 +136,51 @@ class Chain:
         return rc == 0
 
 
+class Background:
+    """A step running in a thread of its own (its child in its own process group, as every step's)."""
+
+    def __init__(self, chain: Chain, step: Step):
+        self.chain, self.step = chain, step
+        self.procs: list[subprocess.Popen] = []
+        self.result: tuple[int | None, list[str]] = (None, ["(did not start)"])
+        self.t0 = time.perf_counter()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.thread = threading.Thread(target=self._work, args=(env,), daemon=True)
+        self.thread.start()
+
+    def _work(self, env: dict) -> None:
+        self.result = run_streaming(self.step.cmd, env, None, self.chain.timeout, None, False,
+                                    label=f"[investigate] {self.step.name}", started=self.procs.append)
+
+    def wait(self) -> bool:
+        """Wait for the step to end; True when it succeeded."""
+        self.thread.join()
+        return self.chain.finish(self.step, *self.result, time.perf_counter() - self.t0, None)
+
+    def cancel(self) -> None:
+        """End the step's whole process group now (the chain is stopping)."""
+        from .subproc import kill_group
+
+        for proc in self.procs:
+            if proc.poll() is None:
+                kill_group(proc)
+        self.thread.join(timeout=10)
+
+
 def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
-                  stream: bool, label: str) -> tuple[int | None, list[str]]:
+                  stream: bool, label: str, started=None) -> tuple[int | None, list[str]]:
     """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
     heartbeat with the latest line while it runs, kill the whole group on timeout.
-    Returns (exit code or None on timeout, the last output lines)."""
+    ``started`` (a callable) gets the child once it runs. Returns (exit code or None on timeout,
+    the last output lines)."""
     from ..base.subproc import kill_group
 
     tail: deque[str] = deque(maxlen=40)
     fh = open(log, "w", encoding="utf-8") if log is not None else None
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             cwd=cwd, start_new_session=True, errors="replace")
+    if started is not None:
+        started(proc)
 
     def pump() -> None:
         for line in proc.stdout:
@@ -170,7 +226,14 @@ def script(name: str) -> list[str]:
     return [sys.executable, str(SCRIPTS / name)]
 
 
+# Device files a CUDA or ROCm / DTK driver exposes: without any, torch sees no GPU, and asking it
+# would cost this process an import of torch (about 2 s).
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
 def gpu_available() -> bool:
+    if not any(os.path.exists(p) for p in GPU_DEVICE_FILES):
+        return False
     try:
         import torch
 
@@ -188,10 +251,10 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
         raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
     cap.mkdir(parents=True, exist_ok=True)
     atomic.write_text(cap / REPRO_FILE, json.dumps({"command": ["python", *argv]}) + "\n")
+    chain.planned = len(chain.steps) + 4  # check_env, capture, profile, peak_bandwidth
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
     env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
-    chain.planned = len(chain.steps) + 3
     if not chain.run("capture", script("autotune_capture_patch.py") + [
             "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
             env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
@@ -254,6 +317,11 @@ def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[st
     return names[:top]
 
 
+def profile_shares(profile: dict | None) -> dict:
+    """Each kernel's share of GPU time in a kernel_profile (a share of the wrong type: unknown)."""
+    return {k.get("name"): evidence._num(k.get("share")) for k in evidence._objs((profile or {}).get("kernels"))}
+
+
 def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
     modules = sorted((out / "artifacts" / kernel / "kernel_module").glob("*.py"))
     if modules:
@@ -281,8 +349,17 @@ def recorded_trials(cap: Path) -> Path | None:
     return None
 
 
-def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
-    """Summarize, collect, and the profile: what every kernel's steps read."""
+def _has_text(log: Path) -> bool:
+    """Whether a capture log holds more than blanks (its first 64 KiB decide)."""
+    from . import inputs
+
+    with inputs.open_input(log, "a capture log") as fh:
+        return bool(fh.read(1 << 16).strip())
+
+
+def capture_logs(cap: Path) -> list[Path]:
+    """The capture's logs that hold text, or InputError: none there (not a capture), or all
+    empty (the capture recorded nothing: no later step has anything to read)."""
     kdir = cap / CAPTURE_KERNELS
     logs = [p for p in (kdir / "autotune.log", cap / CAPTURE_LOG) if p.is_file()]
     if not logs:
@@ -290,7 +367,20 @@ def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
                                                                      or (d / CAPTURE_LOG).is_file()))
         raise InputError(f"{cap}: no {CAPTURE_KERNELS}/autotune.log and no {CAPTURE_LOG}: not a capture directory"
                          + (f" (it holds captures: {', '.join(inner)}; name one)" if inner else ""))
-    chain.planned = len(chain.steps) + 2
+    logs = [p for p in logs if _has_text(p)]
+    if not logs:  # summarize would refuse each; every later step reads what it finds
+        raise InputError(f"{cap}: the capture recorded nothing: {CAPTURE_KERNELS}/autotune.log and {CAPTURE_LOG} "
+                         "are empty or missing (did the repro run a compiled model or a Triton kernel?)")
+    return logs
+
+
+def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path, Path]:
+    """Summarize, collect, and the profile: what every kernel's steps read."""
+    kdir = cap / CAPTURE_KERNELS
+    profile_json = cap / PROFILE_DIR / "profile.json"
+    traces = [] if profile_json.is_file() or not (cap / PROFILE_DIR).is_dir() else \
+        sorted((cap / PROFILE_DIR).glob("*.json*"))
+    chain.planned = len(chain.steps) + 2 + bool(traces)  # summarize, collect (and profile)
     chain.run("summarize", script("summarize_autotune_log.py") + [*logs, "--json-out", out / "autotune_summary.json",
               "--markdown-out", out / "autotune_summary.md"], output=out / "autotune_summary.json")
     collect = script("collect_inductor_artifacts.py") + ["--out", out / "artifacts"]
@@ -301,13 +391,10 @@ def _prepare(chain: Chain, cap: Path, out: Path) -> tuple[Path, Path]:
     if (cap / INDUCTOR_CACHE).is_dir():
         collect += ["--cache-root", cap / INDUCTOR_CACHE]
     chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
-    profile_json = cap / PROFILE_DIR / "profile.json"
-    if not profile_json.is_file():
-        traces = sorted((cap / PROFILE_DIR).glob("*.json*")) if (cap / PROFILE_DIR).is_dir() else []
-        if traces:
-            chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
-                      "--markdown-out", out / "profile.md"], output=out / "profile.json")
-            profile_json = out / "profile.json"
+    if traces:
+        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+                  "--markdown-out", out / "profile.md"], output=out / "profile.json")
+        profile_json = out / "profile.json"
     return kdir, profile_json
 
 
@@ -321,11 +408,20 @@ class KernelCtx:
     run_kernels: bool
     local_gpu: bool
     peak_gbps: float | None
+    shares: dict = field(default_factory=dict)  # kernel -> share of GPU time (the profile's), when known
+
+
+# The steps every hot kernel gets, each run or recorded as skipped (the progress counter's plan).
+KERNEL_STEPS = ("inspect", "scan", "probe", "run", "speed_of_light", "report")
 
 
 def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
     """speed_of_light.py on the captured standalone kernel: timed on a GPU, else built,
     compiled and checked offline."""
+    name = f"speed_of_light {kernel}"
+    if not standalone.is_file():
+        chain.skip(name, "no standalone file of this kernel was captured")
+        return None
     cmd = script("speed_of_light.py") + [standalone, "--json-out", kd / "sol.json", "--markdown-out", kd / "sol.md",
                                          "--twin-out", kd / "sol_twin.py"]
     if not ctx.local_gpu:
@@ -336,19 +432,61 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
         cmd += ["--peaks", ctx.cap / PEAKS_FILE]
     for arch in ctx.probe_archs:
         cmd += ["--arch", arch]
-    return kd / "sol.json" if chain.run(f"speed_of_light {kernel}", cmd, output=kd / "sol.json") else None
+    return kd / "sol.json" if chain.run(name, cmd, output=kd / "sol.json") else None
+
+
+def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path) -> Background | None:
+    """probe_compile.py for the --probe-arch targets of a hot kernel, started in the background:
+    the slowest offline step, and no step of the kernel but its report reads what it writes."""
+    name = f"probe {kernel}"
+    if not ctx.probe_archs:
+        chain.skip(name, "no compile target (--probe-arch none)")
+        return None
+    if src is None:
+        chain.skip(name, "no source of this kernel was collected or captured")
+        return None
+    share, hot = ctx.shares.get(kernel), threshold("hot_share")
+    if isinstance(share, (int, float)) and share < hot:  # its decision is not_hot whatever the ISA says
+        chain.skip(name, f"not hot: {share:.1%} of GPU time, under the {hot:.0%} cut (hot_share)")
+        return None
+    probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
+                                         "--markdown-out", kd / "probe.md"]
+    for arch in ctx.probe_archs:
+        probe += ["--arch", arch]
+    if ctx.probe_variants != "all":  # "all": probe_compile.py's own default set
+        probe += ["--variants", ctx.probe_variants or ",".join(HINT_VARIANTS)]
+    if (ctx.kdir / "autotune.log").is_file():
+        probe += ["--launch-event", ctx.kdir / "autotune.log"]
+    return chain.start(name, probe, output=kd / "probe.json")
+
+
+def _run(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
+    """The standalone kernel timed here (on a GPU), else the capture's recorded run, if any."""
+    name, recorded = f"run {kernel}", ctx.cap / RUNS_DIR / f"{kernel}.json"
+    instead = f"; the recorded {recorded.relative_to(ctx.cap)} stands in" if recorded.is_file() else ""
+    why = ("--no-run" if not ctx.run_kernels else "no GPU here" if not ctx.local_gpu
+           else "no standalone file of this kernel was captured" if not standalone.is_file() else None)
+    if why:
+        chain.skip(name, why + instead)
+        return recorded if recorded.is_file() else None
+    cmd = script("run_captured_kernel.py") + [standalone, "--all-configs", "--timer", "do_bench,profiler_flushed",
+                                              "--json-out", kd / "run.json"]
+    return kd / "run.json" if chain.run(name, cmd, output=kd / "run.json") else None
 
 
 def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> dict:
-    """inspect, scan, probe, run and speed of light of one kernel: the report's arguments."""
-    out, kdir = ctx.out, ctx.kdir
+    """inspect, scan, probe, run and speed of light of one kernel (each run or skipped): the
+    report's arguments."""
+    out = ctx.out
     kd = out / "kernels" / kernel
     kd.mkdir(parents=True, exist_ok=True)
     src = kernel_source(out, ctx.cap, kernel)
     args = {"--kernel": kernel, "--out": kd / "report.md", "--profile": profile_json,
             "--autotune-summary": out / "autotune_summary.json", "--env": ctx.cap / ENV_FILE,
             "--artifacts": out / "artifacts" / "manifest.json"}
-    if src is not None and chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
+    if src is None:
+        chain.skip(f"inspect {kernel}", "no source of this kernel was collected or captured")
+    elif chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
             src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
         args["--meta"] = kd / "meta.json"
     if not has_listing(out / "artifacts" / kernel):
@@ -356,30 +494,16 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
     elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
         args["--isa"] = kd / "isa_scan.json"
-    if src is not None and ctx.probe_archs:
-        probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
-                                             "--markdown-out", kd / "probe.md"]
-        for arch in ctx.probe_archs:
-            probe += ["--arch", arch]
-        if ctx.probe_variants:
-            probe += ["--variants", ctx.probe_variants]
-        if (kdir / "autotune.log").is_file():
-            probe += ["--launch-event", kdir / "autotune.log"]
-        if chain.run(f"probe {kernel}", probe, output=kd / "probe.json"):
-            args["--probe"] = kd / "probe.json"
-    recorded = ctx.cap / RUNS_DIR / f"{kernel}.json"
-    standalone = kdir / f"{kernel}.py"
-    if ctx.run_kernels and ctx.local_gpu and standalone.is_file():
-        if chain.run(f"run {kernel}", script("run_captured_kernel.py") + [standalone, "--all-configs",
-                     "--timer", "do_bench,profiler_flushed", "--json-out", kd / "run.json"],
-                     output=kd / "run.json"):
-            args["--run"] = kd / "run.json"
-    elif recorded.is_file():
-        args["--run"] = recorded
-    if standalone.is_file():
-        sol = _sol(chain, ctx, kernel, standalone, kd)
-        if sol is not None:
-            args["--sol"] = sol
+    standalone = ctx.kdir / f"{kernel}.py"
+    probe = _probe(chain, ctx, kernel, src, kd)
+    try:
+        found = {"--run": _run(chain, ctx, kernel, standalone, kd), "--sol": _sol(chain, ctx, kernel, standalone, kd)}
+    except BaseException:  # e.g. Ctrl-C: the probe's processes must not outlive the chain
+        if probe is not None:
+            probe.cancel()
+        raise
+    found["--probe"] = kd / "probe.json" if probe is not None and probe.wait() else None
+    args.update({flag: path for flag, path in found.items() if path is not None})
     return args
 
 
@@ -522,7 +646,9 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
                                                    "--best-out", kd / f"best_{kernel}.py"]
         if (kd / "probe.json").is_file():
             cmd += ["--probe", kd / "probe.json"]
+        chain.planned += 1  # the sweep; and the report again when it succeeds
         if chain.run(f"sweep {kernel}", cmd, output=kd / "sweep.json", env=env):
+            chain.planned += 1
             chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
                       output=kd / "report.md", env=env)
             rep = _load(kd / "report.json")
@@ -558,20 +684,23 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
             ) -> tuple[list[dict], dict | None, dict | None]:
     """Every kernel's evidence, then the remedy trials (once per repro), then the reports.
     Returns (kernel entries, program decision, trials summary)."""
+    logs = capture_logs(cap)
     out.mkdir(parents=True, exist_ok=True)
     if repro is None:
         repro = repro_command(cap)
-    kdir, profile_json = _prepare(chain, cap, out)
+    kdir, profile_json = _prepare(chain, cap, out, logs)
     profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
     label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
     kernels = top_kernels(profile, summary, top)
-    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps)
+    ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps,
+                    shares=profile_shares(profile))
     # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
-    chain.planned = len(chain.steps) + len(kernels) * (4 + bool(probe_archs) + bool(run_kernels)) + bool(trials)
+    sweep_first = trials is not None and sweep and ctx.local_gpu  # a report pass ahead of the trials
+    chain.planned = len(chain.steps) + len(kernels) * (len(KERNEL_STEPS) + sweep_first) + bool(trials)
     gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
     program = evidence.program_decision(profile, label)
     pins_path = None
-    if trials is not None and sweep and ctx.local_gpu:
+    if sweep_first:
         # Sweep what the evidence says to tune before the trials, so that the pinned arm measures
         # the sweep's best configs end to end in the real program.
         for kernel, args in gathered.items():
@@ -721,7 +850,8 @@ def index_markdown(result: dict) -> str:
                                          ["- nothing to run: no kernel decision and no whole-program finding asks "
                                           "for a change, and nothing is left to measure"])
     lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
-        [s["name"], s["status"], s["seconds"], md.text((s["error"] or "")[:200])] for s in result["steps"]])
+        [s["name"], s["status"], "" if s["seconds"] is None else s["seconds"], md.text((s["error"] or "")[:200])]
+        for s in result["steps"]])
     return "\n".join(lines) + "\n"
 
 

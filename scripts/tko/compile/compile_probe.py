@@ -1,9 +1,11 @@
 """Compile probes: one kernel, several targets, several hint/config variants, no kernel launch.
 
-Each (variant, target) compile runs in its own subprocess (``tko.compile.offline_compile`` worker mode) with
-its own fresh Triton cache: Tritons up to 3.3 read ``AMDGCN_USE_BUFFER_OPS`` at import time, and a
-shared cache could hand back a kernel compiled under another setting.  A pool as wide as the CPU
-count runs them, each under a timeout.
+The compiles run in worker processes (``tko.compile.offline_compile`` worker mode), a few compiles to a
+process (each imports torch and Triton once), as many processes as CPUs at most, each compile under
+a timeout and with a fresh Triton cache of its own: a shared cache could hand back a kernel compiled
+under another setting. Tritons up to 3.3 read ``AMDGCN_USE_BUFFER_OPS`` at import time, so there the
+variants that set it get processes of their own. A compile stored before from the same inputs
+(``tko.compile.compile_cache``) is read back instead; IR line info then names the file of that compile.
 
 Variants (``build_variants``):
 
@@ -31,7 +33,7 @@ import json
 import os
 import re
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,11 @@ from ..base.errors import InputError
 
 DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                     "multiple_of", "pointer_range+assume", "blocks", "warps")
+# What the decision and the sweep read of a probe: which hint turns global loads into buffer loads
+# (references/decision_rules.yaml: probe_buffer_variant) and which hints change the ISA (tko.sweep
+# sweeps those); the block and warp variants add nothing there (the sweep times configs itself).
+HINT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume", "multiple_of",
+                 "pointer_range+assume")
 BASIC_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                   "multiple_of", "blocks", "warps", "options") + triton_stack.TUNABLE_NAMES
 BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
@@ -350,42 +357,77 @@ class Job:
     path: str
     out_dir: Path
 
+    def spec(self, kernel_name: str, base_spec: dict) -> dict:
+        """The worker spec: what to compile, where, and the settings over the environment (the
+        variant's, and a Triton cache of its own: a shared one could hand back a kernel compiled
+        under another setting)."""
+        spec = dict(base_spec, path=self.path, arch=self.arch, kernel=kernel_name, out_dir=str(self.out_dir))
+        if self.variant.config is not None:
+            spec["config"] = self.variant.config
+        if self.variant.pointer_range:
+            spec["pointer_range"] = self.variant.pointer_range
+        spec["env"] = dict(self.variant.env, TRITON_CACHE_DIR=str(self.out_dir / "triton_cache"))
+        return spec
 
-def _run_job(job: Job, kernel_name: str, base_spec: dict, timeout: float) -> dict:
-    job.out_dir.mkdir(parents=True, exist_ok=True)
-    spec = dict(base_spec)
-    spec.update({"path": job.path, "arch": job.arch, "kernel": kernel_name,
-                 "out_dir": str(job.out_dir)})
-    if job.variant.config is not None:
-        spec["config"] = job.variant.config
-    if job.variant.pointer_range:
-        spec["pointer_range"] = job.variant.pointer_range
-    spec_path = job.out_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec, default=str), encoding="utf-8")
-    env_overrides = dict(job.variant.env)
-    env_overrides["TRITON_CACHE_DIR"] = str(job.out_dir / "triton_cache")
-    env = offline_compile.worker_env(env_overrides)
-    done = subproc.run(offline_compile.worker_command(spec_path), timeout=timeout, env=env,
-                       cwd=str(job.out_dir))
-    seconds = round(done.seconds, 2)
-    if done.timed_out:
-        return {"ok": False, "error_kind": "Timeout",
-                "error": f"compile did not finish within {timeout:g} s", "seconds": seconds}
+
+# A worker process imports torch and Triton once (3-4 s on a 2-core machine), then compiles in
+# about 0.3 s each (the recorded H200 pointwise kernel for gfx942): a second process pays for its
+# import only past about a dozen compiles.
+COMPILES_PER_WORKER = 12
+
+
+def _import_time_env(variant: Variant) -> tuple:
+    """The settings a worker process must start with: Tritons up to 3.3 read the buffer-op switch
+    at import, later ones at each compile (so one process serves every variant)."""
+    version = offline_compile.parse_version(offline_compile.package_version("triton"))
+    return tuple(sorted(variant.env.items())) if version and version < (3, 4) else ()
+
+
+def _batches(jobs: list[Job], workers: int) -> list[tuple[dict, list[Job]]]:
+    """(process environment, jobs) per worker process: jobs that need the same environment at
+    import share processes, at least COMPILES_PER_WORKER to a process, at most ``workers`` each."""
+    groups: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(_import_time_env(job.variant), []).append(job)
+    out = []
+    for env, group in groups.items():
+        n = max(1, min(workers, -(-len(group) // COMPILES_PER_WORKER)))
+        out += [(dict(env), group[i::n]) for i in range(n)]
+    return out
+
+
+def _run_batch(env: dict, jobs: list[Job], kernel_name: str, base_spec: dict, timeout: float) -> subproc.Completed:
+    """One worker process compiling ``jobs`` in turn; each leaves its result.json."""
+    paths = []
+    for job in jobs:
+        job.out_dir.mkdir(parents=True, exist_ok=True)
+        spec_path = job.out_dir / "spec.json"
+        spec_path.write_text(json.dumps(job.spec(kernel_name, base_spec), default=str), encoding="utf-8")
+        paths.append(spec_path)
+    return subproc.run(offline_compile.worker_command(*paths), timeout=timeout * len(jobs),
+                       env=offline_compile.worker_env(env), cwd=str(jobs[0].out_dir))
+
+
+def _read_result(job: Job, done: subproc.Completed | None, timeout: float) -> dict:
+    """The job's result.json, or why its worker left none (a timeout, a crash)."""
     result_file = job.out_dir / "result.json"
-    if not result_file.exists():
-        tail = [ln for ln in done.stderr.splitlines() if ln.strip()][-4:]
-        return {"ok": False, "error_kind": "WorkerCrash",
-                "error": f"compile process exited {done.returncode} without a result"
-                         + (": " + " | ".join(tail) if tail else ""), "seconds": seconds}
-    result = json.loads(result_file.read_text(encoding="utf-8"))
-    result["seconds"] = seconds
-    if not result.get("ok"):
+    if result_file.exists():
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    elif done is not None and done.timed_out:
+        return {"ok": False, "error_kind": "Timeout", "error": f"compile did not finish within {timeout:g} s",
+                "seconds": round(done.seconds, 2)}
+    else:
+        tail = [ln for ln in (done.stderr if done else "").splitlines() if ln.strip()][-4:]
+        return {"ok": False, "error_kind": "WorkerCrash", "seconds": round(done.seconds, 2) if done else None,
+                "error": f"compile process exited {done.returncode if done else '?'} without a result"
+                         + (": " + " | ".join(tail) if tail else "")}
+    if not result.get("ok") and done is not None:
         diagnostics = offline_compile.stderr_diagnostics(done.stderr)
         if diagnostics:
             result["diagnostics"] = diagnostics
             first, _, rest = str(result.get("error", "")).partition("\n")
             result["error"] = f"{first}: {diagnostics[0]}" + (f"\n{rest}" if rest else "")
-    result["buffer_ops_env"] = env.get(BUFFER_OPS_ENV)
+    result["buffer_ops_env"] = dict(os.environ, **job.variant.env).get(BUFFER_OPS_ENV)
     return result
 
 
@@ -432,11 +474,64 @@ def _target_skip(variant: Variant, accepted: dict | None, backend: str | None) -
     return line if extras and line else None
 
 
+def _progress_line(n: int, total: int, job: Job) -> str:
+    result_file = job.out_dir / "result.json"
+    try:
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result = {}
+    how = "stored compile" if result.get("cached") else f"{result.get('seconds', '?')} s"
+    return (f"[{n}/{total}] {job.variant.name} for {job.arch}: "
+            f"{'ok' if result.get('ok') else 'failed'} ({how})")
+
+
+def compile_jobs(jobs: list[Job], kernel_name: str, base_spec: dict, timeout: float, workers: int,
+                 progress=None) -> list[dict]:
+    """Every job's result: a compile stored before is read back, the rest compile in a few
+    worker processes; ``progress`` (a callable) gets one line as each job finishes."""
+    report = progress or (lambda line: None)
+    pending = []
+    for job in jobs:
+        spec = job.spec(kernel_name, base_spec)
+        _, stored = offline_compile.stored_outcome(job.path, job.arch, offline_compile.spec_args(spec),
+                                                   job.variant.env)
+        if stored is None:
+            pending.append(job)
+        else:
+            offline_compile.write_result(job.out_dir, stored, 0.0, cached=True)
+    finished = [job for job in jobs if all(job is not p for p in pending)]
+    seen = {id(job) for job in finished}
+    for n, job in enumerate(finished, 1):
+        report(_progress_line(n, len(jobs), job))
+    batches = _batches(pending, workers)
+    if batches:
+        report(f"compiling {len(pending)} variant(s) in {len(batches)} process(es)")
+    done_by: dict[int, subproc.Completed] = {}
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {pool.submit(_run_batch, env, batch, kernel_name, base_spec, timeout): batch
+                   for env, batch in batches}
+        while futures:
+            finished_now, _ = wait(list(futures), timeout=0.5)
+            for job in pending:  # as each result.json appears
+                if id(job) not in seen and (job.out_dir / "result.json").exists():
+                    seen.add(id(job))
+                    report(_progress_line(len(seen), len(jobs), job))
+            for future in finished_now:
+                for job in futures.pop(future):
+                    done_by[id(job)] = future.result()
+    for job in pending:  # the ones a timeout or a crash left without a result
+        if id(job) not in seen:
+            seen.add(id(job))
+            report(_progress_line(len(seen), len(jobs), job))
+    return [_read_result(job, done_by.get(id(job)), timeout) for job in jobs]
+
+
 def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list[str],
               kernel: str | None = None, config: dict | None = None, signature: Any = None,
               launch: dict | None = None, timeout: float = 120.0, workers: int | None = None,
-              keep_dir: str | Path | None = None) -> dict:
-    """Compile every (variant, target) and return the rows of the comparison (not yet scanned)."""
+              keep_dir: str | Path | None = None, progress=None) -> dict:
+    """Compile every (variant, target) and return the rows of the comparison (not yet scanned);
+    ``progress`` (a callable) gets a line as each compile finishes."""
     kernel_path = Path(kernel_path).resolve()
     text, parsed = kernel_source.read_kernel_file(kernel_path)
     chosen = kernel_source.select_kernel(parsed, kernel)
@@ -487,11 +582,10 @@ def run_probe(kernel_path: str | Path, arches: list[str], *, variant_names: list
                     continue
                 out_dir = root / _safe(variant.name) / _safe(arch)
                 jobs.append((variant, arch, Job(variant, arch, path, out_dir), None))
-        max_workers = max(1, workers or os.cpu_count() or 1)
-        with ThreadPoolExecutor(max_workers=max_workers) as pool:
-            futures = [pool.submit(_run_job, job, chosen["name"], base_spec, timeout) if job else None
-                       for _, _, job, _ in jobs]
-            results = [f.result() if f else None for f in futures]
+        runnable = [job for _, _, job, _ in jobs if job is not None]
+        compiled = iter(compile_jobs(runnable, chosen["name"], base_spec, timeout,
+                                     max(1, workers or os.cpu_count() or 1), progress))
+        results = [next(compiled) if job is not None else None for _, _, job, _ in jobs]
         rows = []
         for (variant, arch, job, why), result in zip(jobs, results):
             row = {"variant": variant.name, "arch": arch, "skipped": why}
@@ -664,6 +758,7 @@ def assemble(probe: dict, arches: list[str], triton_version: str | None) -> dict
         else:
             result = row.get("result") or {}
             entry["seconds"] = result.get("seconds")
+            entry["stored"] = bool(result.get("cached"))
             entry["buffer_ops_env"] = result.get("buffer_ops_env")
             if result.get("ok"):
                 outcome = result["outcome"]

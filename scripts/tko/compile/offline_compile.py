@@ -22,9 +22,9 @@ Main entry for other modules::
     compile_kernel_file(path, arch, *, kernel=None, config=None, pointer_range=None,
                         extra_attrs=None, signature=None, env=None, launch=None) -> CompileOutcome
 
-A worker mode (``python -m tko.compile.offline_compile --worker spec.json``) compiles in a fresh process and
-writes the stages to files; ``tko.compile.compile_probe`` uses it because old Tritons read ``AMDGCN_USE_BUFFER_OPS``
-at import.
+A worker mode (``python -m tko.compile.offline_compile --worker spec.json [spec.json ...]``) compiles in a fresh
+process and writes the stages to files; ``tko.compile.compile_probe`` uses it because old Tritons read
+``AMDGCN_USE_BUFFER_OPS`` at import. Finished compiles are kept between runs (``tko.compile.compile_cache``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -50,6 +51,10 @@ from ..read import kernel_source, triton_stack
 from ..base.config import TritonConfig
 from ..base.errors import InputError, ToolFailure
 from ..base.versions import package_version, parse_version
+from . import archs, compile_cache, inputs, kernel_source
+from .config import TritonConfig
+from .errors import InputError, ToolFailure
+from .versions import package_version, parse_version
 
 TEXT_STAGES = ("source", "ttir", "ttgir", "llir", "amdgcn", "ptx")
 BLOCK_NAMES_X = ("XBLOCK",)
@@ -656,8 +661,38 @@ def compile_kernel_file(path: str | os.PathLike, arch: str, *, kernel: str | Non
 
     Raises ``InputError`` for a bad file / signature / config and ``ToolFailure`` when Triton fails;
     gfx936 / gfx938 and other DCU archs compile for their upstream proxy (``proxy_note`` says so).
+    A compile made before from the same inputs is read back, not repeated (``tko.compile_cache``).
     """
-    path = Path(path)
+    args = {"kernel": kernel, "config": config, "pointer_range": pointer_range, "extra_attrs": extra_attrs,
+            "signature": signature, "launch": launch}
+    cache_key, outcome = stored_outcome(path, arch, args, env)
+    if outcome is None:
+        outcome = _compile_kernel_file(Path(path), arch, env=env, **args)
+        if cache_key:
+            compile_cache.store(cache_key, outcome.to_json(with_asm=True))
+    return outcome
+
+
+def stored_outcome(path: str | os.PathLike, arch: str, args: dict,
+                   env: dict | None = None) -> tuple[str | None, CompileOutcome | None]:
+    """(the compile's store key, its stored outcome or None): ``args`` are the keyword arguments
+    of :func:`compile_kernel_file`, ``env`` the settings over this process's environment. A file
+    that cannot be read has no key: the compile itself says why."""
+    try:
+        text = inputs.read_text(path, "a kernel .py file")
+    except (InputError, UnicodeDecodeError):
+        return None, None
+    cache_key = compile_cache.key(path, text, arch, args, env)
+    stored = compile_cache.load(cache_key)
+    try:
+        return cache_key, CompileOutcome(**stored) if stored else None
+    except TypeError:  # written by other code: compile again
+        return cache_key, None
+
+
+def _compile_kernel_file(path: Path, arch: str, *, kernel: str | None, config: dict | None,
+                         pointer_range: int | bool | None, extra_attrs: dict | None,
+                         signature: dict | str | None, env: dict | None, launch: dict | None) -> CompileOutcome:
     text, parsed = kernel_source.read_kernel_file(path)
     chosen = kernel_source.select_kernel(parsed, kernel)
     spec_notes = []
@@ -694,8 +729,8 @@ def _scripts_dir() -> str:
     return str(Path(__file__).resolve().parents[2])
 
 
-def worker_command(spec_path: str | os.PathLike) -> list[str]:
-    return [sys.executable, "-m", "tko.compile.offline_compile", "--worker", str(spec_path)]
+def worker_command(*spec_paths: str | os.PathLike) -> list[str]:
+    return [sys.executable, "-m", "tko.compile.offline_compile", "--worker", *map(str, spec_paths)]
 
 
 def worker_env(overrides: dict | None) -> dict:
@@ -709,34 +744,54 @@ def worker_env(overrides: dict | None) -> dict:
     return env
 
 
-def run_worker(spec_path: str) -> int:
-    """Compile per a JSON spec; write ``result.json`` (+ one file per stage) into spec['out_dir']."""
-    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
-    out_dir = Path(spec["out_dir"])
+def spec_args(spec: dict) -> dict:
+    """The keyword arguments of :func:`compile_kernel_file` in a worker spec."""
+    return {k: spec.get(k) for k in ("kernel", "config", "pointer_range", "extra_attrs", "signature", "launch")}
+
+
+def write_result(out_dir: Path, outcome: CompileOutcome | None, seconds: float, cached: bool = False,
+                 error: dict | None = None) -> dict:
+    """``result.json`` (and one file per text stage) of one compile in ``out_dir``: what the
+    worker leaves, and what a stored compile is read back as. Written last and atomically, so its
+    presence says the compile is done."""
+    from . import atomic
+
     out_dir.mkdir(parents=True, exist_ok=True)
-    result: dict[str, Any] = {"ok": False}
-    try:
-        outcome = compile_kernel_file(spec["path"], spec["arch"], kernel=spec.get("kernel"),
-                                      config=spec.get("config"), pointer_range=spec.get("pointer_range"),
-                                      extra_attrs=spec.get("extra_attrs"), signature=spec.get("signature"),
-                                      launch=spec.get("launch"))
+    result: dict[str, Any] = dict(error or {"ok": False})
+    if outcome is not None:
         files = {}
         for stage, content in outcome.asm.items():
             file = out_dir / f"{outcome.kernel}.{stage}"
             file.write_text(content, encoding="utf-8")
             files[stage] = str(file)
         result = {"ok": True, "outcome": outcome.to_json(), "files": files}
-    except (InputError, ToolFailure) as exc:
-        result = {"ok": False, "error_kind": type(exc).__name__, "error": str(exc)}
-    except BaseException as exc:  # a worker must always leave a readable answer
-        result = {"ok": False, "error_kind": type(exc).__name__, "error": compile_error_text(exc),
-                  "traceback_tail": traceback.format_exc().splitlines()[-3:]}
-    (out_dir / "result.json").write_text(json.dumps(result, default=str), encoding="utf-8")
+    result.update(seconds=round(seconds, 2), cached=cached)
+    atomic.write_text(out_dir / "result.json", json.dumps(result, default=str))
+    return result
+
+
+def run_worker(spec_paths: list[str]) -> int:
+    """Compile per each JSON spec in turn, in this one process (torch and Triton imported once);
+    each leaves ``result.json`` (+ one file per stage) in its spec's ``out_dir``. A spec's ``env``
+    is set around its compile."""
+    for spec_path in spec_paths:
+        spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+        started = time.perf_counter()
+        outcome, error = None, None
+        try:
+            outcome = compile_kernel_file(spec["path"], spec["arch"], env=spec.get("env"), **spec_args(spec))
+        except (InputError, ToolFailure) as exc:
+            error = {"ok": False, "error_kind": type(exc).__name__, "error": str(exc)}
+        except BaseException as exc:  # a worker must always leave a readable answer
+            error = {"ok": False, "error_kind": type(exc).__name__, "error": compile_error_text(exc),
+                     "traceback_tail": traceback.format_exc().splitlines()[-3:]}
+        write_result(Path(spec["out_dir"]), outcome, time.perf_counter() - started, error=error)
+        print(f"compiled {spec['out_dir']}", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        sys.exit(run_worker(sys.argv[2]))
-    print("usage: python -m tko.compile.offline_compile --worker SPEC.json", file=sys.stderr)
+    if len(sys.argv) >= 3 and sys.argv[1] == "--worker":
+        sys.exit(run_worker(sys.argv[2:]))
+    print("usage: python -m tko.compile.offline_compile --worker SPEC.json [SPEC.json ...]", file=sys.stderr)
     sys.exit(2)

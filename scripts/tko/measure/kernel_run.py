@@ -15,6 +15,8 @@ from pathlib import Path
 
 from ..base import subproc
 from ..base.subproc import failure_line
+from . import inputs, subproc
+from .subproc import failure_line
 from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
 STDERR_TAIL_LINES = 30
@@ -103,7 +105,7 @@ def run_kernel(kernel_py: Path, all_configs: bool = False, timeout: float = 600.
         cmd += ["--rep", str(rep)]
     timers_dropped: list[str] = []
     if timer:
-        timer, timers_dropped = timer_for_runner(runner_version(kernel_py.read_text(errors="replace")), timer)
+        timer, timers_dropped = timer_for_runner(runner_version(inputs.read_text(kernel_py, "a kernel .py file", errors="replace")), timer)
         if timer:
             cmd += ["--timer", timer]
     cmd += list(extra_args or [])

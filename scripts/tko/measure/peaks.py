@@ -29,6 +29,10 @@ from ..base import resources
 from ..base.artifact import positive_float
 from ..base.errors import InputError, ToolFailure
 from ..base.archs import torch_device_arch
+from . import inputs, resources
+from .artifact import positive_float
+from .errors import InputError, ToolFailure
+from .archs import torch_device_arch
 
 SCHEMA = "device_peak/1"
 STORE_ENV = "TKO_PEAKS_FILE"
@@ -112,7 +116,7 @@ def load_table(path: str | os.PathLike | None = None) -> list[dict]:
     except Exception as exc:
         raise InputError(f"{p}: reading it needs pyyaml ({type(exc).__name__})") from None
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+        doc = yaml.safe_load(inputs.read_text(p, "a YAML peaks table"))
     except UnicodeDecodeError as exc:
         raise InputError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except (yaml.YAMLError, ValueError, TypeError, AttributeError, RecursionError) as exc:

@@ -27,6 +27,8 @@ from pathlib import Path
 
 from ..read import kernel_source
 from ..base.errors import InputError
+from . import inputs, kernel_source
+from .errors import InputError
 
 TL_MEMORY = {"load", "store"} | kernel_source.ATOMIC_FUNCS
 # tl.* calls that cost arithmetic and have a data result of their argument's type
@@ -343,7 +345,7 @@ def write_twin_file(kernel_py: Path, out_path: Path, kernel: str | None = None) 
     from ..base import atomic
 
     kernel_py = Path(kernel_py)
-    text = kernel_py.read_text(encoding="utf-8")
+    text = inputs.read_text(kernel_py, "a kernel .py file")
     twin = make_twin(text, kernel, str(kernel_py))
     out_text = twin.text
     if Path(out_path).resolve().parent != kernel_py.resolve().parent:

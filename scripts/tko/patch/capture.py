@@ -209,6 +209,7 @@ def append_record(path: Path, line: str) -> None:
     torn write); a short or failed write is truncated back to the size before it.
     """
     data = (line if line.endswith("\n") else line + "\n").encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)  # the capture folder, made by the first record
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
     try:
         st = os.fstat(fd)
@@ -261,11 +262,11 @@ def _last_byte(path: Path, size: int) -> bytes:
 
 
 def check_capture_dir(s: Settings) -> str | None:
-    """Why capture cannot record into ``s.capture_dir`` (None when it can)."""
-    try:
-        s.capture_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return f"cannot create capture dir {s.capture_dir}: {exc.strerror or exc}"
+    """Why capture cannot record into ``s.capture_dir`` (None when it can). Nothing is created:
+    the folder appears with the first record (an import of the patch leaves the cwd as it was)."""
+    if not s.capture_dir.is_dir():
+        problem = atomic.output_problem(s.capture_dir, folder=True)
+        return f"cannot create capture dir {problem}" if problem else None
     if not os.access(s.capture_dir, os.W_OK | os.X_OK):
         return f"capture dir {s.capture_dir} is not writable"
     try:

@@ -28,6 +28,9 @@ from typing import Any
 
 from ..base.config import CONFIG_FIELDS, TritonConfig
 from ..base.errors import InputError
+from .config import CONFIG_FIELDS, TritonConfig
+from . import inputs
+from .errors import InputError
 
 SCHEMA = "config_pins/1"
 ENV_VAR = "TKO_PINS"
@@ -47,9 +50,9 @@ def function_source(path: str | os.PathLike, name: str) -> str:
     """The text of top-level function ``name`` in a file, from ``def`` to the end of its body."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = inputs.read_text(p, "a kernel .py file")
         tree = ast.parse(text, str(p))
-    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+    except (SyntaxError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read the kernel source ({type(exc).__name__}: {exc})") from None
     lines = text.splitlines(keepends=True)
     for node in tree.body:

@@ -35,6 +35,8 @@ from typing import Any, Iterable
 from ..base.config import (BACKEND_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
                      record_label)
 from ..base.errors import InputError
+from . import inputs
+from .errors import InputError
 
 FMT_EVENTS = "autotune_event"
 FMT_TRITON = "triton_print_autotuning"
@@ -420,16 +422,14 @@ def event_problem(event: dict) -> str | None:
 def read_events(path: str | Path) -> list[dict]:
     """Every readable ``autotune_event/1`` event of a capture log, in order (bad lines skipped;
     ``summarize_autotune_log.py`` is the place that reports them)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{path}: no such file")
     events = []
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if line.startswith("{"):
-            event, _ = decode_event(line)
-            if event is not None:
-                events.append(event)
+    with inputs.open_input(path, "an autotune log") as fh:
+        for line in inputs.capped_lines(fh):  # an over-long line reads as blank: skipped
+            line = line.strip()
+            if line.startswith("{"):
+                event, _ = decode_event(line)
+                if event is not None:
+                    events.append(event)
     return events
 
 
@@ -467,6 +467,7 @@ class _FileParser:
         self.prefix = f"{path}:"  # of where(): str(path) is a Python call each time
         self.formats: dict[str, int] = {}
         self.records = 0
+        self.overlong = 0  # lines past inputs.MAX_LINE_BYTES, skipped unread
         # per-pid text context (several processes may write one log)
         self.open_bench: dict[Any, Tuning] = {}
         self.declaring: dict[Any, tuple[str, int]] = {}
@@ -500,6 +501,11 @@ class _FileParser:
         shift line numbers), with or without the "\\n"."""
         for lineno, raw in enumerate(lines, 1):
             line = raw.rstrip("\n").rstrip("\r")
+            if not line and type(raw) is inputs.OverlongLine:
+                self.overlong += 1
+                self.skip(lineno, f"a line of {raw.length} bytes, over the {inputs.MAX_LINE_BYTES}-byte "
+                                  "line cap: skipped unread")
+                continue
             if self.triton_block is not None and self._triton_block_line(lineno, line):
                 continue
             if self.csv_header is not None:
@@ -928,46 +934,23 @@ _NO_RECORDS = ("no autotune records recognised (expected autotune.log JSON Lines
                "TORCH_LOGS=+inductor lines)")
 
 
-def _problem(path: Path, data: bytes | None) -> str | None:
-    """Why a file cannot be an autotune log at all, or None."""
-    if data is None:
-        return "no such file" if not path.exists() else "is a directory, expected an autotune log"
-    if not data.strip():
+def _problem(head: bytes) -> str | None:
+    """Why a file cannot be an autotune log at all (``head``: its first non-blank block, b""
+    when it is empty or blank), or None."""
+    if not head:
         return "empty file"
-    if data[:4096].count(b"\x00") > 64:  # a few NULs (a torn write) do not make it binary
+    if head[:4096].count(b"\x00") > 64:  # a few NULs (a torn write) do not make it binary
         return "binary file, expected a text autotune log"
     return None
 
 
-def _lines(fh, size: int = 1 << 16) -> Iterable[str]:
-    """The lines of a binary file as ``text.split("\\n")`` gives them (a final "" after a
-    trailing newline included), read and decoded 64 KiB at a time (a block stays in the CPU's cache
-    while its lines are parsed): a "\\n" byte is never part of a UTF-8 sequence, so decoding whole
-    lines together replaces what decoding each line would."""
-    pending: list[bytes] = []  # the start of a line that runs past the blocks read so far
-    while block := fh.read(size):
-        cut = block.rfind(b"\n") + 1
-        if not cut:
-            pending.append(block)
-            continue
-        start = 0
-        if pending:  # that line ends at this block's first newline
-            start = block.find(b"\n") + 1
-            pending.append(block[:start - 1])
-            yield b"".join(pending).decode("utf-8", errors="replace")
-        if start < cut:
-            yield from str(memoryview(block)[start:cut - 1], "utf-8", "replace").split("\n")
-        pending = [block[cut:]] if cut < len(block) else []
-    yield b"".join(pending).decode("utf-8", errors="replace")
-
-
-def _head(path: Path) -> bytes | None:
-    """The first 4 KiB of a file (all of it when those are blank), None for a non-file."""
-    if not path.is_file():
-        return None
-    with open(path, "rb") as fh:
-        head = fh.read(4096)
-        return head if head.strip() else head + fh.read()
+def _head(fh) -> bytes:
+    """The first 4 KiB of the file, or where those are blank the first block that is not (b""
+    for a blank file), read a block at a time: a file of blanks is never held whole."""
+    head = fh.read(4096)
+    while head and not head.strip():
+        head = fh.read(1 << 20)
+    return head
 
 
 @contextlib.contextmanager
@@ -999,22 +982,21 @@ def _parse_files(paths: list[str | Path]) -> ParsedLogs:
     empties: list[tuple[Path, str]] = []
     for raw in paths:
         path = Path(raw)
-        if not path.exists():
-            raise InputError(f"{path}: no such file")
-        data = _head(path)
-        problem = _problem(path, data)
-        if problem is None:
-            parser = _FileParser(path, out)
-            with open(path, "rb") as fh:  # line by line: the file is never held whole
-                parser.parse(_lines(fh))
-            if parser.records == 0:
-                problem = _NO_RECORDS
-            else:
-                out.inputs.append({"path": str(path), "formats": parser.formats,
-                                   "skipped": sum(1 for s in out.skipped
-                                                  if s["where"].rsplit(":", 1)[0] == str(path))})
+        with inputs.open_input(path, "an autotune log") as fh:  # missing, a folder, a FIFO: an error
+            problem = _problem(_head(fh))
+            if problem is None:
+                parser = _FileParser(path, out)
+                fh.seek(0)
+                parser.parse(inputs.capped_lines(fh))  # line by line: the file is never held whole
+                if parser.records == 0:
+                    problem = _NO_RECORDS
+                else:
+                    out.inputs.append({"path": str(path), "formats": parser.formats,
+                                       "skipped": sum(1 for s in out.skipped
+                                                      if s["where"].rsplit(":", 1)[0] == str(path)),
+                                       "overlong_lines": parser.overlong})
         if problem is not None:
-            if len(paths) == 1 or data is None:
+            if len(paths) == 1:
                 raise InputError(f"{path}: {problem}")
             empties.append((path, problem))
     if empties and not out.inputs:
@@ -1023,7 +1005,7 @@ def _parse_files(paths: list[str | Path]) -> ParsedLogs:
                                                  if len(empties) > 1 else ""))
     for path, problem in empties:
         out.skipped.append({"where": str(path), "reason": problem})
-        out.inputs.append({"path": str(path), "formats": {}, "skipped": 1})
+        out.inputs.append({"path": str(path), "formats": {}, "skipped": 1, "overlong_lines": 0})
     return out
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from . import model_code
+from . import inputs, model_code
+from .errors import InputError
 
 OUTPUT_CODE_LINE = re.compile(r"Output code written to: (?P<path>\S+\.py)")
 DEBUG_TRACE_LINE = re.compile(r" debug trace: (?P<path>\S+)")
@@ -118,9 +119,9 @@ class Root:
 
 def read_text(path: Path, limit: int = 4_000_000) -> str:
     try:
-        with open(path, "rb") as fh:
+        with inputs.open_input(path) as fh:  # a FIFO in a cache folder reads as empty, never blocks
             return fh.read(limit).decode("utf-8", errors="replace")
-    except OSError:
+    except (InputError, OSError):
         return ""
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 from ..base import archs
 from . import isa_amdgcn, isa_ptx
 from ..base.errors import InputError
+from . import archs, inputs, isa_amdgcn, isa_ptx
+from .errors import InputError
 from .occupancy import amd_occupancy
 
 ASM_SUFFIXES = (".amdgcn", ".s", ".ptx", ".sass", ".cubin")
@@ -189,14 +191,12 @@ def _scan_file(path: Path, meta: dict | None, arch: str | None) -> list[dict]:
     warps = _count((meta or {}).get("num_warps"), 1)
     name = _name((meta or {}).get("name")) or path.stem
     if path.suffix == ".cubin":
+        inputs.open_input(path, "a cubin").close()  # cuobjdump would block on a FIFO
         sass, usage = isa_ptx.disassemble_cubin(path)
         result = scan_text(sass, "sass", arch=arch, shared_bytes=shared, num_warps=warps,
                            resource_usage=usage)
     else:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        text = inputs.read_text(path, "an ISA listing", errors="replace")
         fmt = {".ptx": "ptx", ".sass": "sass", ".amdgcn": "amdgcn"}.get(path.suffix, "auto")
         if fmt == "auto" and detect_format(text) is None:
             raise InputError(f"{path}: not an AMDGCN, PTX or SASS listing")
@@ -221,7 +221,7 @@ def find_listings(root: Path, sass: bool = False) -> list[tuple[Path, Path | Non
         names = set(filenames)
         for fname in sorted(filenames):
             p = Path(dirpath) / fname
-            if p.suffix not in ASM_SUFFIXES or fname.startswith("."):
+            if p.suffix not in ASM_SUFFIXES or fname.startswith(".") or not inputs.is_regular_file(p):
                 continue
             if p.suffix == ".cubin" and not sass and f"{p.stem}.ptx" in names:
                 continue

@@ -22,6 +22,8 @@ comes from ``ast``: nothing is imported or run, so a kernel captured on another 
 from __future__ import annotations
 
 import ast
+import functools
+import io
 import json
 import math
 import re
@@ -30,6 +32,9 @@ from typing import Any
 
 from ..base.config import POSITIONAL, TritonConfig
 from ..base.errors import InputError
+from .config import POSITIONAL, TritonConfig
+from . import inputs
+from .errors import InputError
 
 TL_PREFIXES = ("tl.", "triton.language.")
 HINT_FUNCS = {"assume", "multiple_of", "max_contiguous", "max_constancy"}
@@ -278,8 +283,31 @@ def _loop_deps(iter_node: ast.AST, state: "_FlowState") -> set[str]:
     return state.expr_deps(iter_node)
 
 
+@functools.lru_cache(maxsize=8)
+def _source_lines(source: str) -> list[bytes]:
+    """``source`` split as ``ast.get_source_segment`` splits it (at \\n, \\r\\n and \\r), each line
+    encoded once: AST column offsets count UTF-8 bytes."""
+    return [line.encode("utf-8") for line in io.StringIO(source, newline="").readlines()]
+
+
+def source_segment(source: str, node: ast.AST) -> str | None:
+    """``ast.get_source_segment(source, node)``, with the split lines kept between calls (that
+    function splits the whole source on every call: quadratic over a kernel's statements)."""
+    end_line, end_col = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+    if end_line is None or end_col is None:
+        return None
+    lines = _source_lines(source)
+    first, last = node.lineno - 1, end_line - 1
+    if last >= len(lines):
+        return None
+    if first == last:
+        return lines[first][node.col_offset:end_col].decode("utf-8", "replace")
+    return (lines[first][node.col_offset:] + b"".join(lines[first + 1:last])
+            + lines[last][:end_col]).decode("utf-8", "replace")
+
+
 def _segment(source: str, node: ast.AST) -> str:
-    text = ast.get_source_segment(source, node)
+    text = source_segment(source, node)
     return " ".join((text or ast.unparse(node)).split())
 
 
@@ -784,12 +812,8 @@ def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
 
 def read_kernel_file(path: str | Path) -> tuple[str, dict]:
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a directory, expected a kernel .py file")
     try:
-        text = p.read_text(encoding="utf-8")
+        text = inputs.read_text(p, "a kernel .py file")
     except UnicodeDecodeError:
         raise InputError(f"{p}: not a text file") from None
     try:

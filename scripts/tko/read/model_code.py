@@ -24,6 +24,9 @@ import functools
 import re
 from pathlib import Path
 
+from . import inputs
+from .errors import InputError
+
 LOG_LINE = re.compile(r"^[DIVWEC]\d{4} [\d:.]+\s+\d+ \S+\] \[(?P<cid>[^\]]+)\](?: \[(?P<artifact>__\w+)\])? ?(?P<body>.*)$")
 FILE_COMMENT = re.compile(r"#\s*File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")
 NODE_DEF = re.compile(r"^\s+(?P<name>[A-Za-z_]\w*)(?:\s*:\s*\"[^\"]*\")?\s*=\s")
@@ -103,8 +106,8 @@ def read_origins(log_text: str = "", modules: list[str] = ()) -> _Origins:
 def _parsed(path: str) -> ast.Module | None:
     # one parse per model file, however many kernels point into it
     try:
-        return ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+        return ast.parse(inputs.read_text(path, "a Python source file", errors="replace"))
+    except (InputError, SyntaxError, ValueError):  # a path from the profile: gone, a FIFO, not Python
         return None
 
 

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import InputError
+from . import inputs
+from .errors import InputError
 
 _ANSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
@@ -131,11 +133,7 @@ class Parsed:
 # --------------------------------------------------------------------------- reading
 
 def read_text(path: Path) -> str:
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a profile file")
-    raw = path.read_bytes()
+    raw = inputs.read_bytes(path, "a profile file")
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)

@@ -1,0 +1,103 @@
+"""investigate.py as a user meets it on the console: what it prints, its progress lines, its exit
+status and where the reason for a failure goes (fast cases; the full chains are in
+test_investigate.py, marked slow)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import ROOT
+
+RECORDED = ROOT / "examples" / "recorded_h200"
+
+
+def copy_capture(tmp_path, example: str = "pointwise_chain"):
+    cap = tmp_path / "capture"
+    shutil.copytree(RECORDED / example, cap)
+    return cap
+
+
+@pytest.mark.parametrize("content,needle", [("", "empty"), ("\n\n", "empty")])
+def test_an_empty_capture_log_is_exit_2_with_the_reason_on_stderr(run_script, tmp_path, content, needle):
+    cap = copy_capture(tmp_path)
+    (cap / "autotune_kernels" / "autotune.log").write_text(content)
+    (cap / "log_profile.txt").write_text("")
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", cwd=tmp_path)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr)
+    assert len(err) == 1 and needle in err[0] and "autotune.log" in err[0], err
+    assert not (tmp_path / "inv").exists()  # refused before anything was written
+
+
+def test_a_capture_log_without_records_is_exit_2_with_the_reason_on_stderr(run_script, tmp_path):
+    cap = copy_capture(tmp_path)
+    (cap / "autotune_kernels" / "autotune.log").write_text("not an autotune record\n")
+    (cap / "log_profile.txt").write_text("")
+    shutil.rmtree(cap / "profile")  # no profile either: the kernels come from the autotune log
+    proc = run_script("investigate.py", "--from-capture", cap, "--out", tmp_path / "inv", cwd=tmp_path)
+    err = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], proc.stderr)
+    assert len(err) == 1 and "no autotune records" in err[0] and "summarize" in err[0], err
+
+
+def test_the_console_gets_a_short_summary_and_counters_that_reach_the_total(run_script, tmp_path):
+    """The decision per hot kernel, what to change and where the report is, not the whole
+    investigation.md (SVG and all); every step numbered k/n with the last at n/n, skipped ones too."""
+    import json
+    import re
+
+    out = tmp_path / "inv"
+    proc = run_script("investigate.py", "--from-capture", RECORDED / "pointwise_chain", "--out", out,
+                      "--probe-arch", "none", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr
+    index = json.loads((out / "investigation.json").read_text())
+    stdout = proc.stdout
+    assert "<svg" not in stdout and "| step | status |" not in stdout
+    for kernel in index["kernels"]:
+        assert kernel["kernel"] in stdout and kernel["decision_text"] in stdout
+        assert f"{100 * kernel['share']:.1f}%" in stdout
+    assert str(out / "investigation.md") in stdout
+    summary = stdout[stdout.index("[investigate] done"):]
+    assert len(summary.splitlines()) < 25, summary
+
+    counters = [(int(k), int(n)) for k, n in re.findall(r"^\[investigate\] step (\d+)/(\d+) ", stdout, re.M)]
+    assert [k for k, _ in counters] == list(range(1, len(index["steps"]) + 1)), counters
+    assert counters[-1][0] == counters[-1][1], counters
+    assert all(k <= n for k, n in counters), counters
+    skipped = [s for s in index["steps"] if s["status"] == "skipped"]
+    assert skipped and any(s["name"].startswith("probe ") for s in skipped)  # --probe-arch none
+    table = (out / "investigation.md").read_text().split("## Steps", 1)[1]
+    assert "None" not in table
+
+
+def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
+    """scatter_index_add's profile: the index_add kernel takes 94.7 % of GPU time, zeros_like 4.4 %,
+    under the hot_share cut of the rules; the probe runs for the first only, with the hint variants."""
+    import json
+
+    from tko import pipeline
+    from tko.compile_probe import HINT_VARIANTS
+    from tko.decide import threshold
+
+    cap = RECORDED / "scatter_index_add"
+    profile = json.loads((cap / "profile" / "profile.json").read_text())
+    shares = pipeline.profile_shares(profile)
+    kernels = pipeline.top_kernels(profile, None, 3)
+    hot = [k for k in kernels if shares[k] >= threshold("hot_share")]
+    assert 0 < len(hot) < len(kernels)  # the capture has both kinds
+
+    chain = pipeline.Chain(tmp_path)
+    started = []
+    monkeypatch.setattr(chain, "start", lambda name, cmd, output=None: started.append((name, cmd)))
+    ctx = pipeline.KernelCtx(cap, tmp_path, cap / "autotune_kernels", ["gfx942"], None, False, False, None,
+                             shares=shares)
+    for kernel in kernels:
+        pipeline._probe(chain, ctx, kernel, cap / "autotune_kernels" / f"{kernel}.py", tmp_path)
+    assert [name for name, _ in started] == [f"probe {k}" for k in hot]
+    for _, cmd in started:
+        assert cmd[cmd.index("--variants") + 1] == ",".join(HINT_VARIANTS)
+    skipped = {s.name: s.error for s in chain.steps if s.status == "skipped"}
+    assert set(skipped) == {f"probe {k}" for k in kernels if k not in hot}
+    assert all(e.startswith("not hot: 4.4% of GPU time") for e in skipped.values()), skipped
