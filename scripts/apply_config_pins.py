@@ -45,8 +45,8 @@ def main(argv=None) -> int:
     parser.add_argument("program", help="the Python script to run")
     parser.add_argument("program_args", nargs="*", help="its arguments (put -- before them)")
     opts = parser.parse_args(argv)
-    from tko import inputs
-    from tko.errors import InputError
+    from tko.base import inputs
+    from tko.base.errors import InputError
 
     if not os.path.exists(opts.pins):
         parser.error(f"--pins {opts.pins}: no such file")
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         parser.error(f"no such program: {opts.program}")
     from tko.patch import pins
     from tko.base.errors import InputError
-    from tko import pins
+    from tko.patch import pins
 
     try:  # a bad pins file named on the command line is a usage error, not a warning
         loaded = pins.load_pins(opts.pins)

@@ -25,11 +25,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.base import archs, artifact  # noqa: E402
 from tko.env import env_probe  # noqa: E402
 from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
-from tko import archs, artifact, atomic, env_probe  # noqa: E402
-from tko.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base import archs, artifact, atomic  # noqa: E402
 
 SCHEMA = "triton_env/1"
 TOOL = "check_env.py"

@@ -21,11 +21,8 @@ from pathlib import Path
 from tko.base.artifact import write_artifact
 from tko.base.errors import ArgumentParser, InputError, run_main
 from tko.read.inductor_files import Sources, collect
-from tko import inputs
-from tko.artifact import write_artifact
-from tko.atomic import check_outputs
-from tko.errors import ArgumentParser, InputError, run_main
-from tko.inductor_files import Sources, collect
+from tko.base import inputs
+from tko.base.atomic import check_outputs
 
 SCHEMA = "artifact_manifest/1"
 

@@ -38,9 +38,10 @@ def main(argv=None) -> int:
 
     from tko.read import kernel_source
     from tko.base.artifact import write_artifact
-    from tko import inputs, kernel_source
-    from tko.artifact import write_artifact
-    from tko.atomic import check_outputs
+    from tko.base import inputs
+    from tko.read import kernel_source
+    from tko.base.artifact import write_artifact
+    from tko.base.atomic import check_outputs
 
     check_outputs(args.json_out)
 

@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
     from tko.chains import pipeline
-    from tko import pipeline
-    from tko.atomic import check_outputs
+    from tko.chains import pipeline
+    from tko.base.atomic import check_outputs
 
     check_outputs(folders=(a.out,))  # before resolve(): a symlink loop there is the user's path
     out = Path(a.out).resolve()

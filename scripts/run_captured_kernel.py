@@ -27,10 +27,10 @@ def main(argv=None) -> int:
     from tko.base.artifact import write_artifact
     from tko.measure.kernel_run import gpu_missing, run_kernel
     from tko.measure.standalone import runner_version, timer_arg, timer_for_runner
-    from tko import inputs
-    from tko.artifact import write_artifact
-    from tko.kernel_run import run_kernel
-    from tko.standalone import timer_arg
+    from tko.base import inputs
+    from tko.base.artifact import write_artifact
+    from tko.measure.kernel_run import run_kernel
+    from tko.measure.standalone import timer_arg
 
     parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
     parser.add_argument("kernel", help="standalone kernel file written by autotune_capture_patch.py")

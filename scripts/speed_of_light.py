@@ -67,9 +67,10 @@ def main(argv=None) -> int:
     from tko.measure import speed_of_light
     from tko.base.artifact import read_artifact, write_artifact
     from tko.base.atomic import write_text
-    from tko import inputs, speed_of_light
-    from tko.artifact import read_artifact, write_artifact
-    from tko.atomic import write_text
+    from tko.base import inputs
+    from tko.measure import speed_of_light
+    from tko.base.artifact import read_artifact, write_artifact
+    from tko.base.atomic import write_text
 
     opts = build_parser().parse_args(argv)
     kernel = Path(opts.kernel)

@@ -18,10 +18,8 @@ import gc
 import os
 import sys
 
-from tko.base import artifact, atomic
+from tko.base import artifact, atomic, inputs
 from tko.read.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
-from tko import artifact, atomic, inputs
-from tko.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
                               summarize)
 from tko.base.errors import ArgumentParser, InputError, exit_now, run_main
 

@@ -53,7 +53,7 @@ def build_parser() -> ArgumentParser:
 def _check(opts) -> None:
     from pathlib import Path
 
-    from tko import inputs
+    from tko.base import inputs
 
     if not Path(opts.kernel).exists():
         raise InputError(f"no such kernel file: {opts.kernel}")

@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 if str(SCRIPTS) not in sys.path:
     sys.path.insert(0, str(SCRIPTS))
 
-# Offline compiles are kept between runs (tko.compile_cache): the tests keep theirs in a folder of
+# Offline compiles are kept between runs (tko.compile.compile_cache): the tests keep theirs in a folder of
 # their own, new for each session (and for every script they run), never the user's ~/.cache.
 if not os.environ.get("TKO_CACHE_DIR"):
     import atexit

@@ -1,4 +1,4 @@
-"""Offline compiles kept between runs (tko.compile_cache): read back for the same inputs, compiled
+"""Offline compiles kept between runs (tko.compile.compile_cache): read back for the same inputs, compiled
 again when anything the compile reads changes; probe_compile.py says where it stands as it goes."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 import pytest
 
 from conftest import ROOT
-from tko import compile_cache, offline_compile
+from tko.compile import compile_cache, offline_compile
 
 CHAIN = ROOT / "examples" / "recorded_h200" / "pointwise_chain"
 KERNEL = CHAIN / "inductor_cache" / "gh" / "cghcy2z3ricfgzjv6jvzkrguswgumoejzjo3b6orsfglwuyefgxy.py"

@@ -77,9 +77,9 @@ def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
     under the hot_share cut of the rules; the probe runs for the first only, with the hint variants."""
     import json
 
-    from tko import pipeline
-    from tko.compile_probe import HINT_VARIANTS
-    from tko.decide import threshold
+    from tko.chains import pipeline
+    from tko.compile.compile_probe import HINT_VARIANTS
+    from tko.base.decide import threshold
 
     cap = RECORDED / "scatter_index_add"
     profile = json.loads((cap / "profile" / "profile.json").read_text())

@@ -89,7 +89,7 @@ def test_the_capture_patch_imports_from_the_installed_package_and_writes_nothing
     assert "capture off" not in proc.stderr
 
     # the first record creates the capture folder, and only then
-    proc = run_installed(site, cwd, "import autotune_capture_patch; from tko import capture; capture.emit('kernel', 'k')")
+    proc = run_installed(site, cwd, "import autotune_capture_patch; from tko.patch import capture; capture.emit('kernel', 'k')")
     assert proc.returncode == 0, proc.stderr
     assert [p.name for p in cwd.iterdir()] == ["autotune_kernels"]
     assert (cwd / "autotune_kernels" / "autotune.log").read_text().count('"kernel": "k"') == 1

@@ -510,7 +510,7 @@ def test_an_over_long_line_is_skipped_unread_counted_and_memory_stays_under_the_
     import tracemalloc
 
     from fuzzing import run_script
-    from tko import inputs
+    from tko.base import inputs
 
     cap = 1 << 20
     monkeypatch.setattr(inputs, "MAX_LINE_BYTES", cap)

@@ -38,14 +38,8 @@ from ..verdict.report import DECISION_TEXT
 from tko.base.layout import (
     CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR,
     RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
-from . import resources
-from . import atomic, evidence
-from . import markdown as md
-from .artifact import dumps
-from .compile_probe import HINT_VARIANTS
-from .decide import threshold
-from .errors import InputError, ToolFailure
-from .report import DECISION_TEXT
+from ..compile.compile_probe import HINT_VARIANTS
+from ..base.decide import threshold
 
 SCRIPTS = resources.scripts_dir()
 
@@ -159,7 +153,7 @@ class Background:
 
     def cancel(self) -> None:
         """End the step's whole process group now (the chain is stopping)."""
-        from .subproc import kill_group
+        from ..base.subproc import kill_group
 
         for proc in self.procs:
             if proc.poll() is None:
@@ -351,7 +345,7 @@ def recorded_trials(cap: Path) -> Path | None:
 
 def _has_text(log: Path) -> bool:
     """Whether a capture log holds more than blanks (its first 64 KiB decide)."""
-    from . import inputs
+    from ..base import inputs
 
     with inputs.open_input(log, "a capture log") as fh:
         return bool(fh.read(1 << 16).strip())

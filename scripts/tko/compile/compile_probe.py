@@ -47,7 +47,7 @@ from ..base.errors import InputError
 DEFAULT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume",
                     "multiple_of", "pointer_range+assume", "blocks", "warps")
 # What the decision and the sweep read of a probe: which hint turns global loads into buffer loads
-# (references/decision_rules.yaml: probe_buffer_variant) and which hints change the ISA (tko.sweep
+# (references/decision_rules.yaml: probe_buffer_variant) and which hints change the ISA (tko.measure.sweep
 # sweeps those); the block and warp variants add nothing there (the sweep times configs itself).
 HINT_VARIANTS = ("baseline", "buffer_ops_on", "buffer_ops_off", "pointer_range", "assume", "multiple_of",
                  "pointer_range+assume")

@@ -46,15 +46,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..base import archs
-from ..read import kernel_source, triton_stack
+from ..read import triton_stack
 from ..base.config import TritonConfig
 from ..base.errors import InputError, ToolFailure
 from ..base.versions import package_version, parse_version
-from . import archs, compile_cache, inputs, kernel_source
-from .config import TritonConfig
-from .errors import InputError, ToolFailure
-from .versions import package_version, parse_version
+from ..base import archs, inputs
+from . import compile_cache
+from ..read import kernel_source
 
 TEXT_STAGES = ("source", "ttir", "ttgir", "llir", "amdgcn", "ptx")
 BLOCK_NAMES_X = ("XBLOCK",)
@@ -661,7 +659,7 @@ def compile_kernel_file(path: str | os.PathLike, arch: str, *, kernel: str | Non
 
     Raises ``InputError`` for a bad file / signature / config and ``ToolFailure`` when Triton fails;
     gfx936 / gfx938 and other DCU archs compile for their upstream proxy (``proxy_note`` says so).
-    A compile made before from the same inputs is read back, not repeated (``tko.compile_cache``).
+    A compile made before from the same inputs is read back, not repeated (``tko.compile.compile_cache``).
     """
     args = {"kernel": kernel, "config": config, "pointer_range": pointer_range, "extra_attrs": extra_attrs,
             "signature": signature, "launch": launch}
@@ -754,7 +752,7 @@ def write_result(out_dir: Path, outcome: CompileOutcome | None, seconds: float, 
     """``result.json`` (and one file per text stage) of one compile in ``out_dir``: what the
     worker leaves, and what a stored compile is read back as. Written last and atomically, so its
     presence says the compile is done."""
-    from . import atomic
+    from ..base import atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = dict(error or {"ok": False})

@@ -13,10 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..base import subproc
+from ..base import inputs, subproc
 from ..base.subproc import failure_line
-from . import inputs, subproc
-from .subproc import failure_line
 from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
 STDERR_TAIL_LINES = 30

@@ -25,14 +25,10 @@ import re
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..base import resources
 from ..base.artifact import positive_float
 from ..base.errors import InputError, ToolFailure
 from ..base.archs import torch_device_arch
-from . import inputs, resources
-from .artifact import positive_float
-from .errors import InputError, ToolFailure
-from .archs import torch_device_arch
+from ..base import inputs, resources
 
 SCHEMA = "device_peak/1"
 STORE_ENV = "TKO_PEAKS_FILE"

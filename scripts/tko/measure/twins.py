@@ -27,8 +27,7 @@ from pathlib import Path
 
 from ..read import kernel_source
 from ..base.errors import InputError
-from . import inputs, kernel_source
-from .errors import InputError
+from ..base import inputs
 
 TL_MEMORY = {"load", "store"} | kernel_source.ATOMIC_FUNCS
 # tl.* calls that cost arithmetic and have a data result of their argument's type

@@ -28,9 +28,7 @@ from typing import Any
 
 from ..base.config import CONFIG_FIELDS, TritonConfig
 from ..base.errors import InputError
-from .config import CONFIG_FIELDS, TritonConfig
-from . import inputs
-from .errors import InputError
+from ..base import inputs
 
 SCHEMA = "config_pins/1"
 ENV_VAR = "TKO_PINS"

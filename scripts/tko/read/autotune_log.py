@@ -35,8 +35,7 @@ from typing import Any, Iterable
 from ..base.config import (BACKEND_OPTIONS, TEXT_FIELD, TritonConfig, normalize_record, record_key,
                      record_label)
 from ..base.errors import InputError
-from . import inputs
-from .errors import InputError
+from ..base import inputs
 
 FMT_EVENTS = "autotune_event"
 FMT_TRITON = "triton_print_autotuning"

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from . import inputs, model_code
-from .errors import InputError
+from ..base import inputs
+from . import model_code
+from ..base.errors import InputError
 
 OUTPUT_CODE_LINE = re.compile(r"Output code written to: (?P<path>\S+\.py)")
 DEBUG_TRACE_LINE = re.compile(r" debug trace: (?P<path>\S+)")

@@ -18,11 +18,9 @@ import json
 import os
 from pathlib import Path
 
-from ..base import archs
 from . import isa_amdgcn, isa_ptx
 from ..base.errors import InputError
-from . import archs, inputs, isa_amdgcn, isa_ptx
-from .errors import InputError
+from ..base import archs, inputs
 from .occupancy import amd_occupancy
 
 ASM_SUFFIXES = (".amdgcn", ".s", ".ptx", ".sass", ".cubin")

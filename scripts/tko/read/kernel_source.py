@@ -32,9 +32,7 @@ from typing import Any
 
 from ..base.config import POSITIONAL, TritonConfig
 from ..base.errors import InputError
-from .config import POSITIONAL, TritonConfig
-from . import inputs
-from .errors import InputError
+from ..base import inputs
 
 TL_PREFIXES = ("tl.", "triton.language.")
 HINT_FUNCS = {"assume", "multiple_of", "max_contiguous", "max_constancy"}

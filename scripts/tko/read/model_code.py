@@ -24,8 +24,8 @@ import functools
 import re
 from pathlib import Path
 
-from . import inputs
-from .errors import InputError
+from ..base import inputs
+from ..base.errors import InputError
 
 LOG_LINE = re.compile(r"^[DIVWEC]\d{4} [\d:.]+\s+\d+ \S+\] \[(?P<cid>[^\]]+)\](?: \[(?P<artifact>__\w+)\])? ?(?P<body>.*)$")
 FILE_COMMENT = re.compile(r"#\s*File: (?P<file>.+?):(?P<line>\d+) in (?P<func>[^,]+), code: (?P<code>.*)$")

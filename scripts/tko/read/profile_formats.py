@@ -35,8 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..base.errors import InputError
-from . import inputs
-from .errors import InputError
+from ..base import inputs
 
 _ANSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 

@@ -1,6 +1,6 @@
 """Offline compile results kept between runs, keyed on everything a compile reads.
 
-An offline compile (``tko.offline_compile.compile_kernel_file``) costs a process seconds: loading an
+An offline compile (``tko.compile.offline_compile.compile_kernel_file``) costs a process seconds: loading an
 Inductor kernel module imports torch and Inductor's runtime, then Triton lowers it to ISA. The same
 kernel, target and options give the same ISA, so a finished compile is stored under a key made of
 
@@ -45,7 +45,7 @@ def root() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def _code_and_versions() -> dict:
-    from .versions import package_version
+    from ..base.versions import package_version
 
     here = Path(__file__).resolve().parent
     code = hashlib.sha256(b"".join((here / name).read_bytes() for name in PLANNING_MODULES)).hexdigest()
@@ -101,8 +101,8 @@ def load(cache_key: str) -> dict | None:
 def store(cache_key: str, outcome: dict[str, Any]) -> None:
     """Keep ``outcome`` under ``cache_key`` (written atomically: a reader sees it whole or not at
     all); a store that cannot be written is skipped, never an error of the compile."""
-    from . import atomic
-    from .errors import OutputError
+    from ..base import atomic
+    from ..base.errors import OutputError
 
     folder = root()
     if folder is None:
