@@ -29,7 +29,7 @@ from typing import Any
 ENV_PREFIXES = ("TRITON_", "AMDGCN_", "HCUGCN_", "MLIR_", "LLVM_")
 ENV_IGNORED = {"TRITON_CACHE_DIR", "TRITON_HOME"}  # where Triton caches, not what it compiles
 # The modules whose code turns a kernel file and the arguments into the compile call.
-PLANNING_MODULES = ("offline_compile.py", "kernel_source.py", "config.py", "archs.py")
+PLANNING_MODULES = ("tko.compile.offline_compile", "tko.read.kernel_source", "tko.base.config", "tko.base.archs")
 
 
 def root() -> Path | None:
@@ -47,8 +47,10 @@ def root() -> Path | None:
 def _code_and_versions() -> dict:
     from ..base.versions import package_version
 
-    here = Path(__file__).resolve().parent
-    code = hashlib.sha256(b"".join((here / name).read_bytes() for name in PLANNING_MODULES)).hexdigest()
+    import importlib
+
+    files = [Path(importlib.import_module(name).__file__) for name in PLANNING_MODULES]
+    code = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()
     return {"code": code, "triton": package_version("triton"), "torch": package_version("torch")}
 
 
