@@ -8,9 +8,9 @@ import pytest
 
 from tko.base import contracts
 
-pytestmark = pytest.mark.slow
 
 
+@pytest.mark.slow
 def test_ab_runs_both_arms_checks_outputs_and_conforms(run_script, fixtures_dir, tmp_path):
     repro = fixtures_dir / "repros" / "ab_repro.py"
     out = tmp_path / "ab.json"
@@ -31,6 +31,7 @@ def test_ab_runs_both_arms_checks_outputs_and_conforms(run_script, fixtures_dir,
     assert "Speedup of the fallback" in (tmp_path / "ab.md").read_text()
 
 
+@pytest.mark.slow
 def test_ab_catches_a_fallback_that_changes_results(run_script, fixtures_dir, tmp_path):
     repro = fixtures_dir / "repros" / "ab_repro.py"
     out = tmp_path / "ab.json"
@@ -52,6 +53,7 @@ def test_ab_without_metric_line_uses_wall_time_and_says_so(run_script, fixtures_
     assert all(a["metric_from"] == "process wall time (includes compile)" for a in arms)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,msg", [
     (["--disable", "__main__:nope"], "defines no top-level function or class 'nope'"),
     (["--disable", "no_such_module_xyz:f"], "No module named 'no_such_module_xyz'"),

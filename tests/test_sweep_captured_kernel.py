@@ -234,7 +234,6 @@ def test_in_out_argument_is_restored_not_poisoned(captured, tmp_path, monkeypatc
                                    "num_warps=8", "num_warps=2"}
 
 
-@pytest.mark.slow
 def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     out = tmp_path / "out"
     proc = run_script("sweep_captured_kernel.py", captured / "gather_scale.py", "--probe", PROBE,

@@ -156,7 +156,6 @@ def test_failing_baseline_is_one_line_exit_1_and_leaves_the_previous_result(run_
     assert (tmp_path / "trials.json").read_text() == "previous\n" and not (tmp_path / "trials.md").exists()
 
 
-@pytest.mark.slow
 def test_repro_without_step_time_or_compiled_call_says_no_step_time(run_script, tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("print('hello')\n")
