@@ -88,7 +88,10 @@ class ChildRun:
             env = dict(os.environ, TRITON_INTERPRET="1", **{RESULTS_ENV: str(results)},
                        # a fresh Inductor cache: a graph cached before an op's schema changed would
                        # call the old one
-                       TORCHINDUCTOR_CACHE_DIR=str(Path(work) / "inductor"))
+                       TORCHINDUCTOR_CACHE_DIR=str(Path(work) / "inductor"),
+                       # one CPU thread: the references' sums then run in one order whatever else
+                       # shares the machine (an fp32 gradient once missed its 1e-5 under load)
+                       OMP_NUM_THREADS="1")
             for var in ("TKO_DEBUG", "TKO_ROW_BACKWARD"):
                 env.pop(var, None)
             cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
