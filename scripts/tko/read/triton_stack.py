@@ -99,10 +99,24 @@ def options_dataclass(module: Any) -> tuple[type | None, str | None]:
                   else f"no *Options dataclass in {module.__name__}")
 
 
+def _defining_module(cls: Any) -> Any:
+    """Triton 3.3 loads its backends under a bare name (``amd``) that never enters sys.modules: the
+    module's namespace is then the globals of the class's own functions."""
+    import types
+
+    for attr in vars(cls).values():
+        namespace = getattr(attr, "__globals__", None)
+        if namespace is not None:
+            module = types.ModuleType(namespace.get("__name__", "backend"))
+            module.__dict__.update(namespace)
+            return module
+    return None
+
+
 def backend_option_record(compiler: Any) -> dict:
     """``{class, file, fields: {name: default}}`` of one registered backend's compiler class, or
     ``{error}``. Reads the dataclass; never instantiates it (HCU options probe the DTK on init)."""
-    module = sys.modules.get(getattr(compiler, "__module__", "") or "")
+    module = sys.modules.get(getattr(compiler, "__module__", "") or "") or _defining_module(compiler)
     if module is None:
         return {"error": f"module of {compiler!r} not loaded"}
     cls, why = options_dataclass(module)
