@@ -29,6 +29,17 @@ H200_SWEEPS = Path(__file__).resolve().parent / "fixtures" / "sweep_h200"
 PROBE = FIX / "gather_scale_probe.json"
 
 
+def _hip_waves() -> list[str]:
+    """The waves_per_eu variants a HIP plan offers: the rules' values besides the installed AMD
+    backend's default (1 on Triton 3.3, 0 from 3.5), which the baseline already runs."""
+    from tko.read import triton_stack
+
+    accepted = triton_stack.accepted_options(triton_stack.installed_backend_options(), "amd") or {}
+    return [f"waves_per_eu={v}" for v in (1, 2, 4) if v != accepted.get("waves_per_eu")]
+
+
+WAVES = _hip_waves()
+
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory) -> Path:
     cap = tmp_path_factory.mktemp("sweep") / "cap"
@@ -77,7 +88,7 @@ def test_variant_set_from_captured_config(captured, tmp_path):
     assert "num_stages not swept: the kernel has no loop" in notes
 
     hip = sweep.build_plan(captured / "gather_scale.py", tmp_path / "h", hip=True)
-    assert names(hip) == names(plan) + ["waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
+    assert names(hip) == names(plan) + WAVES
     assert sweep.config_text(hip.variants[-1].flat) == \
         'triton.Config({"BLOCK": 64, "waves_per_eu": 4}, num_warps=2, num_stages=3)'
 
@@ -113,7 +124,7 @@ def test_variant_set_of_real_inductor_captures(tmp_path):
     # a looped reduction: num_stages 1 -> 2 (0 is not a stage count); num_warps 16 is the cap
     # (no combined move above num_warps 16)
     assert names(plan) == ["baseline", "R0_BLOCK=4096", "R0_BLOCK=1024", "R0_BLOCK=1024,num_warps=8", "XBLOCK=2",
-                           "num_warps=8", "num_stages=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4"]
+                           "num_warps=8", "num_stages=2", *WAVES]
     by = {v.name: v for v in plan.variants}
     assert by["XBLOCK=2"].grid == [2048, 1, 1] and by["R0_BLOCK=1024"].grid == [4096, 1, 1]
     per = CAP_H200 / "mlp_train_step" / "triton_per_fused_native_layer_norm_0.py"
@@ -133,7 +144,7 @@ def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
                                   tmp_path / "captured")
     plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=json.loads((FIX / "tiny_inductor_probe.json").read_text()))
     assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=512,num_warps=8", "XBLOCK=128", "XBLOCK=128,num_warps=2",
-                           "num_warps=8", "num_warps=2", "waves_per_eu=1", "waves_per_eu=2", "waves_per_eu=4",
+                           "num_warps=8", "num_warps=2", *WAVES,
                            "pointer_range"]
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
     slot = run["slots"][0]
