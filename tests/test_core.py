@@ -102,6 +102,15 @@ def test_run_main_maps_errors_to_exit_codes_and_one_line(capsys):
                    "t: error: unexpected KeyError: 'k' (set TKO_DEBUG=1 for a traceback)"]
 
 
+def test_an_error_naming_a_value_with_line_breaks_stays_one_line(capsys):
+    # a device name read from a user's file, with line breaks and markdown in it
+    def bad_input(argv):
+        raise errors.InputError("trials ran on a\nb\r\n# heading\n| x |, not on H200")
+
+    assert errors.run_main(bad_input, [], prog="t") == 2
+    assert capsys.readouterr().err.splitlines() == ["t: error: trials ran on a b # heading | x |, not on H200"]
+
+
 def test_argument_parser_usage_error_exits_2(capsys):
     p = errors.ArgumentParser(prog="t")
     p.add_argument("--n", type=int)

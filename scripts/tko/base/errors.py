@@ -89,7 +89,17 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_args(args, namespace)
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}{self.suggestion(message)}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {one_line(message + self.suggestion(message))}\n")
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line: a line break inside a value read from a user's file (a device name,
+    a path) would otherwise split an error into lines a caller cannot tell from other output."""
+    return " ".join(str(text).splitlines())
+
+
+def _say(prog: str, message: object) -> None:
+    print(f"{prog}: error: {one_line(message)}", file=sys.stderr)
 
 
 def tool_name(argv0: str | None = None) -> str:
@@ -108,7 +118,7 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
         rc = main(argv)
         return EXIT_OK if rc is None else int(rc)
     except (InputError, ToolFailure) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        _say(prog, exc)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
@@ -118,7 +128,7 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
     except (PermissionError, IsADirectoryError, NotADirectoryError) as exc:
         # raised opening a path the user named: bad input, not a failure of the tool
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"{prog}: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        _say(prog, f"{where}{exc.strerror or exc}")
         return EXIT_USAGE
     except OSError as exc:
         if exc.errno not in OUTPUT_ERRNOS and not isinstance(exc, FileExistsError):
@@ -126,7 +136,7 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
         # writing where the file system refuses (full, read-only, a symlink loop): the user's
         # path or machine; the atomic writers say this themselves, this catches other writes
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"{prog}: error: cannot write output {where}{exc.strerror or exc}", file=sys.stderr)
+        _say(prog, f"cannot write output {where}{exc.strerror or exc}")
         return EXIT_USAGE
     except UnicodeDecodeError as exc:
         print(f"{prog}: error: an input file is not UTF-8 text ({exc.reason} at byte "
@@ -143,8 +153,7 @@ def run_main(main: Callable[[Sequence[str] | None], int | None],
 def _unexpected(prog: str, exc: Exception) -> int:
     if os.environ.get("TKO_DEBUG") == "1":
         raise exc
-    print(f"{prog}: error: unexpected {type(exc).__name__}: {exc} "
-          f"(set TKO_DEBUG=1 for a traceback)", file=sys.stderr)
+    _say(prog, f"unexpected {type(exc).__name__}: {exc} (set TKO_DEBUG=1 for a traceback)")
     return EXIT_FAILURE
 
 
