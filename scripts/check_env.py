@@ -25,7 +25,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from tko.env import env_probe  # noqa: E402
+from tko.env import children, env_probe, smoke  # noqa: E402
 from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
 from tko.base import archs, artifact, atomic  # noqa: E402
 
@@ -48,9 +48,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--smoke-target", action="append", default=[], metavar="ARCH",
                    help="also compile the smoke kernel offline for this target, e.g. gfx942, "
                         "gfx90a or sm_90 (repeatable; implies --smoke)")
-    p.add_argument("--tool-timeout", type=float, default=env_probe.TOOL_TIMEOUT_S, metavar="S",
+    p.add_argument("--tool-timeout", type=float, default=children.TOOL_TIMEOUT_S, metavar="S",
                    help="timeout of each external tool, seconds (default %(default)s)")
-    p.add_argument("--smoke-timeout", type=float, default=env_probe.SMOKE_TIMEOUT_S, metavar="S",
+    p.add_argument("--smoke-timeout", type=float, default=smoke.SMOKE_TIMEOUT_S, metavar="S",
                    help="timeout of each smoke subprocess, seconds (default %(default)s)")
     p.add_argument("--quiet", action="store_true", help="do not print the summary")
     p.add_argument("--show", metavar="JSON",
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     targets = [_check_arch(a, "--smoke-target") for a in args.smoke_target]
     for t in targets:
         try:
-            env_probe.target_for(t)
+            smoke.target_for(t)
         except ValueError as exc:
             raise InputError(f"--smoke-target: {exc}") from None
     for name, value in (("--tool-timeout", args.tool_timeout), ("--smoke-timeout", args.smoke_timeout)):

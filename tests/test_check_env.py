@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tko.base import archs
-from tko.env import env_probe
+from tko.env import buffer_ops, children, env_probe, smoke, toolchain
 from tko.base.contracts import contract_problems
 
 KB = 1024
@@ -90,7 +90,7 @@ def test_end_to_end_offline_smoke_and_env_flags(run_script, tmp_path):
     if knob["default"] is not None:
         assert b["default_when_unset"] is knob["default"]
         assert b["default_source"].startswith("triton.knobs.")
-    assert b["default_when_unset"] is env_probe.buffer_ops_by_version(metadata.version("triton"))
+    assert b["default_when_unset"] is buffer_ops.buffer_ops_by_version(metadata.version("triton"))
 
     # no GPU here
     if not doc["torch"].get("cuda_available"):
@@ -220,7 +220,7 @@ def test_hanging_import_times_out(tmp_path):
     site.mkdir()
     (site / "sitecustomize.py").write_text(_CRASH_ON_TORCH_IMPORT.format(action="time.sleep(60)"))
     env = dict(os.environ, PYTHONPATH=str(site))
-    child = env_probe.run_child("torch", env=env, timeout=2)
+    child = children.run_child("torch", env=env, timeout=2)
     rec = env_probe.import_record(child, "torch")
     assert rec["importable"] is False and "timed out after 2 s" in rec["error"]
 
@@ -386,10 +386,10 @@ def test_no_device_arch_check():
 def test_buffer_ops_default_from_installed_source_matches_knob():
     import importlib
 
-    pkg = env_probe.triton_package_dir()
+    pkg = toolchain.triton_package_dir()
     if pkg is None:
         pytest.skip("triton not installed")
-    from_src = env_probe.buffer_ops_from_source(pkg)
+    from_src = buffer_ops.buffer_ops_from_source(pkg)
     assert from_src is not None
     knobs = importlib.import_module("triton.knobs")
     amd = getattr(knobs, "amd", None)
@@ -403,7 +403,7 @@ def test_buffer_ops_source_of_triton_3_3(tmp_path):
     amd.mkdir(parents=True)
     (amd / "compiler.py").write_text(
         'def use_buffer_ops():\n    return os.environ.get("AMDGCN_USE_BUFFER_OPS", "0") == "1"\n')
-    rec = env_probe.buffer_ops_from_source(tmp_path)
+    rec = buffer_ops.buffer_ops_from_source(tmp_path)
     assert rec == {"default": False, "source": "source text of triton/backends/amd/compiler.py",
                    "variable": "AMDGCN_USE_BUFFER_OPS"}
 
@@ -414,7 +414,7 @@ def test_buffer_ops_source_of_old_hygon_fork(tmp_path):
     hcu.mkdir(parents=True)
     (hcu / "compiler.py").write_text(
         'use = os.environ.get("HCUGCN_USE_BUFFER_OPS", "0") == "1"\n')
-    rec = env_probe.buffer_ops_from_source(tmp_path)
+    rec = buffer_ops.buffer_ops_from_source(tmp_path)
     assert rec["variable"] == "HCUGCN_USE_BUFFER_OPS" and rec["default"] is False
 
 
@@ -423,20 +423,20 @@ def test_buffer_ops_source_of_old_hygon_fork(tmp_path):
     ("3.9.0", True), (None, None),
 ])
 def test_buffer_ops_version_rule(version, default):
-    assert env_probe.buffer_ops_by_version(version) is default
+    assert buffer_ops.buffer_ops_by_version(version) is default
 
 
 # --------------------------------------------------------------------------- helpers
 
 def test_run_command_timeout_and_missing():
-    res = env_probe.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
+    res = children.run_command([sys.executable, "-c", "import time; time.sleep(30)"], timeout=0.5)
     assert res["timed_out"] is True and "timed out" in res["error"]
-    res = env_probe.run_command(["/nonexistent/tool-xyz", "--version"])
+    res = children.run_command(["/nonexistent/tool-xyz", "--version"])
     assert res["rc"] is None and "FileNotFoundError" in res["error"]
 
 
 def test_nvidia_smi_csv():
-    rows = env_probe.parse_nvidia_smi_csv("0, NVIDIA H200, 570.124.06, 143771, 9.0\n"
+    rows = toolchain.parse_nvidia_smi_csv("0, NVIDIA H200, 570.124.06, 143771, 9.0\n"
                                           "garbage line\n")
     assert rows == [{"index": 0, "name": "NVIDIA H200", "driver_version": "570.124.06",
                      "memory_bytes": 143771 * 1024 * 1024, "capability": "9.0", "arch": "sm_90"}]
@@ -447,7 +447,7 @@ def test_nvidia_smi_csv():
     ("gfx938:sramecc+:xnack-", ("hip", "gfx938", 64)),
 ])
 def test_target_for(arch, target):
-    assert env_probe.target_for(arch) == target
+    assert smoke.target_for(arch) == target
 
 
 @pytest.mark.gpu

@@ -26,7 +26,7 @@ from fuzzing import (SCALARS, assert_ok_or_one_line, fuzz_settings, json_paths, 
                      run_script)
 from tko.base import archs
 from tko.read import dcu_tools
-from tko.env import dcu_validate as dv, env_probe
+from tko.env import children, dcu_validate as dv, env_probe, smoke, toolchain
 from tko.measure import peaks
 from tko.base.errors import InputError
 
@@ -409,7 +409,7 @@ NVIDIA_SMI = "0, NVIDIA H200, 570.124.06, 143771, 9.0\n1, NVIDIA H200, 570.124.0
 @given(data=st.data())
 def test_fuzz_nvidia_smi_csv(data):
     text = data.draw(mutated(NVIDIA_SMI)).decode("utf-8", errors="replace")
-    rows = total(env_probe.parse_nvidia_smi_csv, text)
+    rows = total(toolchain.parse_nvidia_smi_csv, text)
     for row in rows or []:
         assert isinstance(row["index"], int)
         assert row["memory_bytes"] is None or isinstance(row["memory_bytes"], int)
@@ -418,18 +418,18 @@ def test_fuzz_nvidia_smi_csv(data):
 @pytest.mark.parametrize("line", ["0, H200, 570, %s, 9.0" % ("9" * 400), "²,H200,570,1,9.0",
                                   "%s,H200,570,1,9.0" % ("9" * 5000)])
 def test_nvidia_smi_rows_with_huge_or_odd_numbers(line):
-    rows = env_probe.parse_nvidia_smi_csv(line)
+    rows = toolchain.parse_nvidia_smi_csv(line)
     assert rows == [] or rows[0]["memory_bytes"] is None
 
 
 @FUZZ
-@given(spec=st.sampled_from(env_probe.TOOLS), seed=st.sampled_from([HIPCC, TORCH_VERSIONS]),
+@given(spec=st.sampled_from(toolchain.TOOLS), seed=st.sampled_from([HIPCC, TORCH_VERSIONS]),
        data=st.data())
 def test_fuzz_tool_version(spec, seed, data):
     text = data.draw(mutated(seed)).decode("utf-8", errors="replace")
-    version = total(env_probe.tool_version, spec, text)
+    version = total(toolchain.tool_version, spec, text)
     assert version is None or isinstance(version, str)
-    assert all(isinstance(line, str) for line in env_probe.first_lines(text) + env_probe.last_lines(text))
+    assert all(isinstance(line, str) for line in children.first_lines(text) + children.last_lines(text))
 
 
 PROPS_AS_TORCH = {"name": PROPS["name"], "gcnArchName": PROPS["gcnArchName"],
@@ -560,10 +560,10 @@ def test_fuzz_arch_names(text):
     assert isinstance(name, str)
     archs.info(text), archs.is_nvidia(text), archs.compile_target(text)
     if name.startswith("sm_") and name[3:].isascii() and name[3:].isdigit():
-        assert env_probe.target_for(text)[0] == "cuda"
+        assert smoke.target_for(text)[0] == "cuda"
     else:
         try:
-            env_probe.target_for(text)
+            smoke.target_for(text)
         except ValueError as exc:
             assert "target" in str(exc) or "arch" in str(exc), exc
 
@@ -573,7 +573,7 @@ def test_fuzz_arch_names(text):
 def test_non_ascii_digits_are_not_an_nvidia_arch(text, words):
     assert archs.normalize("90") == "sm_90" and archs.normalize(text) == text
     with pytest.raises(ValueError, match=words):
-        env_probe.target_for(text)
+        smoke.target_for(text)
 
 
 def test_check_env_refuses_a_smoke_target_of_non_ascii_digits(capsys):
@@ -652,7 +652,7 @@ def test_schema_tag_with_a_non_ascii_version_is_one_line_exit_2(tmp_path, capsys
 
 # --------------------------------------------------------------------------- 7. probe children
 
-CHILD_STDOUT = ("import warning\n" + env_probe.CHILD_MARKER
+CHILD_STDOUT = ("import warning\n" + children.CHILD_MARKER
                 + json.dumps({"importable": True, "version": "2.11.0", "devices": [PROPS_AS_TORCH]}) + "\n")
 
 
@@ -663,14 +663,14 @@ def _fake_run(stdout: bytes):
 
 
 def test_child_payload_of_the_real_shape():
-    assert env_probe.child_payload(CHILD_STDOUT)["version"] == "2.11.0"
+    assert children.child_payload(CHILD_STDOUT)["version"] == "2.11.0"
 
 
 @FUZZ
 @given(data=st.data())
 def test_fuzz_probe_child_output(data, monkeypatch, tmp_path):
-    monkeypatch.setattr(env_probe, "run_command", _fake_run(data.draw(mutated(CHILD_STDOUT))))
-    payload = env_probe.run_child("torch")
+    monkeypatch.setattr(children, "run_command", _fake_run(data.draw(mutated(CHILD_STDOUT))))
+    payload = children.run_child("torch")
     assert isinstance(payload, dict) and "child_seconds" in payload
     ctx = dv.Context(raw=tmp_path, work=tmp_path, timeout=1.0, platform={}, state={})
     info = dv.run_probe_child(ctx, "platform", "torch", "torch", {})
@@ -680,8 +680,8 @@ def test_fuzz_probe_child_output(data, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("line", ["5", "[1]", "9" * 5000, "[" * 100000, "null", '{"a": '])
 def test_child_marker_line_that_is_no_json_object_is_a_failed_child(monkeypatch, line):
-    monkeypatch.setattr(env_probe, "run_command", _fake_run((env_probe.CHILD_MARKER + line).encode()))
-    assert env_probe.run_child("torch")["child_failed"] is True
+    monkeypatch.setattr(children, "run_command", _fake_run((children.CHILD_MARKER + line).encode()))
+    assert children.run_child("torch")["child_failed"] is True
 
 
 # --------------------------------------------------------------------------- 8. occupancy of an arch

@@ -342,7 +342,7 @@ def test_buffer_ops_table_matches_machine_readable_copy():
 
 
 def test_buffer_ops_table_agrees_with_check_env_rule():
-    from tko.env.env_probe import buffer_ops_by_version as rule
+    from tko.env.buffer_ops import buffer_ops_by_version as rule
     _, machine = _buffer_ops_tables()
     for entry in (e for e in machine if e["build"] == "upstream"):
         for end in entry["versions"].split("-"):

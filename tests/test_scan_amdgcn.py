@@ -640,11 +640,11 @@ def test_memory_op_counts_is_the_scanners_count():
 def test_check_env_and_hint_effects_use_the_scanners_counter():
     import importlib.util
 
-    from tko.env import env_probe
+    from tko.env import smoke
     from tko.compile import offline_compile
     text = read("gfx90a-pr32/matmul_spill.amdgcn")
-    assert env_probe.count_memory_ops(text, "amdgcn") == {"buffer_load": 24, "buffer_store": 32}
-    assert env_probe.count_memory_ops("ld.global.f32 %f1, [%rd1];", "ptx") == {"ld.global": 1}
+    assert smoke.count_memory_ops(text, "amdgcn") == {"buffer_load": 24, "buffer_store": 32}
+    assert smoke.count_memory_ops("ld.global.f32 %f1, [%rd1];", "ptx") == {"ld.global": 1}
     path = Path(__file__).resolve().parents[1] / "references" / "hint_effects.py"
     spec = importlib.util.spec_from_file_location("hint_effects_under_test", path)
     hint_effects = importlib.util.module_from_spec(spec)

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from ..base import archs
 from ..read import dcu_tools, isa, profile_formats, triton_stack
-from . import env_probe, pitfalls
+from . import buffer_ops, children, env_probe, pitfalls, toolchain
 from ..measure import peaks
 from ..base.artifact import positive_float
 from ..base.errors import InputError
@@ -106,7 +106,7 @@ def judge_tool_version(tool: str, text: str) -> dict:
                        version=version, parsed=parsed)
     version = dcu_tools.first_version(text)
     if not version:
-        first = env_probe.first_lines(text, 1)
+        first = children.first_lines(text, 1)
         return verdict(FAIL, f"{tool}: no version parsed from {first[0][:80]!r}" if first
                        else f"{tool}: empty version output")
     return verdict(PASS, f"{tool} {version}", version=version)
@@ -255,7 +255,7 @@ def judge_clang_mllvm(text: str, rc: Any, options: list[str]) -> dict:
     if rejected:
         return verdict(FAIL, f"clang rejects {', '.join(rejected)}", rejected=rejected)
     if rc != 0:
-        first = env_probe.first_lines(text, 1)
+        first = children.first_lines(text, 1)
         return verdict(FAIL, f"clang failed (rc {rc}): {first[0][:160] if first else 'no output'}")
     return verdict(PASS, f"clang accepts {', '.join(options)}")
 
@@ -303,7 +303,7 @@ def run_logged(ctx: Context, check_id: str, name: str, argv: list, env: dict | N
     """Run one command (own process group, killed at the timeout); keep its stdout and stderr."""
     where = ctx.raw / check_id
     where.mkdir(parents=True, exist_ok=True)
-    res = env_probe.run_command([str(a) for a in argv], timeout=ctx.timeout, env=env, cwd=cwd)
+    res = children.run_command([str(a) for a in argv], timeout=ctx.timeout, env=env, cwd=cwd)
     (where / f"{name}.stdout.txt").write_text(res["stdout"], encoding="utf-8")
     (where / f"{name}.stderr.txt").write_text(res["stderr"], encoding="utf-8")
     (where / f"{name}.command.json").write_text(json.dumps(
@@ -314,14 +314,14 @@ def run_logged(ctx: Context, check_id: str, name: str, argv: list, env: dict | N
 def run_probe_child(ctx: Context, check_id: str, name: str, kind: str, args: dict,
                     env: dict | None = None) -> dict:
     """An ``env_probe`` child (torch / smoke) in a fresh interpreter; its JSON or a failure record."""
-    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); from tko.env import env_probe; "
-            f"env_probe.child_main({kind!r}, {json.dumps(args)!r})")
+    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); from tko.env import children; "
+            f"children.child_main({kind!r}, {json.dumps(args)!r})")
     res = run_logged(ctx, check_id, name, [sys.executable, "-c", code], env=env)
-    payload = env_probe.child_payload(res["stdout"])
+    payload = children.child_payload(res["stdout"])
     if payload is not None:
         return payload
     why = res["error"] or f"exited with status {res['rc']} before reporting"
-    tail = env_probe.last_lines(res["stderr"], 1)
+    tail = children.last_lines(res["stderr"], 1)
     return {"child_failed": True, "error": why + (f": {tail[0][:200]}" if tail else "")}
 
 
@@ -366,7 +366,7 @@ def _check_arch_torch(ctx: Context) -> dict:
 
 
 def _check_arch_rocminfo(ctx: Context) -> dict:
-    path, _ = env_probe.find_tool("rocminfo", "dcu")
+    path, _ = toolchain.find_tool("rocminfo", "dcu")
     res = run_logged(ctx, "arch_rocminfo", "rocminfo", [path])
     if res["error"]:
         return verdict(FAIL, f"rocminfo: {res['error']}")
@@ -377,7 +377,7 @@ def _check_arch_rocminfo(ctx: Context) -> dict:
 def dtk_llvm_objdump() -> str | None:
     """DTK's llvm-objdump (not a system one on PATH)."""
     roots = [os.environ[v] for v in ("ROCM_PATH", "DTK_HOME") if os.environ.get(v)]
-    for root in roots + list(env_probe.DCU_ROOTS):
+    for root in roots + list(toolchain.DCU_ROOTS):
         cand = os.path.join(root, "llvm", "bin", "llvm-objdump")
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
@@ -385,7 +385,7 @@ def dtk_llvm_objdump() -> str | None:
 
 
 def find(tool: str) -> str | None:
-    return dtk_llvm_objdump() if tool == "llvm-objdump" else env_probe.find_tool(tool, "dcu")[0]
+    return dtk_llvm_objdump() if tool == "llvm-objdump" else toolchain.find_tool(tool, "dcu")[0]
 
 
 def _tool_check(tool: str) -> Callable[[Context], dict]:
@@ -519,7 +519,7 @@ def capture_run(ctx: Context) -> dict:
                                                          "--dir", cap, "--force-retune", program], env=env)
         kernels = sorted(p for p in cap.glob("triton_*.py")) if cap.is_dir() else []
         if res["rc"] != 0 or not kernels:
-            why = res["error"] or env_probe.last_lines(res["stderr"], 1) or ["no standalone kernel written"]
+            why = res["error"] or children.last_lines(res["stderr"], 1) or ["no standalone kernel written"]
             ctx.state["capture"] = {"capture_error": f"capture failed: {why if isinstance(why, str) else why[0]}"}
             return ctx.state["capture"]
         out = where / "kernel_run.json"
@@ -566,7 +566,7 @@ def _check_profile(ctx: Context) -> dict:
     res = run_logged(ctx, "profile", tool, argv, env=env, cwd=str(where))
     files = [f for pat in patterns for f in sorted(glob.glob(str(where / pat), recursive=True))]
     if not files:
-        why = res["error"] or (env_probe.last_lines(res["stderr"], 1) or ["no CSV written"])[0]
+        why = res["error"] or (children.last_lines(res["stderr"], 1) or ["no CSV written"])[0]
         return verdict(FAIL, f"{tool}: no kernel CSV ({why[:160]})")
     text = Path(files[0]).read_text(encoding="utf-8", errors="replace")
     out = judge_profile(text, doc.get("kernel"))
@@ -580,7 +580,7 @@ def stack_record(ctx: Context) -> dict:
         info = env_probe.import_record(
             run_probe_child(ctx, "triton_stack", "triton", "triton", {}, child_env(ctx, "triton_stack")), "triton")
         pkg = env_probe.triton_record_facts(info)
-        ctx.state["stack"] = triton_stack.classify(info, env_probe.buffer_ops_record(info, pkg))
+        ctx.state["stack"] = triton_stack.classify(info, buffer_ops.buffer_ops_record(info, pkg))
     return ctx.state["stack"]
 
 
@@ -594,7 +594,7 @@ def hcu_clang() -> str | None:
     given = os.environ.get("TRITON_HIP_CLANG_PATH")
     if given:
         return given if os.path.isfile(given) else None
-    roots = [os.environ["ROCM_PATH"]] if os.environ.get("ROCM_PATH") else list(env_probe.DCU_ROOTS)
+    roots = [os.environ["ROCM_PATH"]] if os.environ.get("ROCM_PATH") else list(toolchain.DCU_ROOTS)
     for root in roots:
         for rel in ("aillvm/bin/clang-18", "aillvm/bin/clang", "llvm/bin/clang"):
             cand = os.path.join(root, rel)
@@ -663,7 +663,7 @@ def _check_copy_peak(ctx: Context) -> dict:
     try:
         devices = json.loads(store.read_text(encoding="utf-8")).get("devices") or []
     except (OSError, json.JSONDecodeError):
-        why = res["error"] or (env_probe.last_lines(res["stderr"], 1) or ["no record written"])[0]
+        why = res["error"] or (children.last_lines(res["stderr"], 1) or ["no record written"])[0]
         return verdict(FAIL, f"measure_peak_bandwidth: {why[:160]}")
     rec = devices[-1] if devices else {}
     # The table only: the store of this machine could hold an earlier measurement of the same device.

@@ -15,36 +15,26 @@ failure is recorded, never raised:
 Parsing of DCU tool output is in :mod:`tko.read.dcu_tools`.
 """
 
+
 from __future__ import annotations
 
-import importlib.util
-import json
-import math
 import os
 import platform
-import re
-import shutil
 import sys
-import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
-from ..base import archs, subproc
-from ..read import dcu_tools, triton_stack
-from ..read.isa_amdgcn import memory_op_counts
-from ..base.versions import package_version, parse_version
+from ..base import archs
+from ..read import triton_stack
+from ..base.versions import package_version
+from .children import RUNTIME_TIMEOUT_S, TOOL_TIMEOUT_S, exc_record, run_child
+from .buffer_ops import BUFFER_OPS_ENV, buffer_ops_knob, buffer_ops_record
+from .smoke import SMOKE_TIMEOUT_S, run_smoke
+from .toolchain import (TOOLS, install_roots, mib_to_bytes, probe_bundled_nvidia, probe_dcu_stack,
+                        probe_nvidia_stack, probe_tool, triton_package_dir)
 
-SCRIPTS_DIR = Path(__file__).resolve().parents[2]
-CHILD_MARKER = "TKO_PROBE_JSON:"
-BUFFER_OPS_ENV = "AMDGCN_USE_BUFFER_OPS"
-
-TOOL_TIMEOUT_S = 15.0
-RUNTIME_TIMEOUT_S = 180.0       # first torch import on a cold cache can be slow
 NATIVE_TIMEOUT_S = 30.0
-SMOKE_TIMEOUT_S = 300.0
 
 # Environment variables recorded verbatim (exact names, then prefixes).
 ENV_NAMES = ("TORCH_LOGS", "TORCH_COMPILE_DEBUG", "ROCM_PATH", "HIP_PATH", "ROCM_HOME",
@@ -52,113 +42,6 @@ ENV_NAMES = ("TORCH_LOGS", "TORCH_COMPILE_DEBUG", "ROCM_PATH", "HIP_PATH", "ROCM
              "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL",
              "MLIR_ENABLE_DUMP", "LLVM_IR_ENABLE_DUMP", "PYTORCH_ROCM_ARCH")
 ENV_PREFIXES = ("AMDGCN_", "HCUGCN_", "TRITON_", "TORCHINDUCTOR_", "HIP_", "HSA_")
-
-# Where ROCm/DTK and CUDA installs live when not on PATH.
-DCU_ROOTS = ("/opt/dtk", "/opt/rocm")
-DCU_EXTRA_BIN = ("/opt/hyhal/bin", "/usr/local/hyhal/bin")
-CUDA_ROOTS = ("/usr/local/cuda",)
-
-
-# --------------------------------------------------------------------------- subprocess helper
-
-def run_command(argv: Sequence[str], timeout: float = TOOL_TIMEOUT_S,
-                env: dict | None = None, cwd: str | None = None) -> dict:
-    """Run a command; never raises.
-
-    Returns ``{"argv", "rc", "stdout", "stderr", "timed_out", "error", "seconds"}``.
-    The command gets its own process group so that a hung tool and anything it
-    spawned are killed together on timeout (at once: a hung tool gets no grace).
-    """
-    result: dict[str, Any] = {"argv": list(argv), "rc": None, "stdout": "", "stderr": "",
-                              "timed_out": False, "error": None, "seconds": None}
-    try:
-        # input="": a tool that prompts reads end of file instead of waiting on a terminal
-        done = subproc.run(argv, timeout=timeout, env=env, cwd=cwd, input="", grace_s=0.0)
-    except OSError as exc:
-        result["error"] = f"{type(exc).__name__}: {exc}"
-        return result
-    if done.timed_out:
-        result["timed_out"] = True
-        result["error"] = f"timed out after {timeout:g} s"
-    result.update(rc=done.returncode, stdout=done.stdout, stderr=done.stderr,
-                  seconds=round(done.seconds, 3))
-    return result
-
-
-def first_lines(text: str | None, n: int = 5) -> list[str]:
-    lines = [l.rstrip() for l in dcu_tools.clean_text(text or "").split("\n") if l.strip()]
-    return lines[:n]
-
-
-def last_lines(text: str | None, n: int = 8) -> list[str]:
-    lines = [l.rstrip() for l in dcu_tools.clean_text(text or "").split("\n") if l.strip()]
-    return lines[-n:]
-
-
-# --------------------------------------------------------------------------- child processes
-
-_DIAG = re.compile(r"\berror\b|LLVM ERROR|unsupported", re.IGNORECASE)
-
-
-def run_child(kind: str, args: dict | None = None, env: dict | None = None,
-              timeout: float = RUNTIME_TIMEOUT_S) -> dict:
-    """Run :func:`child_main` in a fresh interpreter; return its JSON or a failure record."""
-    code = (f"import sys; sys.path.insert(0, {str(SCRIPTS_DIR)!r}); "
-            f"from tko.env import env_probe; env_probe.child_main({kind!r}, {json.dumps(args or {})!r})")
-    res = run_command([sys.executable, "-c", code], timeout=timeout, env=env)
-    payload = child_payload(res["stdout"])
-    if payload is None:
-        why = res["error"] or f"exited with status {res['rc']} before reporting"
-        payload = {"child_failed": True, "error": why,
-                   "error_lines": first_lines(res["stderr"]) or first_lines(res["stdout"]),
-                   "stderr_tail": last_lines(res["stderr"])}
-    # Compiler diagnostics (MLIR / LLVM) go to stderr before the Python exception,
-    # which alone is often just "PassManager::run failed".
-    diagnostics = [l.strip() for l in dcu_tools.clean_text(res["stderr"]).split("\n")
-                   if _DIAG.search(l)]
-    if diagnostics:
-        payload["diagnostics"] = diagnostics[:5]
-    payload["child_seconds"] = res["seconds"]
-    payload["child_timed_out"] = res["timed_out"]
-    payload["child_rc"] = res["rc"]
-    if res["stderr"].strip():
-        payload.setdefault("stderr_tail", last_lines(res["stderr"]))
-    return payload
-
-
-def child_payload(stdout: str) -> dict | None:
-    """The JSON object of a child's last marker line; None when there is none or it is not one
-    (cut off, not an object, an integer past int()'s digit limit, nested too deeply)."""
-    for line in stdout.splitlines()[::-1]:
-        if line.startswith(CHILD_MARKER):
-            try:
-                payload = json.loads(line[len(CHILD_MARKER):])
-            except (ValueError, RecursionError):     # JSONDecodeError is a ValueError
-                return None
-            return payload if isinstance(payload, dict) else None
-    return None
-
-
-def child_main(kind: str, args_json: str) -> None:
-    """Entry point of a probe child: print one marker line with the JSON result."""
-    args = json.loads(args_json)
-    handlers: dict[str, Callable[[dict], dict]] = {
-        "torch": _child_torch, "triton": _child_triton, "native": _child_native,
-        "smoke": _child_smoke}
-    try:
-        result = handlers[kind](args)
-    except BaseException as exc:  # the parent records whatever happened
-        result = {"child_failed": True, "error": f"{type(exc).__name__}: {exc}",
-                  "error_lines": first_lines(str(exc))}
-    sys.stdout.flush()
-    sys.stdout.write("\n" + CHILD_MARKER + json.dumps(result, default=repr) + "\n")
-    sys.stdout.flush()
-
-
-def _exc_record(exc: BaseException) -> dict:
-    text = f"{type(exc).__name__}: {exc}"
-    return {"error": first_lines(text, 1)[0] if first_lines(text, 1) else type(exc).__name__,
-            "error_lines": first_lines(text, 6)}
 
 
 # --------------------------------------------------------------------------- torch / triton
@@ -208,36 +91,14 @@ def device_from_torch_props(props: Any, index: int, hip_version: str | None = No
     }
 
 
-def _buffer_ops_knob(triton_mod) -> dict:
-    """Read the AMDGCN_USE_BUFFER_OPS knob of an imported Triton (3.4+ ``triton.knobs``)."""
-    out: dict[str, Any] = {"knob": None, "default": None, "value": None}
-    try:
-        knobs = importlib.import_module("triton.knobs")
-    except Exception:
-        return out
-    for group in ("hcu", "amd"):       # hcu: Hygon FlagTree builds; it drives DCU codegen
-        inst = getattr(knobs, group, None)
-        if inst is None:
-            continue
-        desc = type(inst).__dict__.get("use_buffer_ops")
-        if desc is None or getattr(desc, "key", None) != BUFFER_OPS_ENV:
-            continue
-        out["knob"] = f"triton.knobs.{group}.use_buffer_ops"
-        out["default"] = getattr(desc, "default", None)
-        try:
-            out["value"] = bool(getattr(inst, "use_buffer_ops"))
-        except Exception as exc:   # a bad env value raises in the knob
-            out["value_error"] = f"{type(exc).__name__}: {exc}"
-        break
-    return out
 
 
-def _child_torch(args: dict) -> dict:
+def child_torch(args: dict) -> dict:
     torch_info: dict[str, Any] = {"importable": False}
     try:
         import torch  # noqa: F401
     except BaseException as exc:
-        torch_info.update(_exc_record(exc))
+        torch_info.update(exc_record(exc))
         return torch_info
     torch_info.update(importable=True, version=str(torch.__version__),
                       hip=getattr(torch.version, "hip", None),
@@ -250,7 +111,7 @@ def _child_torch(args: dict) -> dict:
         torch_info["device_count"] = int(torch.cuda.device_count())
     except Exception as exc:
         torch_info.update(cuda_available=False, device_count=0)
-        torch_info["device_error"] = _exc_record(exc)["error"]
+        torch_info["device_error"] = exc_record(exc)["error"]
     devices = []
     if torch_info.get("cuda_available"):
         for i in range(torch_info["device_count"]):
@@ -258,7 +119,7 @@ def _child_torch(args: dict) -> dict:
                 props = torch.cuda.get_device_properties(i)
                 devices.append(device_from_torch_props(props, i, torch_info["hip"]))
             except Exception as exc:
-                devices.append({"source": "torch", "index": i, **_exc_record(exc)})
+                devices.append({"source": "torch", "index": i, **exc_record(exc)})
     torch_info["devices"] = devices
     if devices:
         # Triton's drivers decide through torch whether they are active, so the
@@ -269,16 +130,16 @@ def _child_torch(args: dict) -> dict:
             torch_info["triton_active_target"] = {"backend": target.backend, "arch": str(target.arch),
                                                   "warp_size": target.warp_size}
         except BaseException as exc:
-            torch_info["triton_active_target_error"] = _exc_record(exc)["error"]
+            torch_info["triton_active_target_error"] = exc_record(exc)["error"]
     return torch_info
 
 
-def _child_triton(args: dict) -> dict:
+def child_triton(args: dict) -> dict:
     triton_info: dict[str, Any] = {"importable": False}
     try:
         import triton
     except BaseException as exc:
-        triton_info.update(_exc_record(exc))
+        triton_info.update(exc_record(exc))
         return triton_info
     triton_info.update(importable=True, version=str(getattr(triton, "__version__", None)),
                        file=getattr(triton, "__file__", None))
@@ -288,12 +149,12 @@ def _child_triton(args: dict) -> dict:
         # what each backend accepts, from its options dataclass (tko.read.triton_stack)
         triton_info["backend_options"] = triton_stack.backend_option_fields(registered)
     except Exception as exc:
-        triton_info["backends_error"] = _exc_record(exc)["error"]
-    triton_info["buffer_ops_knob"] = _buffer_ops_knob(triton)
+        triton_info["backends_error"] = exc_record(exc)["error"]
+    triton_info["buffer_ops_knob"] = buffer_ops_knob(triton)
     return triton_info
 
 
-def _child_native(args: dict) -> dict:
+def child_native(args: dict) -> dict:
     """Load the HIP / CUDA driver libraries with ctypes (works without torch)."""
     import ctypes
 
@@ -349,588 +210,6 @@ def _child_native(args: dict) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- smoke compile
-
-_PTX_MEM = re.compile(r"\b(ld|st)\.global\b")
-
-
-def count_memory_ops(asm: str, kind: str) -> dict:
-    """Counts of memory-instruction families in AMDGCN (``buffer_load`` ...: the ISA scanner's
-    :func:`tko.read.isa_amdgcn.memory_op_counts`) or PTX (``ld.global``)."""
-    if kind == "amdgcn":
-        return memory_op_counts(asm)["ops"]
-    counts: dict[str, int] = {}
-    for m in _PTX_MEM.finditer(asm):
-        key = f"{m.group(1)}.global"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
-def target_for(arch: str) -> tuple[str, Any, int]:
-    """(backend, arch, warp_size) of a GPUTarget for 'gfx942' / 'sm_90' / '90'."""
-    name = archs.normalize(arch)
-    if name.startswith("sm_"):
-        digits = name[3:]
-        if not (digits.isascii() and digits.isdigit()):     # int() refuses '²'
-            raise ValueError(f"bad NVIDIA arch {arch!r}")
-        return "cuda", int(digits), 32
-    if not name.startswith("gfx"):
-        raise ValueError(f"unknown target {arch!r}: expected gfxNNN or sm_NN")
-    known = archs.info(name)
-    return "hip", name, known.wave_size if known else 64
-
-
-def _child_smoke(args: dict) -> dict:
-    """Smoke-compile for each requested target in this process (one flag setting)."""
-    common: dict[str, Any] = {"mode": args["mode"], "buffer_ops_env": os.environ.get(BUFFER_OPS_ENV)}
-    targets = args.get("targets") or [None]
-    try:
-        import triton
-        common["triton_version"] = str(getattr(triton, "__version__", None))
-        common["buffer_ops_effective"] = _buffer_ops_knob(triton).get("value")
-        from tko.compile import smoke_kernel
-    except BaseException as exc:
-        rec = {"ok": False, "stage": "import", **common, **_exc_record(exc)}
-        return {"results": [dict(rec) for _ in targets]}
-    results = []
-    for i, target in enumerate(targets):
-        out: dict[str, Any] = {"ok": False, "stage": "compile", **common}
-        start = time.monotonic()
-        with _StderrCapture(os.path.join(args["stderr_dir"], f"stderr_{i}.txt")) as captured:
-            try:
-                if args["mode"] == "local":
-                    _smoke_local(triton, smoke_kernel, out)
-                else:
-                    _smoke_offline(triton, smoke_kernel, target, out)
-            except BaseException as exc:
-                out.update(_exc_record(exc))
-        out.update(_stderr_fields(captured.text))
-        out["seconds"] = round(time.monotonic() - start, 3)
-        results.append(out)
-    return {"results": results}
-
-
-def _stderr_fields(text: str) -> dict:
-    out: dict[str, Any] = {}
-    diagnostics = [l.strip() for l in dcu_tools.clean_text(text).split("\n") if _DIAG.search(l)]
-    if diagnostics:
-        out["diagnostics"] = diagnostics[:5]
-    if text.strip():
-        out["stderr_tail"] = last_lines(text)
-    return out
-
-
-class _StderrCapture:
-    """Send file descriptor 2 to a file (MLIR/LLVM write there directly, not via
-    sys.stderr).  The file is named by the parent, so that what LLVM printed
-    before aborting the process is still readable afterwards."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __enter__(self):
-        sys.stderr.flush()
-        self._tmp = open(self.path, "w+b")
-        self._saved = os.dup(2)
-        os.dup2(self._tmp.fileno(), 2)
-        self.text = ""
-        return self
-
-    def __exit__(self, *exc):
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._tmp.seek(0)
-        self.text = self._tmp.read().decode("utf-8", errors="replace")
-        self._tmp.close()
-        return False
-
-
-def _record_asm(compiled, out: dict) -> None:
-    asm = getattr(compiled, "asm", {}) or {}
-    kind = "amdgcn" if "amdgcn" in asm else ("ptx" if "ptx" in asm else None)
-    out["asm_kind"] = kind
-    if kind:
-        text = asm[kind]
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", errors="replace")
-        out["memory_ops"] = count_memory_ops(text, kind)
-        if kind == "amdgcn":
-            m = re.search(r'\.amdgcn_target\s+"([^"]+)"', text)
-            out["amdgcn_target"] = m.group(1) if m else None
-
-
-def _smoke_local(triton, smoke_kernel, out: dict) -> None:
-    import torch
-    out["stage"] = "device"
-    target = triton.runtime.driver.active.get_current_target()
-    out["target"] = {"backend": target.backend, "arch": str(target.arch),
-                     "warp_size": target.warp_size}
-    n = 1000                                    # not a multiple of BLOCK: exercises the mask
-    x = torch.arange(n, device="cuda", dtype=torch.float32)
-    y = torch.empty_like(x)
-    out["stage"] = "compile"
-    grid = (triton.cdiv(n, smoke_kernel.BLOCK),)
-    compiled = smoke_kernel.scale_shift[grid](x, y, n, BLOCK=smoke_kernel.BLOCK)
-    out["stage"] = "launch"
-    torch.cuda.synchronize()
-    out["launched"] = True
-    _record_asm(compiled, out)
-    out["stage"] = "check"
-    expected = x * 2.0 + 1.0
-    out["max_abs_err"] = float((y - expected).abs().max().item())
-    out["result_ok"] = bool(torch.equal(y, expected))
-    out["ok"] = out["result_ok"]
-    out["stage"] = "done"
-
-
-def _smoke_offline(triton, smoke_kernel, arch: str, out: dict) -> None:
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    backend, target_arch, warp = target_for(arch)
-    out["target"] = {"backend": backend, "arch": str(target_arch), "warp_size": warp}
-    out["launched"] = False
-    # Mimic what a JIT launch would attach: 16-byte alignment always, and on HIP
-    # the 32-bit pointer range whenever buffer ops are on for this process.
-    hints = [["tt.divisibility", 16]]
-    if backend == "hip" and out.get("buffer_ops_effective"):
-        hints.append(["tt.pointer_range", 32])
-    out["pointer_hints"] = hints
-    out["stage"] = "compile"
-    attrs = {(i,): hints for i in smoke_kernel.POINTER_ARGS}
-    try:
-        src = ASTSource(smoke_kernel.scale_shift, dict(smoke_kernel.SIGNATURE),
-                        constexprs={"BLOCK": smoke_kernel.BLOCK}, attrs=attrs)
-    except TypeError:
-        # Triton <= 3.2 spells the arguments differently; compile without hints there.
-        sig = {k: v for k, v in smoke_kernel.SIGNATURE.items() if v != "constexpr"}
-        src = ASTSource(smoke_kernel.scale_shift, sig, constants={"BLOCK": smoke_kernel.BLOCK})
-        out["pointer_hints"] = None
-    compiled = triton.compile(src, target=GPUTarget(backend, target_arch, warp),
-                              options={"num_warps": 4})
-    _record_asm(compiled, out)
-    out["ok"] = True
-    out["stage"] = "done"
-
-
-def _failed_child_results(res: dict, mode: str, targets: Sequence[str | None], work: str) -> list[dict]:
-    """Per-target records when the smoke child died (LLVM abort, segfault) or hung."""
-    results = []
-    for i, _ in enumerate(targets):
-        rec: dict[str, Any] = {"ok": False, "stage": "subprocess", "mode": mode,
-                               "error": res.get("error"), "error_lines": res.get("error_lines", [])}
-        rec.update({k: v for k, v in res.items() if k.startswith("child_")})
-        path = os.path.join(work, f"stderr_{i}.txt")
-        if os.path.isfile(path):
-            with open(path, "rb") as fh:
-                rec.update(_stderr_fields(fh.read().decode("utf-8", errors="replace")))
-        else:
-            rec["error"] = f"not run: the subprocess ended at an earlier target ({res.get('error')})"
-        results.append(rec)
-    return results
-
-
-def smoke_env(variant: str) -> dict:
-    """The child environment of one smoke variant: the flag unset, or set to '1'."""
-    env = dict(os.environ)
-    env.pop(BUFFER_OPS_ENV, None)
-    if variant != "unset":
-        env[BUFFER_OPS_ENV] = variant
-    return env
-
-
-def run_smoke(mode: str, targets: Sequence[str | None],
-              timeout: float = SMOKE_TIMEOUT_S) -> list[dict]:
-    """Smoke runs, one per target, each with the flag unset and set to 1.
-
-    Each flag setting runs in its own subprocess (the flag is read at import on
-    old Triton); the offline targets of one setting share that subprocess.
-    """
-    by_variant = {}
-    for variant in ("unset", "1"):
-        env = smoke_env(variant)
-        # A fresh Triton cache per child: a cached binary would hide a compile failure.
-        work = tempfile.mkdtemp(prefix="tko_smoke_")
-        env["TRITON_CACHE_DIR"] = os.path.join(work, "triton_cache")
-        try:
-            res = run_child("smoke", {"mode": mode, "targets": list(targets), "stderr_dir": work},
-                            env=env, timeout=timeout * max(1, len(targets)))
-            results = res.pop("results", None)
-            if not isinstance(results, list) or len(results) != len(targets):
-                results = _failed_child_results(res, mode, targets, work)
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        for r in results:
-            r.update({k: v for k, v in res.items() if k.startswith("child_")})
-        by_variant[variant] = results
-    runs = []
-    for i, target in enumerate(targets):
-        variants = {v: by_variant[v][i] for v in by_variant}
-        record = {"mode": mode, "target_requested": target, "variants": variants}
-        known = archs.info(target) if target else None
-        if known and not known.upstream_triton and not all(r.get("ok") for r in variants.values()):
-            record["proxy_note"] = (f"{known.name} ({known.product}) is not an upstream Triton target: "
-                                    f"a DTK/FlagTree Triton compiles it; upstream Triton can compile "
-                                    f"the proxy {known.proxy} (--smoke-target {known.proxy})")
-        runs.append(record)
-    return runs
-
-
-# --------------------------------------------------------------------------- external tools
-
-@dataclass(frozen=True)
-class ToolSpec:
-    name: str
-    group: str                                  # "dcu" or "nvidia"
-    version_args: tuple[str, ...] | None        # None: tool has no version flag we trust
-    version_regex: str | None = None
-
-
-TOOLS = (
-    ToolSpec("rocminfo", "dcu", None),          # version = HSA runtime version in its output
-    ToolSpec("hy-smi", "dcu", None),
-    ToolSpec("rocm-smi", "dcu", ("--version",)),
-    ToolSpec("hipcc", "dcu", ("--version",)),
-    ToolSpec("hipconfig", "dcu", ("--version",)),
-    ToolSpec("hipprof", "dcu", ("--version",)),
-    ToolSpec("dccobjdump", "dcu", ("--version",)),
-    ToolSpec("rocprofv3", "dcu", ("--version",)),
-    ToolSpec("nvidia-smi", "nvidia", ("--version",), r"DRIVER version\s*:\s*(\S+)"),
-    ToolSpec("nvcc", "nvidia", ("--version",), r"release [\d.]+, V(\d+(?:\.\d+)+)"),
-    ToolSpec("ncu", "nvidia", ("--version",), r"Version (\d+(?:\.\d+)+)"),
-    ToolSpec("nsys", "nvidia", ("--version",), r"version (\d+(?:\.\d+)+\S*)"),
-    ToolSpec("cuobjdump", "nvidia", ("--version",), r"release [\d.]+, V(\d+(?:\.\d+)+)"),
-    ToolSpec("nvdisasm", "nvidia", ("--version",), r"release [\d.]+, V(\d+(?:\.\d+)+)"),
-)
-BUNDLED_NVIDIA = ("cuobjdump", "nvdisasm", "ptxas")
-
-
-def _extra_bin_dirs(group: str) -> list[str]:
-    dirs = []
-    if group == "dcu":
-        for var in ("ROCM_PATH", "HIP_PATH", "ROCM_HOME", "DTK_HOME"):
-            if os.environ.get(var):
-                dirs.append(os.path.join(os.environ[var], "bin"))
-        dirs += [os.path.join(r, "bin") for r in DCU_ROOTS]
-        dirs += [os.path.join(r, "hip", "bin") for r in DCU_ROOTS]
-        dirs += list(DCU_EXTRA_BIN)
-    else:
-        for var in ("CUDA_HOME", "CUDA_PATH"):
-            if os.environ.get(var):
-                dirs.append(os.path.join(os.environ[var], "bin"))
-        dirs += [os.path.join(r, "bin") for r in CUDA_ROOTS]
-    return dirs
-
-
-def find_tool(name: str, group: str) -> tuple[str | None, bool]:
-    """(path, on_path) of a tool: PATH first, then the usual install folders."""
-    path = shutil.which(name)
-    if path:
-        return path, True
-    for d in _extra_bin_dirs(group):
-        cand = os.path.join(d, name)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand, False
-    return None, False
-
-
-def tool_version(spec: ToolSpec, output: str) -> str | None:
-    if spec.name == "hipcc":
-        return dcu_tools.parse_hipcc_version(output).get("version")
-    if spec.version_regex:
-        m = re.search(spec.version_regex, output)
-        if m:
-            return m.group(1)
-    return dcu_tools.first_version(output)
-
-
-def probe_tool(spec: ToolSpec, path: str | None = None, on_path: bool | None = None,
-               timeout: float = TOOL_TIMEOUT_S) -> dict:
-    if path is None:
-        path, on_path = find_tool(spec.name, spec.group)
-    rec: dict[str, Any] = {"group": spec.group, "found": path is not None, "path": path,
-                           "on_path": bool(on_path), "version": None}
-    if path is None or spec.version_args is None:
-        return rec
-    res = run_command([path, *spec.version_args], timeout=timeout)
-    text = (res["stdout"] or "") + "\n" + (res["stderr"] or "")
-    rec["version_rc"] = res["rc"]
-    rec["version_output"] = first_lines(text, 3)
-    if res["error"]:
-        rec["error"] = res["error"]
-        rec["timed_out"] = res["timed_out"]
-    elif res["rc"] == 0 or text.strip():
-        rec["version"] = tool_version(spec, text)
-        if spec.name == "hipcc":
-            rec["hipcc"] = dcu_tools.parse_hipcc_version(text)
-    return rec
-
-
-def triton_package_dir() -> Path | None:
-    """Folder of the installed triton package, found without importing it."""
-    try:
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def probe_bundled_nvidia(timeout: float = TOOL_TIMEOUT_S) -> dict:
-    """The CUDA binaries Triton's wheel bundles in triton/backends/nvidia/bin."""
-    pkg = triton_package_dir()
-    out = {}
-    for name in BUNDLED_NVIDIA:
-        path = pkg / "backends" / "nvidia" / "bin" / name if pkg else None
-        if path is None or not path.is_file():
-            out[name] = {"group": "nvidia", "found": False, "path": None, "source": "triton wheel",
-                         "version": None}
-            continue
-        spec = ToolSpec(name, "nvidia", ("--version",), r"release [\d.]+, V(\d+(?:\.\d+)+)")
-        rec = probe_tool(spec, str(path), False, timeout)
-        rec["source"] = "triton wheel"
-        out[name] = rec
-    return out
-
-
-# --------------------------------------------------------------------------- DCU / CUDA stacks
-
-def _install_roots() -> list[tuple[str, str]]:
-    """(path, where-from) of candidate ROCm/DTK installs, de-duplicated by real path."""
-    cands = []
-    for var in ("ROCM_PATH", "HIP_PATH", "ROCM_HOME", "DTK_HOME"):
-        value = os.environ.get(var)
-        if value:
-            cands.append((value.rstrip("/") or "/", f"${var}"))
-    for root in DCU_ROOTS:
-        cands.append((root, "default location"))
-    for pattern_root in ("/opt",):
-        try:
-            for entry in sorted(os.listdir(pattern_root)):
-                if re.match(r"^(dtk|rocm)[-_.]?\d", entry):
-                    cands.append((os.path.join(pattern_root, entry), "default location"))
-        except OSError:
-            pass
-    seen = set()
-    out = []
-    for path, origin in cands:
-        if not os.path.isdir(path):
-            continue
-        real = os.path.realpath(path)
-        if real in seen:
-            continue
-        seen.add(real)
-        out.append((path, origin))
-    return out
-
-
-def probe_install(path: str, origin: str) -> dict:
-    real = os.path.realpath(path)
-    text = (path + " " + real).lower()
-    kind = "dtk" if "dtk" in text else ("rocm" if "rocm" in text else None)
-    rec: dict[str, Any] = {"path": path, "realpath": real, "from": origin, "kind": kind,
-                           "version": None, "version_file": None}
-    for rel in (".info/version", ".info/version-dev", ".info/version-hip-sdk"):
-        vf = os.path.join(path, rel)
-        if os.path.isfile(vf):
-            try:
-                rec["version"] = dcu_tools.parse_info_version(
-                    Path(vf).read_text(encoding="utf-8", errors="replace"))
-                rec["version_file"] = vf
-                break
-            except OSError as exc:
-                rec["version_error"] = str(exc)
-    if os.path.isdir(os.path.join(path, "aillvm")) or os.path.isdir(os.path.join(path, "dcc")):
-        rec["kind"] = "dtk"   # DTK ships aillvm/ and dcc/ (the HCU Triton backend calls them)
-    return rec
-
-
-def probe_dcu_stack(tools: dict, timeout: float = TOOL_TIMEOUT_S) -> dict:
-    stack: dict[str, Any] = {
-        "rocm_path_env": os.environ.get("ROCM_PATH"),
-        "installs": [probe_install(p, o) for p, o in _install_roots()],
-    }
-    hipcc = tools.get("hipcc", {})
-    stack["hipcc"] = hipcc.get("hipcc")
-    stack["kind"] = next((i["kind"] for i in stack["installs"] if i["kind"]), None)
-    if stack["hipcc"] and stack["hipcc"].get("flavor"):
-        stack["kind"] = stack["hipcc"]["flavor"]
-    rocminfo = tools.get("rocminfo", {})
-    if rocminfo.get("found"):
-        res = run_command([rocminfo["path"]], timeout=timeout)
-        rec: dict[str, Any] = {"rc": res["rc"], "error": res["error"]}
-        if res["stdout"].strip():
-            parsed = dcu_tools.parse_rocminfo(res["stdout"])
-            rec.update(banner=parsed["banner"], runtime_version=parsed["runtime_version"],
-                       agents=len(parsed["agents"]), gpus=parsed["gpus"])
-            rocminfo["version"] = parsed["runtime_version"]
-        if res["rc"] not in (0, None) or res["error"]:
-            rec["error_lines"] = first_lines(res["stderr"] or res["stdout"], 3)
-        stack["rocminfo"] = rec
-    hysmi = tools.get("hy-smi", {})
-    if hysmi.get("found"):
-        # the flag set of the public hy-smi --json captures (tests/fixtures/dcu/)
-        res = run_command([hysmi["path"], "--showid", "--showmeminfo", "vram", "--showpower",
-                           "--showserial", "--showuse", "--showtemp", "--showproductname",
-                           "--showuniqueid", "--json"], timeout=timeout)
-        rec = {"rc": res["rc"], "error": res["error"]}
-        parsed_json = dcu_tools.parse_smi_json(res["stdout"]) if "{" in res["stdout"] else None
-        if parsed_json and parsed_json["cards"]:
-            rec["json"] = {"complete": parsed_json["complete"],
-                           "cards": [{k: v for k, v in c.items() if k != "raw"}
-                                     for c in parsed_json["cards"]]}
-        table = run_command([hysmi["path"]], timeout=timeout)
-        if table["stdout"].strip():
-            parsed = dcu_tools.parse_hysmi_table(table["stdout"])
-            rec["table"] = {"style": parsed["style"], "complete": parsed["complete"],
-                            "devices": [{k: v for k, v in d.items() if k != "raw"}
-                                        for d in parsed["devices"]]}
-        if table["error"]:
-            rec["table_error"] = table["error"]
-        stack["hy_smi"] = rec
-    return stack
-
-
-def _mib_to_bytes(mib: Any) -> int | None:
-    """MiB as a tool printed them -> bytes; None for NaN, infinity (a number past a float's range)
-    or anything not a number."""
-    if isinstance(mib, bool) or not isinstance(mib, (int, float)):
-        return None
-    if isinstance(mib, float) and not math.isfinite(mib):
-        return None
-    return int(mib * 1024 * 1024)
-
-
-def parse_nvidia_smi_csv(text: str) -> list[dict]:
-    """Rows of ``nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap
-    --format=csv,noheader,nounits``."""
-    rows = []
-    for line in dcu_tools.clean_text(text).split("\n"):
-        cells = [c.strip() for c in line.split(",")]
-        # isdecimal, not isdigit: int() refuses '²'; a 5000-digit index is no GPU either
-        if len(cells) < 5 or not cells[0].isdecimal() or len(cells[0]) > 9:
-            continue
-        cap = cells[4]
-        mem = cells[3]
-        rows.append({
-            "index": int(cells[0]),
-            "name": cells[1],
-            "driver_version": cells[2],
-            "memory_bytes": _mib_to_bytes(float(mem)) if re.match(r"^\d+(\.\d+)?$", mem) else None,
-            "capability": cap if re.match(r"^\d+\.\d+$", cap) else None,
-            "arch": "sm_" + cap.replace(".", "") if re.match(r"^\d+\.\d+$", cap) else None,
-        })
-    return rows
-
-
-def probe_nvidia_stack(tools: dict, timeout: float = TOOL_TIMEOUT_S) -> dict:
-    stack: dict[str, Any] = {"cuda_home_env": os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH"),
-                             "installs": []}
-    for root in CUDA_ROOTS:
-        if os.path.isdir(root):
-            rec: dict[str, Any] = {"path": root, "realpath": os.path.realpath(root), "version": None}
-            vj = os.path.join(root, "version.json")
-            if os.path.isfile(vj):
-                try:
-                    rec["version"] = json.loads(Path(vj).read_text())["cuda"]["version"]
-                except (OSError, ValueError, KeyError, TypeError):
-                    pass
-            stack["installs"].append(rec)
-    smi = tools.get("nvidia-smi", {})
-    if smi.get("found"):
-        res = run_command([smi["path"], "--query-gpu=index,name,driver_version,memory.total,compute_cap",
-                           "--format=csv,noheader,nounits"], timeout=timeout)
-        stack["nvidia_smi"] = {"rc": res["rc"], "error": res["error"],
-                               "gpus": parse_nvidia_smi_csv(res["stdout"])}
-    return stack
-
-
-# --------------------------------------------------------------------------- buffer-op default
-
-_BUFFER_OPS_VARS = (BUFFER_OPS_ENV, "HCUGCN_USE_BUFFER_OPS")   # the second: older Hygon forks
-_SOURCE_FILES = ("knobs.py", "backends/amd/compiler.py", "backends/hcu/compiler.py",
-                 "backends/hcu/compiler_hcu.py", "backends/amd/compiler_hcu.py")
-
-
-def buffer_ops_from_source(pkg: Path | None) -> dict | None:
-    """Default of the buffer-ops switch read from the installed Triton's source text.
-
-    Matches ``env_bool("AMDGCN_USE_BUFFER_OPS"[, True])`` (3.4+) and
-    ``os.environ.get("AMDGCN_USE_BUFFER_OPS", "0") == "1"`` (<= 3.3); an older
-    Hygon fork reads ``HCUGCN_USE_BUFFER_OPS`` instead, reported in ``variable``.
-    """
-    if pkg is None:
-        return None
-    texts = []
-    for rel in _SOURCE_FILES:
-        try:
-            texts.append((rel, (pkg / rel).read_text(encoding="utf-8", errors="replace")))
-        except OSError:
-            continue
-    for var in _BUFFER_OPS_VARS:
-        env_bool = re.compile(r'env_bool\(\s*["\']%s["\']\s*(?:,\s*(True|False))?\s*\)' % var)
-        env_get = re.compile(r'environ\.get\(\s*["\']%s["\']\s*,\s*["\'](\d)["\']\s*\)' % var)
-        for rel, text in texts:
-            m = env_bool.search(text)
-            if m:
-                return {"default": m.group(1) == "True", "source": f"source text of triton/{rel}",
-                        "variable": var}
-            m = env_get.search(text)
-            if m:
-                return {"default": m.group(1) == "1", "source": f"source text of triton/{rel}",
-                        "variable": var}
-    return None
-
-
-def buffer_ops_by_version(version: str | None) -> bool | None:
-    """Default by release (amd_hygon.md 1.1): off up to 3.5, on from 3.6."""
-    v = parse_version(version)
-    if not v:
-        return None
-    return v >= (3, 6)
-
-
-def _env_truthy(value: str, version: str | None) -> bool:
-    v = parse_version(version)
-    if v and v < (3, 4):        # read as os.environ.get(...) == "1" up to 3.3
-        return value == "1"
-    return value.strip().lower() in ("1", "true", "yes", "on", "y")
-
-
-def buffer_ops_record(triton_info: dict, pkg: Path | None) -> dict:
-    version = triton_info.get("version") or package_version("triton")
-    knob = triton_info.get("buffer_ops_knob") or {}
-    from_src = None if knob.get("default") is not None else buffer_ops_from_source(pkg)
-    variable = (from_src or {}).get("variable", BUFFER_OPS_ENV)
-    env_value = os.environ.get(variable)
-    rec: dict[str, Any] = {"variable": variable, "env": env_value, "set": env_value is not None,
-                           "triton_version": version}
-    if knob.get("default") is not None:
-        rec["default_when_unset"] = bool(knob["default"])
-        rec["default_source"] = f"{knob['knob']} (installed triton)"
-    else:
-        if from_src:
-            rec["default_when_unset"] = from_src["default"]
-            rec["default_source"] = from_src["source"]
-        else:
-            rec["default_when_unset"] = buffer_ops_by_version(version)
-            rec["default_source"] = ("version rule: off for triton <= 3.5, on from 3.6"
-                                     if version else "unknown: no triton found")
-    if env_value is None:
-        rec["effective"] = rec["default_when_unset"]
-    elif knob.get("value") is not None:
-        rec["effective"] = bool(knob["value"])
-    else:
-        rec["effective"] = _env_truthy(env_value, version)
-    by_version = buffer_ops_by_version(version)
-    if (by_version is not None and rec["default_when_unset"] is not None
-            and by_version != rec["default_when_unset"]):
-        rec["note"] = (f"this triton ({version}) differs from the upstream release rule "
-                       f"(default {'on' if by_version else 'off'}); a vendor build (DTK/FlagTree)?")
-    return rec
-
-
 # --------------------------------------------------------------------------- env flags
 
 def env_flags(environ: dict | None = None) -> dict:
@@ -977,7 +256,7 @@ def arch_check(devices: list[dict], expected: Sequence[str]) -> dict:
 
 def _run_probes(tool_timeout: float, runtime_timeout: float) -> tuple:
     """(torch, triton, native runtime, tools, DCU stack, NVIDIA stack) records."""
-    roots = [p for p, _ in _install_roots()]
+    roots = [p for p, _ in install_roots()]
     # The probes are independent processes: run them side by side (a torch import
     # takes seconds, and so may rocminfo on a busy node).
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -1116,7 +395,7 @@ def _hysmi_devices(hysmi: dict) -> list[dict]:
         mib = card.get("vram_total_mib")
         out.append({"source": "hy-smi", "index": card.get("index"), "name": card.get("series"),
                     "arch": None, "arch_full": None, "vendor": "hygon",
-                    "memory_bytes": _mib_to_bytes(mib),
+                    "memory_bytes": mib_to_bytes(mib),
                     "device_id": card.get("device_id")})
     return out
 
