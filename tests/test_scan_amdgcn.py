@@ -591,7 +591,8 @@ def test_odd_lines_read_one_by_one():
     # an uppercase mnemonic, a comment with no blank before it, '//' comments, an instruction
     # after .Lfunc_end (not code), a Kernel info block and a descriptor after the body, an
     # llvm-objdump symbol line, no final newline
-    from tko.read.isa_amdgcn import scan_kernel, split_kernels
+    from tko.read.isa_amdgcn import scan_kernel
+    from tko.read.isa_amdgcn_listing import split_kernels
     kernels = {k.name: k for k in split_kernels(_ODD_LISTING)}
     assert list(kernels) == ["k_one", "k_two", "k_three"]
     one = scan_kernel(kernels["k_one"])

@@ -18,7 +18,7 @@ import json
 import os
 from pathlib import Path
 
-from . import isa_amdgcn, isa_ptx
+from . import isa_amdgcn, isa_amdgcn_listing, isa_ptx
 from ..base.errors import InputError
 from ..base import archs, inputs
 from .occupancy import amd_occupancy
@@ -32,7 +32,7 @@ def detect_format(text: str) -> str | None:
         return "sass"
     if isa_ptx.looks_like_ptx(text):
         return "ptx"
-    if isa_amdgcn.looks_like_amdgcn(text):
+    if isa_amdgcn_listing.looks_like_amdgcn(text):
         return "amdgcn"
     return None
 
@@ -68,10 +68,10 @@ def legacy_totals(families: dict, resources: dict) -> dict:
 
 
 def _scan_amdgcn(text, arch, shared_bytes, num_warps, default_name) -> dict:
-    listed_arch = isa_amdgcn.detect_arch(text)
+    listed_arch = isa_amdgcn_listing.detect_arch(text)
     judge_arch = archs.normalize(arch) if arch else listed_arch
     kernels = []
-    for k in isa_amdgcn.split_kernels(text, default_name):
+    for k in isa_amdgcn_listing.split_kernels(text, default_name):
         scan = isa_amdgcn.scan_kernel(k)
         res = scan["resources"]
         if shared_bytes is not None:
