@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from tko.remedies import rowkernel_sweep as rs
-from tko.remedies import rowkernels as rk
+from tko.remedies import row_plan, row_refs, rowkernels as rk
 
 FRONT = Path(__file__).resolve().parents[1] / "scripts" / "rowkernel_sweep.py"
 SVG = "{http://www.w3.org/2000/svg}"
-LIMIT = rk.ROW_LIMITS["interpreter"].max_row_elements          # 16384: 20000 runs chunked
+LIMIT = row_plan.ROW_LIMITS["interpreter"].max_row_elements          # 16384: 20000 runs chunked
 
 
 def _front(*args, cwd, env=None, timeout=120):
@@ -171,7 +171,7 @@ def test_interpreted_backward_has_its_own_tables_and_dashed_series(interpreted_b
 
 
 def test_backward_with_a_wrong_gradient_is_flagged_and_a_refused_plan_is_not_timed(monkeypatch):
-    if rk.interpreting():
+    if row_plan.interpreting():
         pytest.skip("this process imported Triton in the interpreter")
     real = rs.torch_fn
 
@@ -249,7 +249,7 @@ def test_interpreted_markdown_has_one_table_line_per_row_and_is_printed_last(int
 
 
 def test_cpu_tensor_refused_without_the_interpreter_and_eager_checked():
-    if rk.interpreting():
+    if row_plan.interpreting():
         pytest.skip("this process imported Triton in the interpreter")
     rows = rs.run_case("layer_norm", "bf16", 50, ["bundled", "eager"], elements=200, rows=None,
                        peak_gbps=None, warmup_ms=0.1, rep_ms=0.5, on_gpu=False)
@@ -327,7 +327,7 @@ def test_a_case_skipped_in_every_mode_says_not_run_not_that_inductor_failed():
 
 def test_check_tolerates_one_rounding_not_more():
     x = rs.make_inputs("softmax", "fp16", 4, 64, "cpu")[0]
-    ref = rk.softmax_ref(x)
+    ref = row_refs.softmax_ref(x)
     nudged = (ref.view(torch.int16) + 1).view(torch.float16)      # one ulp up (softmax is positive)
     assert bool((nudged != ref).all())
     assert rs.check(nudged, ref, "fp16")[0] is True

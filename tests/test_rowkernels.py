@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from tko.base import archs
-from tko.remedies import rowkernels as rk
+from tko.remedies import row_plan, row_refs, row_triton, rowkernels as rk
 from tko.base.errors import InputError
 
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
@@ -36,13 +36,13 @@ TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
 DTYPES = list(TOL)
 ODD_COLS = (1, 7, 1000, 1023, 4097)
 # A limit that forces the chunked form on short rows: 256 fp32 elements one-pass, 64-element chunks
-SMALL = rk.RowLimit("small", 64, 16, 1024, "tests: 1 KiB on chip")
+SMALL = row_plan.RowLimit("small", 64, 16, 1024, "tests: 1 KiB on chip")
 # 16, 13 and 65 chunks of 64, the last one partly masked (a runtime loop bound), and 16 whole
 # chunks (the unrolled form: RowPlan.n_chunks 16, no masks)
 CHUNKED_COLS = (1000, 777, 4099, 1024)
 
 
-INTERP = rk.interpreting()
+INTERP = row_plan.interpreting()
 # Run in one child pytest under TRITON_INTERPRET=1, each by its own id (tests/interpreter_child.py)
 def kernel(test):
     return pytest.mark.slow(pytest.mark.interpreter(test))
@@ -75,9 +75,9 @@ def _close(got, want, dtype):
 
 def _call(op, x, w=None, b=None, limit=None):
     if op == "layer_norm":
-        return rk.layer_norm(x, w, b, return_plan=True, limit=limit), rk.layer_norm_ref(x, w, b)
+        return rk.layer_norm(x, w, b, return_plan=True, limit=limit), row_refs.layer_norm_ref(x, w, b)
     if op == "rms_norm":
-        return rk.rms_norm(x, w, return_plan=True, limit=limit), rk.rms_norm_ref(x, w)
+        return rk.rms_norm(x, w, return_plan=True, limit=limit), row_refs.rms_norm_ref(x, w)
     return getattr(rk, op)(x, return_plan=True, limit=limit), rk.REFERENCES[op](x)
 
 
@@ -87,7 +87,7 @@ def _added(before):
 
 @kernel
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", rk.OPS)
+@pytest.mark.parametrize("op", row_plan.OPS)
 def test_kernel_odd_rows_match_the_reference(op, dtype):
     for cols in ODD_COLS:
         x = _x(3 if cols < 4000 else 2, cols, dtype, seed=cols)
@@ -103,10 +103,10 @@ def test_kernel_odd_rows_match_the_reference(op, dtype):
 def test_kernel_references_are_torch():
     x = _x(4, 33, torch.float32)
     w, b = torch.randn(33), torch.randn(33)
-    torch.testing.assert_close(rk.softmax_ref(x), torch.softmax(x, -1))
-    torch.testing.assert_close(rk.log_softmax_ref(x), torch.log_softmax(x, -1))
-    torch.testing.assert_close(rk.layer_norm_ref(x, w, b), F.layer_norm(x, (33,), w, b, 1e-5))
-    torch.testing.assert_close(rk.rms_norm_ref(x, w),
+    torch.testing.assert_close(row_refs.softmax_ref(x), torch.softmax(x, -1))
+    torch.testing.assert_close(row_refs.log_softmax_ref(x), torch.log_softmax(x, -1))
+    torch.testing.assert_close(row_refs.layer_norm_ref(x, w, b), F.layer_norm(x, (33,), w, b, 1e-5))
+    torch.testing.assert_close(row_refs.rms_norm_ref(x, w),
                                x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
     # the kernels against torch directly, not only against the module's references
     torch.testing.assert_close(rk.softmax(x), torch.softmax(x, -1))
@@ -153,10 +153,10 @@ def test_kernel_masked_tail_is_not_written():
 @kernel
 def test_kernel_shapes_without_weight_and_batched_leading_dims():
     x = _x(6, 100, torch.float16).view(2, 3, 100)
-    _close(rk.layer_norm(x), rk.layer_norm_ref(x), torch.float16)
-    _close(rk.rms_norm(x), rk.rms_norm_ref(x), torch.float16)
+    _close(rk.layer_norm(x), row_refs.layer_norm_ref(x), torch.float16)
+    _close(rk.rms_norm(x), row_refs.rms_norm_ref(x), torch.float16)
     b = torch.randn(100)
-    _close(rk.layer_norm(x, None, b), rk.layer_norm_ref(x, None, b), torch.float16)
+    _close(rk.layer_norm(x, None, b), row_refs.layer_norm_ref(x, None, b), torch.float16)
     assert rk.softmax(torch.empty(0, 5)).shape == (0, 5)
 
 
@@ -170,7 +170,7 @@ def test_refusals_return_the_reference_and_say_why():
 
 
 def check_refusals():
-    limit = rk.ROW_LIMITS["interpreter"]
+    limit = row_plan.ROW_LIMITS["interpreter"]
     long = _x(2, limit.max_row_elements + 1, torch.float32)
     y, plan = rk.softmax(long, return_plan=True)
     # over the one-pass limit: the chunked form where a CPU tensor may run a kernel
@@ -181,15 +181,15 @@ def check_refusals():
         assert not plan.use_kernel and "TRITON_INTERPRET" in plan.reason and plan.form == "reference"
     torch.testing.assert_close(y, torch.softmax(long, -1))
     # over the chunked form's cap: refused, with both reasons
-    huge = torch.zeros(1, rk.MAX_CHUNKED_ELEMENTS + 1)
+    huge = torch.zeros(1, row_plan.MAX_CHUNKED_ELEMENTS + 1)
     y, plan = rk.softmax(huge, return_plan=True)
     assert not plan.use_kernel and plan.form == "reference"
-    assert plan.reason == (f"row of {rk.MAX_CHUNKED_ELEMENTS + 1} (BLOCK {2 * rk.MAX_CHUNKED_ELEMENTS}) "
+    assert plan.reason == (f"row of {row_plan.MAX_CHUNKED_ELEMENTS + 1} (BLOCK {2 * row_plan.MAX_CHUNKED_ELEMENTS}) "
                            f"exceeds 16384 fp32 elements on interpreter (64 KiB on chip) and the "
-                           f"chunked form's cap of {rk.MAX_CHUNKED_ELEMENTS}")
+                           f"chunked form's cap of {row_plan.MAX_CHUNKED_ELEMENTS}")
     torch.testing.assert_close(y, torch.softmax(huge, -1))
     # exactly the limit still runs the kernel (where a CPU tensor may)
-    at_limit = rk.plan_row("softmax", long[:, :limit.max_row_elements])
+    at_limit = row_plan.plan_row("softmax", long[:, :limit.max_row_elements])
     assert at_limit.use_kernel if INTERP else "TRITON_INTERPRET" in at_limit.reason
 
     t = _x(8, 6, torch.float32).t()    # last dim strided
@@ -207,7 +207,7 @@ def check_refusals():
     assert "float64" in plan.reason and y.dtype == torch.float64
 
     x = _x(2, 5, torch.float32)
-    assert rk.plan_row("layer_norm", x, torch.ones(4)).reason.startswith("weight shape")
+    assert row_plan.plan_row("layer_norm", x, torch.ones(4)).reason.startswith("weight shape")
     with pytest.raises(RuntimeError):  # the reference raises as torch does
         rk.layer_norm(x, torch.ones(4))
     odd = torch.randn(2, 3, 10).transpose(0, 1)   # last dim contiguous, rows not one stride
@@ -226,30 +226,30 @@ def test_cpu_tensor_refused_without_the_interpreter():
 
 def test_limits_table_matches_archs_and_picks_warps(monkeypatch):
     for key in ("gfx936", "gfx938", "gfx942"):
-        lim, info = rk.ROW_LIMITS[key], archs.ARCHS[key]
+        lim, info = row_plan.ROW_LIMITS[key], archs.ARCHS[key]
         assert lim.wave_size == info.wave_size == 64
         assert lim.on_chip_bytes == info.lds_bytes_per_cu == 64 * 1024
         assert lim.max_row_elements == 16384 and lim.source
-    h200 = rk.ROW_LIMITS["sm_90"]
+    h200 = row_plan.ROW_LIMITS["sm_90"]
     assert h200.wave_size == archs.ARCHS["sm_90"].wave_size == 32
     assert h200.max_row_elements == 32768
     # too long for a DCU's one pass (the chunked form there), one pass on an H200
-    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    monkeypatch.setattr(row_plan, "interpreting", lambda: True)
     x = torch.empty(1, 20000)
-    assert rk.plan_row("softmax", x, limit=rk.ROW_LIMITS["gfx936"]).form == "chunked"
-    assert rk.plan_row("softmax", x, limit=h200).form == "one_pass"
-    dcu = rk.ROW_LIMITS["gfx936"]
-    assert [rk.pick_num_warps(b, dcu) for b in (1, 512, 1024, 4096, 16384)] == [1, 1, 2, 8, 16]
-    assert [rk.pick_num_warps(b, h200) for b in (1, 1024, 4096, 32768)] == [1, 4, 16, 32]
+    assert row_plan.plan_row("softmax", x, limit=row_plan.ROW_LIMITS["gfx936"]).form == "chunked"
+    assert row_plan.plan_row("softmax", x, limit=h200).form == "one_pass"
+    dcu = row_plan.ROW_LIMITS["gfx936"]
+    assert [row_plan.pick_num_warps(b, dcu) for b in (1, 512, 1024, 4096, 16384)] == [1, 1, 2, 8, 16]
+    assert [row_plan.pick_num_warps(b, h200) for b in (1, 1024, 4096, 32768)] == [1, 4, 16, 32]
 
 
 def _h200_plan(monkeypatch, op, cols, dtype=torch.float16, wb=(True, True), backward=False):
     """plan_row for an sm_90 limit on a CPU tensor, as it plans on the GPU (no refusal for CPU)."""
-    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    monkeypatch.setattr(row_plan, "interpreting", lambda: True)
     x = torch.empty(2, cols, dtype=dtype)
     w, b = (torch.empty(cols, dtype=dtype) if want else None for want in wb)
     args = (x, w, b) if op == "layer_norm" else (x, w) if op == "rms_norm" else (x,)
-    plan = rk.plan_row(op, *args, limit=rk.ROW_LIMITS["sm_90"], backward=backward)
+    plan = row_plan.plan_row(op, *args, limit=row_plan.ROW_LIMITS["sm_90"], backward=backward)
     assert plan.use_kernel, plan.reason
     return plan
 
@@ -261,7 +261,7 @@ def test_h200_layer_norm_16k_forward_takes_8_warps(monkeypatch):
     for dtype in (torch.float16, torch.bfloat16):
         plan = _h200_plan(monkeypatch, "layer_norm", 16384, dtype)
         assert (plan.block, plan.num_warps) == (16384, 8)
-        assert plan.num_warps != rk.pick_num_warps(16384, rk.ROW_LIMITS["sm_90"]) == 32
+        assert plan.num_warps != row_plan.pick_num_warps(16384, row_plan.ROW_LIMITS["sm_90"]) == 32
         # the backward spills at 8 warps: it keeps the default
         assert _h200_plan(monkeypatch, "layer_norm", 16384, dtype, backward=True).num_warps == 32
     # the cases that already fit two programs per SM at 32 warps, and the other row lengths
@@ -271,32 +271,32 @@ def test_h200_layer_norm_16k_forward_takes_8_warps(monkeypatch):
             ("layer_norm", 4096, torch.float16, (True, True)), ("layer_norm", 32768, torch.float16, (True, True))]
     for op, cols, dtype, wb in same:
         plan = _h200_plan(monkeypatch, op, cols, dtype, wb)
-        assert plan.num_warps == rk.pick_num_warps(plan.block, rk.ROW_LIMITS["sm_90"]), (op, cols, dtype, wb)
+        assert plan.num_warps == row_plan.pick_num_warps(plan.block, row_plan.ROW_LIMITS["sm_90"]), (op, cols, dtype, wb)
     # a 16k row counts by its BLOCK: 16000 columns plan like 16384
     assert _h200_plan(monkeypatch, "layer_norm", 16000).num_warps == 8
     # another device's limit is untouched
-    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    monkeypatch.setattr(row_plan, "interpreting", lambda: True)
     x, w = torch.empty(2, 16384, dtype=torch.float16), torch.empty(16384, dtype=torch.float16)
-    assert rk.plan_row("layer_norm", x, w, w, limit=rk.ROW_LIMITS["gfx936"]).num_warps == 16
+    assert row_plan.plan_row("layer_norm", x, w, w, limit=row_plan.ROW_LIMITS["gfx936"]).num_warps == 16
 
 
 # --- the chunked form ---------------------------------------------------------------------------
 
 def _plan(monkeypatch, op, cols, limit, dtype=torch.float16, backward=False):
     """plan_row for ``limit`` on a CPU tensor with weight and bias, as it plans on the GPU."""
-    monkeypatch.setattr(rk, "interpreting", lambda: True)
+    monkeypatch.setattr(row_plan, "interpreting", lambda: True)
     x, w = torch.empty(2, cols, dtype=dtype), torch.empty(cols, dtype=dtype)
     args = (x, w, w) if op == "layer_norm" else (x, w) if op == "rms_norm" else (x,)
-    return rk.plan_row(op, *args, limit=limit, backward=backward)
+    return row_plan.plan_row(op, *args, limit=limit, backward=backward)
 
 
 def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
-    h200 = rk.ROW_LIMITS["sm_90"]
+    h200 = row_plan.ROW_LIMITS["sm_90"]
     over = "row of 65536 (BLOCK 65536) exceeds 32768 fp32 elements on sm_90 (227 KiB on chip)"
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         plan = _plan(monkeypatch, op, 65536, h200)
         assert plan.use_kernel and plan.reason is None
-        # measured on an H200 (rk.CHUNK_PLANS): softmax rows in 16k chunks at 16 warps with per-row
+        # measured on an H200 (row_plan.CHUNK_PLANS): softmax rows in 16k chunks at 16 warps with per-row
         # stats and a runtime loop, the norms in 16k chunks at 32 warps, unrolled
         want = (16384, 16, True) if "softmax" in op else (16384, 32, False)
         assert (plan.form, plan.chunk, plan.num_warps, plan.row_stats, plan.block) == ("chunked", *want, 65536)
@@ -313,7 +313,7 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
         assert bwd.reason == f"{over}; the backward kernels are one-pass only"
         assert _plan(monkeypatch, op, 32768, h200, backward=True).form == "one_pass"
     # the cap: 2^20 columns run chunked, one more is refused
-    cap = rk.MAX_CHUNKED_ELEMENTS
+    cap = row_plan.MAX_CHUNKED_ELEMENTS
     assert cap == 1 << 20 and _plan(monkeypatch, "softmax", cap, h200).form == "chunked"
     refused = _plan(monkeypatch, "layer_norm", cap + 1, h200)
     assert (refused.use_kernel, refused.form) == (False, "reference")
@@ -321,13 +321,13 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
                               f"(227 KiB on chip) and the chunked form's cap of {cap}")
     # CHUNK: listed per limit and op, else the largest power of two up to 4096 with room for four
     # fp32 vectors on chip, pick_num_warps of it and per-lane stats
-    assert [rk.chunk_plan(rk.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
+    assert [row_plan.chunk_plan(row_plan.ROW_LIMITS[k], "softmax") for k in ("gfx936", "gfx942", "cuda", "hip")] == \
         [(4096, 8, False, True, 0, 0), (4096, 8, False, True, 0, 0), (2048, 8, False, True, 0, 0),
          (4096, 8, False, True, 0, 0)]
-    assert rk.chunk_plan(rk.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, 0, 0)
-    assert SMALL.max_row_elements == 256 and rk.chunk_plan(SMALL, "softmax") == (64, 1, False, True, 0, 0)
+    assert row_plan.chunk_plan(row_plan.ROW_LIMITS["gfx936"], "rms_norm") == (4096, 8, False, True, 0, 0)
+    assert SMALL.max_row_elements == 256 and row_plan.chunk_plan(SMALL, "softmax") == (64, 1, False, True, 0, 0)
     # the row guard: the sm_90 RMSNorm plan, on unrolled rows only, never another op
-    assert rk.chunk_plan(h200, "rms_norm").row_guard and not rk.chunk_plan(h200, "layer_norm").row_guard
+    assert row_plan.chunk_plan(h200, "rms_norm").row_guard and not row_plan.chunk_plan(h200, "layer_norm").row_guard
     assert _plan(monkeypatch, "rms_norm", 65536, h200).row_guard
     assert not _plan(monkeypatch, "rms_norm", 65536 + 64, h200).row_guard   # not whole chunks
     assert not _plan(monkeypatch, "rms_norm", 131072, h200).row_guard       # over 4 chunks
@@ -338,18 +338,18 @@ def test_rows_over_the_limit_plan_the_chunked_form(monkeypatch):
     assert [_plan(monkeypatch, op, n, h200).stream_out for op in ("layer_norm", "rms_norm")
             for n in (65536, 65536 - 64, 65536 + 64, 131072)] == [True, True, False, False] * 2
     assert not any(_plan(monkeypatch, op, 4096, SMALL).stream_out for op in rk.REFERENCES)
-    assert [rk.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
-    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, unroll=False))
+    assert [row_plan.unrolled_chunks(n, 64) for n in (64, 1024, 1000, 63)] == [1, 16, 0, 0]
+    monkeypatch.setitem(row_plan.CHUNK_PLANS, ("small", "rms_norm"), row_plan.ChunkPlan(64, 1, False, unroll=False))
     assert _plan(monkeypatch, "rms_norm", 1024, SMALL).n_chunks == 0
     small = _plan(monkeypatch, "layer_norm", 257, SMALL)
     assert (small.form, small.chunk, small.num_warps, small.block) == ("chunked", 64, 1, 512)
     assert _plan(monkeypatch, "layer_norm", 256, SMALL).form == "one_pass"
     # every other refusal stays as it was
-    assert rk.plan_row("softmax", torch.empty(2, 1000, dtype=torch.float64), limit=SMALL).reason == \
+    assert row_plan.plan_row("softmax", torch.empty(2, 1000, dtype=torch.float64), limit=SMALL).reason == \
         "dtype torch.float64 not in fp16/bf16/fp32"
-    assert rk.plan_row("layer_norm", torch.empty(2, 1000), torch.ones(999), limit=SMALL).reason == \
+    assert row_plan.plan_row("layer_norm", torch.empty(2, 1000), torch.ones(999), limit=SMALL).reason == \
         "weight shape (999,) is not (1000,)"
-    assert "last dim not contiguous" in rk.plan_row("rms_norm", torch.empty(1000, 2).t(), limit=SMALL).reason
+    assert "last dim not contiguous" in row_plan.plan_row("rms_norm", torch.empty(1000, 2).t(), limit=SMALL).reason
 
 
 @pytest.mark.slow
@@ -364,7 +364,7 @@ def test_chunked_kernels_compile_offline_without_spills(monkeypatch):
 
     for arch, cols in (("sm_90", 65536), ("gfx942", 32768)):
         for op, const in cc.CASES:
-            plan = _plan(monkeypatch, op, cols, rk.ROW_LIMITS[arch])
+            plan = _plan(monkeypatch, op, cols, row_plan.ROW_LIMITS[arch])
             kernel, chunk, warps, n_chunks = cc.compile_one(op, const, "fp16", arch, cols)
             assert (plan.form, plan.chunk, plan.num_warps, plan.n_chunks) == \
                 ("chunked", chunk, warps, n_chunks), (arch, op)
@@ -405,7 +405,7 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
              "_rms_norm_chunked_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4, STREAM=True),
              "_rms_norm_guarded_kernel": dict(CHUNK=16384, HAS_W=True, STATS=False, N_CHUNKS=4)}
     for name, const in cases.items():
-        fn = triton.jit(getattr(rk, name))
+        fn = triton.jit(getattr(row_triton, name))
         idx = {n: i for i, n in enumerate(fn.arg_names)}
         regs = {}
         # fp32: a direct launch; fp64: Inductor's launch; a Python float: its mutation analysis
@@ -429,7 +429,7 @@ def test_norm_statistics_stay_fp32_when_inductor_passes_eps_as_fp64(monkeypatch)
         assert max(r[0] for r in regs.values()) - regs["fp32"][0] <= 2, (name, regs)
 
 
-@pytest.mark.skipif(INTERP or not rk.USE_TRITON_OP, reason="the triton ops: torch >= 2.6, Triton compiling")
+@pytest.mark.skipif(INTERP or not row_triton.USE_TRITON_OP, reason="the triton ops: torch >= 2.6, Triton compiling")
 def test_a_compiled_triton_op_traces_to_the_planned_kernel_launch(monkeypatch):
     # AOTAutograd on fake CUDA tensors runs nothing, so no GPU is needed: the forward graph holds
     # the launch of the chunked RMSNorm kernel with the sm_90 plan's CHUNK, chunk count and warps
@@ -442,11 +442,11 @@ def test_a_compiled_triton_op_traces_to_the_planned_kernel_launch(monkeypatch):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     try:   # torch keeps a launch's num_warps in a one-config autotuner
-        triton.autotune(configs=[triton.Config({}, num_warps=1)], key=[])(rk._kernels()["softmax"])
+        triton.autotune(configs=[triton.Config({}, num_warps=1)], key=[])(row_triton.jitted_kernels()["softmax"])
     except RuntimeError as e:   # Triton 3.3 asks the GPU driver for its timer there
         pytest.skip(f"Triton {triton.__version__} builds an autotuner only with a GPU driver: {e}")
-    sm90 = rk.ROW_LIMITS["sm_90"]
-    monkeypatch.setattr(rk, "device_limit", lambda device: sm90)
+    sm90 = row_plan.ROW_LIMITS["sm_90"]
+    monkeypatch.setattr(row_plan, "device_limit", lambda device: sm90)
     # without a GPU Triton has no target for the mutation analysis, which then logs and assumes
     # every argument written: the graph still holds the launch
     monkeypatch.setattr(logging.getLogger("torch._higher_order_ops.triton_kernel_wrap"), "disabled", True)
@@ -463,7 +463,7 @@ def test_a_compiled_triton_op_traces_to_the_planned_kernel_launch(monkeypatch):
     nodes = [n for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert not [n for n in nodes if "tko." in str(n.target)], nodes
     (launch,) = [n for n in nodes if "triton_kernel_wrapper" in str(n.target)]
-    plan = rk.chunk_plan(sm90, "rms_norm")
+    plan = row_plan.chunk_plan(sm90, "rms_norm")
     args = launch.kwargs["kwargs"]
     assert (args["CHUNK"], args["N_CHUNKS"], args["HAS_W"], args["STATS"]) == (plan.chunk, 65536 // plan.chunk, True, False)
     assert plan.row_guard and args["n_rows"] == 8     # the sm_90 plan's guarded form
@@ -484,7 +484,7 @@ def test_chunked_rows_of_a_cpu_tensor_are_refused_without_the_interpreter():
 
 @kernel
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", rk.OPS)
+@pytest.mark.parametrize("op", row_plan.OPS)
 def test_kernel_chunked_rows_match_the_reference(op, dtype):
     before = rk.call_counts()
     for cols in CHUNKED_COLS:
@@ -514,8 +514,8 @@ def _next_pow2(n):
 @kernel
 @pytest.mark.parametrize("op", ["softmax", "log_softmax"])
 def test_kernel_chunked_row_stats_match_the_reference(op, monkeypatch):
-    # the per-row form of pass 1 (rk.CHUNK_PLANS on sm_90): odd lengths, masked tails
-    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", op), (64, 1, True))
+    # the per-row form of pass 1 (row_plan.CHUNK_PLANS on sm_90): odd lengths, masked tails
+    monkeypatch.setitem(row_plan.CHUNK_PLANS, ("small", op), (64, 1, True))
     for dtype in (torch.float32, torch.bfloat16):
         for cols in CHUNKED_COLS:
             x = _x(2, cols, dtype, seed=cols)
@@ -529,7 +529,7 @@ def test_kernel_chunked_row_stats_match_the_reference(op, monkeypatch):
 def test_kernel_chunked_rms_norm_row_guard_matches_the_reference(dtype, monkeypatch):
     # the guarded form (int32 offsets from X, every access under the row mask, the sm_90 plan's):
     # whole-chunk rows take it, rows strided apart too, a masked tail does not; the stats as well
-    monkeypatch.setitem(rk.CHUNK_PLANS, ("small", "rms_norm"), rk.ChunkPlan(64, 1, False, row_guard=16))
+    monkeypatch.setitem(row_plan.CHUNK_PLANS, ("small", "rms_norm"), row_plan.ChunkPlan(64, 1, False, row_guard=16))
     for cols, guarded in ((1024, True), (1000, False)):
         x = _x(5, cols, dtype, seed=cols)
         w = torch.randn(cols).to(dtype)
@@ -540,18 +540,18 @@ def test_kernel_chunked_rms_norm_row_guard_matches_the_reference(dtype, monkeypa
     (got, plan), want = _call("rms_norm", x, None, limit=SMALL)
     assert plan.row_guard
     _close(got, want, dtype)
-    plan = rk.plan_row("rms_norm", x, limit=SMALL)
-    y, _, rstd = rk._launch(plan, x.contiguous(), None, None, 1e-6, stats=True)
+    plan = row_plan.plan_row("rms_norm", x, limit=SMALL)
+    y, _, rstd = row_triton.launch_forward(plan, x.contiguous(), None, None, 1e-6, stats=True)
     xf = x.float()
     torch.testing.assert_close(rstd, torch.rsqrt(xf.pow(2).mean(-1) + 1e-6), **TOL[torch.float32])
-    assert rk._int32_rows(x) and not rk._int32_rows(torch.empty_strided((2, 8), (2 ** 31, 1), device="meta"))
+    assert row_plan.int32_rows(x) and not row_plan.int32_rows(torch.empty_strided((2, 8), (2 ** 31, 1), device="meta"))
 
 
 @kernel
 def test_kernel_chunked_and_one_pass_forms_agree():
     x = _x(2, 4099, torch.float32, seed=4)
     w, b = torch.randn(4099), torch.randn(4099)
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         (one, p1), _ = _call(op, x, w, b)
         (chunked, p2), _ = _call(op, x, w, b, limit=SMALL)
         assert (p1.form, p2.form) == ("one_pass", "chunked")
@@ -563,9 +563,9 @@ def test_kernel_chunked_and_one_pass_forms_agree():
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_kernel_chunked_masks_nan_and_inf_follow_torch(dtype, row_stats, monkeypatch):
     # both forms of the chunked softmax pass 1: per-lane running max / sum, and per-row (each
-    # chunk reduced to a scalar first), as rk.CHUNK_PLANS picks per device
+    # chunk reduced to a scalar first), as row_plan.CHUNK_PLANS picks per device
     for op in ("softmax", "log_softmax"):
-        monkeypatch.setitem(rk.CHUNK_PLANS, ("small", op), (64, 1, row_stats))
+        monkeypatch.setitem(row_plan.CHUNK_PLANS, ("small", op), (64, 1, row_stats))
     for cols in (1000, 1024):          # a masked tail (runtime loop bound), whole chunks (unrolled)
         _check_nan_and_inf_rows(dtype, row_stats, cols)
 
@@ -594,7 +594,7 @@ def _check_nan_and_inf_rows(dtype, row_stats, cols):
             _close(got, want, dtype)
             torch.testing.assert_close(got, getattr(torch, op)(t.float(), -1).to(dtype), equal_nan=True,
                                        **TOL[dtype])
-    assert rk.plan_row("softmax", x, limit=SMALL).n_chunks == (16 if cols == 1024 else 0)
+    assert row_plan.plan_row("softmax", x, limit=SMALL).n_chunks == (16 if cols == 1024 else 0)
     sm = rk.softmax(x, limit=SMALL)
     assert torch.isnan(sm[[0, 2, 3, 6, 7]]).all()
     assert torch.isfinite(sm[[1, 4, 5, 8]]).all()
@@ -619,23 +619,23 @@ def test_kernel_chunked_layer_norm_keeps_the_variance_of_an_offset_row():
     w, b = torch.randn(1000), torch.randn(1000)
     y, plan = rk.layer_norm(x, w, b, return_plan=True, limit=SMALL)
     assert plan.form == "chunked"
-    torch.testing.assert_close(y, rk.layer_norm_ref(x.double(), w.double(), b.double()).float(),
+    torch.testing.assert_close(y, row_refs.layer_norm_ref(x.double(), w.double(), b.double()).float(),
                                **TOL[torch.float32])
     y, plan = rk.rms_norm(x, w, return_plan=True, limit=SMALL)
-    torch.testing.assert_close(y, rk.rms_norm_ref(x.double(), w.double()).float(), **TOL[torch.float32])
+    torch.testing.assert_close(y, row_refs.rms_norm_ref(x.double(), w.double()).float(), **TOL[torch.float32])
 
 
 @kernel
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_kernel_backward_through_a_chunked_forward(dtype, monkeypatch):
     # the custom ops plan against the device's own limit: the interpreter's, made small here
-    monkeypatch.setitem(rk.ROW_LIMITS, "interpreter", SMALL)
+    monkeypatch.setitem(row_plan.ROW_LIMITS, "interpreter", SMALL)
     x, dy = _x(3, 777, dtype, seed=3), _x(3, 777, dtype, seed=4) / 3
     why = ("row of 777 (BLOCK 1024) exceeds 256 fp32 elements on small (1 KiB on chip); "
            "the backward kernels are one-pass only")
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         for params in ([_params(op, 777, dtype, 0)] + ([[]] if op in ("layer_norm", "rms_norm") else [])):
-            assert rk.plan_row(op, x, *params).form == "chunked"
+            assert row_plan.plan_row(op, x, *params).form == "chunked"
             before = rk.call_counts()
             check_backward(op, x, params, dy, dtype, backward=None)         # the default: torch
             assert _added(before) == {f"{op} (chunked): kernel": 1, f"{op}_bwd: torch": 1}, _added(before)
@@ -649,10 +649,10 @@ def test_kernel_backward_through_a_chunked_forward(dtype, monkeypatch):
 
 @kernel
 def test_kernel_chunked_ops_pass_opcheck(monkeypatch):
-    monkeypatch.setitem(rk.ROW_LIMITS, "interpreter", SMALL)
+    monkeypatch.setitem(row_plan.ROW_LIMITS, "interpreter", SMALL)
     x = _x(3, 300, torch.float32).requires_grad_(True)
     w, b = torch.randn(300, requires_grad=True), torch.randn(300, requires_grad=True)
-    assert rk.plan_row("softmax", x).form == "chunked"
+    assert row_plan.plan_row("softmax", x).form == "chunked"
     tko = torch.ops.tko
     for op, args in ((tko.row_softmax, (x,)), (tko.row_log_softmax, (x,)),
                      (tko.layer_norm_fwd, (x, w, b, 1e-5, True)), (tko.rms_norm_fwd, (x, w, 1e-6, True))):
@@ -660,11 +660,11 @@ def test_kernel_chunked_ops_pass_opcheck(monkeypatch):
         assert set(result.values()) == {"SUCCESS"}, (op, result)
     # the stats the backward reads, from the chunked forward
     _, mean, rstd = tko.layer_norm_fwd(x.detach(), w.detach(), b.detach(), 1e-5, True)
-    want_mean, want_rstd = rk.norm_stats_ref(x.detach(), 1e-5, True)
+    want_mean, want_rstd = row_refs.norm_stats_ref(x.detach(), 1e-5, True)
     torch.testing.assert_close(mean, want_mean)
     torch.testing.assert_close(rstd, want_rstd)
     _, rstd = tko.rms_norm_fwd(x.detach(), None, 1e-6, True)
-    torch.testing.assert_close(rstd, rk.norm_stats_ref(x.detach(), 1e-6, False)[1])
+    torch.testing.assert_close(rstd, row_refs.norm_stats_ref(x.detach(), 1e-6, False)[1])
 
 
 @kernel
@@ -681,14 +681,14 @@ def check_custom_ops():
     x = _x(3, 37, torch.float32)
     w, b = torch.randn(37), torch.randn(37)
     torch.testing.assert_close(torch.ops.tko.row_softmax(x), torch.softmax(x, -1))
-    torch.testing.assert_close(torch.ops.tko.rms_norm(x, w, 1e-6), rk.rms_norm_ref(x, w))
+    torch.testing.assert_close(torch.ops.tko.rms_norm(x, w, 1e-6), row_refs.rms_norm_ref(x, w))
 
     def f(a):
         s = torch.ops.tko.row_softmax(a) + torch.ops.tko.row_log_softmax(a)
         return torch.ops.tko.layer_norm(s, w, b, 1e-5) + torch.ops.tko.rms_norm(a, None, 1e-6)
 
     want = (F.layer_norm(torch.softmax(x, -1) + torch.log_softmax(x, -1), (37,), w, b, 1e-5)
-            + rk.rms_norm_ref(x))
+            + row_refs.rms_norm_ref(x))
     torch._dynamo.reset()
     got = torch.compile(f, backend="eager", fullgraph=True)(x)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
@@ -702,9 +702,9 @@ def _fn(op, eps=None):
     """(bundled, reference) for op with its params as positional tensors."""
     if op == "layer_norm":
         return (lambda x, w=None, b=None: rk.layer_norm(x, w, b),
-                lambda x, w=None, b=None: rk.layer_norm_ref(x, w, b))
+                lambda x, w=None, b=None: row_refs.layer_norm_ref(x, w, b))
     if op == "rms_norm":
-        return lambda x, w=None: rk.rms_norm(x, w), lambda x, w=None: rk.rms_norm_ref(x, w)
+        return lambda x, w=None: rk.rms_norm(x, w), lambda x, w=None: row_refs.rms_norm_ref(x, w)
     return getattr(rk, op), rk.REFERENCES[op]
 
 
@@ -760,14 +760,14 @@ def check_backward(op, x, params, dy, dtype, *, kernel=True, backward="kernel"):
 
 @kernel
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("op", rk.OPS)
+@pytest.mark.parametrize("op", row_plan.OPS)
 def test_kernel_backward_odd_rows_match_torch_autograd(op, dtype):
     for cols in ODD_COLS:
         # 7 rows over the interpreter's 4 norm programs: 2 rows each, the last program 1
         rows = 7 if cols < 4000 else 3
         x = _x(rows, cols, dtype, seed=cols)
         dy = _x(rows, cols, dtype, seed=cols + 7) / 3
-        assert rk.plan_row(op, x).use_kernel
+        assert row_plan.plan_row(op, x).use_kernel
         check_backward(op, x, _params(op, cols, dtype, cols), dy, dtype)
         if op in ("layer_norm", "rms_norm"):  # no weight: dx alone
             check_backward(op, x, [], dy, dtype)
@@ -775,7 +775,7 @@ def test_kernel_backward_odd_rows_match_torch_autograd(op, dtype):
 
 @kernel
 @pytest.mark.parametrize("backward", rk.BACKWARDS)
-@pytest.mark.parametrize("op", rk.OPS)
+@pytest.mark.parametrize("op", row_plan.OPS)
 def test_kernel_backward_takes_grads_in_any_layout(op, backward):
     x = _x(2, 3 * 33, torch.float32).view(2, 3, 33)[:, 1]   # rows strided 99 apart
     params = _params(op, 33, torch.float32, 0)
@@ -858,13 +858,13 @@ def test_default_backward_is_the_torch_formula():
 
 def check_default_backward():
     assert rk.BACKWARD == "torch" and rk.backward_choice() == "torch"
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         for dtype in DTYPES:
             for cols in (1, 7, 1000, 4097):
                 rows = 7 if cols < 4000 else 3
                 x = _x(rows, cols, dtype, seed=cols)
                 dy = _x(rows, cols, dtype, seed=cols + 7) / 3
-                assert rk.plan_row(op, x).use_kernel == INTERP
+                assert row_plan.plan_row(op, x).use_kernel == INTERP
                 check_backward(op, x, _params(op, cols, dtype, cols), dy, dtype, backward=None)
                 if op in ("layer_norm", "rms_norm"):
                     check_backward(op, x, [], dy, dtype, backward=None)
@@ -891,7 +891,7 @@ def test_kernel_both_backwards_give_the_same_gradients_and_dtypes():
 def test_kernel_environment_selects_the_kernel_backward(monkeypatch):
     monkeypatch.setenv(rk.BACKWARD_ENV, "kernel")
     x, dy = _x(3, 100, torch.float16), _x(3, 100, torch.float16, seed=2)
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         before = rk.call_counts()
         _grads(_fn(op)[0], [x, *_params(op, 100, torch.float16, 0)], dy)
         ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if "_bwd" in k and v != before.get(k, 0)}
@@ -972,7 +972,7 @@ def _compiled_graphs(backward):
 
 @kernel
 def test_kernel_default_backward_is_traced_into_the_compiled_backward_graph():
-    assert not rk.USE_TRITON_OP    # the interpreter: opaque custom ops
+    assert not row_triton.USE_TRITON_OP    # the interpreter: opaque custom ops
     check_traced_graphs()
 
 
@@ -982,7 +982,7 @@ def test_default_backward_is_traced_into_the_compiled_backward_graph():
 
 def check_traced_graphs():
     fw, bw, grads, want, added = _compiled_graphs("torch")
-    if rk.USE_TRITON_OP:   # triton ops: decomposed into what they run (CPU tensors: the reference)
+    if row_triton.USE_TRITON_OP:   # triton ops: decomposed into what they run (CPU tensors: the reference)
         assert fw == set(), fw
     else:                  # opaque custom ops: one node each
         assert {"tko.row_softmax.default", "tko.layer_norm_fwd.default", "tko.rms_norm_fwd.default"} <= fw
@@ -991,9 +991,9 @@ def check_traced_graphs():
         for g, wg in zip(got, want):
             torch.testing.assert_close(g, wg, rtol=1e-4, atol=1e-4)
     # counted once, at the trace; the compiled calls run no Python formula
-    assert added == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in rk.OPS}, added
+    assert added == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in row_plan.OPS}, added
     fw, bw, _, _, _ = _compiled_graphs("kernel")
-    assert bw == (set() if rk.USE_TRITON_OP else
+    assert bw == (set() if row_triton.USE_TRITON_OP else
                   {"tko.row_softmax_bwd.default", "tko.row_log_softmax_bwd.default",
                    "tko.layer_norm_bwd.default", "tko.rms_norm_bwd.default"}), bw
 
@@ -1008,12 +1008,12 @@ def test_backward_refusals_return_the_reference_and_say_why():
 
 
 def check_backward_refusals():
-    limit = rk.ROW_LIMITS["interpreter"]
+    limit = row_plan.ROW_LIMITS["interpreter"]
     # fp16 rows: the fp32 reference's own rounding over a 16k-long row varies with the CPU's
     # reduction kernels and can exceed the fp32 tolerance; it stays far inside fp16's
     long = _x(2, limit.max_row_elements + 1, torch.float16)
     dy = _x(2, limit.max_row_elements + 1, torch.float16, seed=1)
-    for op in rk.OPS:
+    for op in row_plan.OPS:
         before = rk.call_counts()
         check_backward(op, long, _params(op, long.shape[-1], torch.float16, 0), dy, torch.float16,
                        kernel=False)
@@ -1102,7 +1102,7 @@ def check_compiled_training(backend, backward):
 
     def ref(a, w, b):
         s = torch.softmax(a, -1) + torch.log_softmax(a, -1)
-        return (F.layer_norm(s, (37,), w, b, 1e-5) * rk.rms_norm_ref(a, w)).sum()
+        return (F.layer_norm(s, (37,), w, b, 1e-5) * row_refs.rms_norm_ref(a, w)).sum()
 
     torch._dynamo.reset()
     want = torch.autograd.grad(ref(x, w, b), (x, w, b))
@@ -1116,11 +1116,11 @@ def check_compiled_training(backend, backward):
     ran = {k: v - before.get(k, 0) for k, v in rk.call_counts().items() if v != before.get(k, 0)}
     if backward == "torch":   # traced once into the compiled backward, no kernel, no fallback
         bwd = {k: v for k, v in ran.items() if "_bwd" in k}
-        assert bwd == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in rk.OPS}, ran
+        assert bwd == {f"{op}_bwd: torch (traced into a compiled backward)": 1 for op in row_plan.OPS}, ran
         return
     path = "kernel" if INTERP else "reference"
-    for op in rk.OPS:
-        if rk.USE_TRITON_OP:   # decomposed: counted at the traces, none at the compiled calls
+    for op in row_plan.OPS:
+        if row_triton.USE_TRITON_OP:   # decomposed: counted at the traces, none at the compiled calls
             assert not any(k.startswith(f"{op}_bwd: ") for k in ran), ran
             assert any(k.startswith(f"{op}_bwd (traced into a compiled graph): {path}") for k in ran), ran
         else:                  # opaque: each op's backward ran at each compiled call, not only at trace

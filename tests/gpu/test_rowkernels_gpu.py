@@ -39,12 +39,12 @@ def test_compiled_ops_launch_the_kernel_from_inductors_code(op, shape):
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    from tko.remedies import rowkernels as rk
+    from tko.remedies import row_plan, row_triton, rowkernels as rk
 
-    if not rk.USE_TRITON_OP:
+    if not row_triton.USE_TRITON_OP:
         pytest.skip(f"torch {torch.__version__} has no torch.library.triton_op")
     args = _args(op, *shape, torch.float16)
-    plan = rk.plan_row(op, *args)
+    plan = row_plan.plan_row(op, *args)
     assert plan.use_kernel, plan.reason
     eps = {"layer_norm": 1e-5, "rms_norm": 1e-6}.get(op)
     want = rk.REFERENCES[op](*args, *((eps,) if eps else ()))

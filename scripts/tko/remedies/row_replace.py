@@ -11,7 +11,7 @@ training region runs its forward on them. Any other call goes to the original fu
 replacement never changes what a program computes, only which kernel computes it.
 
 Under ``torch.compile`` the wrappers are traced like user code. Where the ops are triton ops
-(:data:`tko.remedies.rowkernels.USE_TRITON_OP`) Inductor launches the bundled kernel from its generated
+(:data:`tko.remedies.row_triton.USE_TRITON_OP`) Inductor launches the bundled kernel from its generated
 code; elsewhere each forward op stays one opaque node. The default backward is traced into the
 compiled backward graph either way.
 
@@ -65,14 +65,14 @@ def row_pattern(kernel_name: str | None) -> str | None:
 
 def bundled_form(op: str, n_cols: int, arch: str | None) -> str | None:
     """The form the bundled kernel of ``op`` takes on rows of ``n_cols`` on ``arch``
-    (:func:`tko.remedies.rowkernels.row_form` under :func:`tko.remedies.rowkernels.arch_limit`): ``"one_pass"``,
+    (:func:`tko.remedies.row_plan.row_form` under :func:`tko.remedies.row_plan.arch_limit`): ``"one_pass"``,
     ``"chunked"`` or ``"refused"``; None for an op or length it does not know. The row-length rule
-    only; dtype and layout checks need the tensor (:func:`tko.remedies.rowkernels.plan_row`)."""
-    from . import rowkernels as rk
+    only; dtype and layout checks need the tensor (:func:`tko.remedies.row_plan.plan_row`)."""
+    from . import row_plan
 
     if op not in OPS or not isinstance(n_cols, int) or n_cols < 1:
         return None
-    return rk.row_form(n_cols, rk.arch_limit(arch))
+    return row_plan.row_form(n_cols, row_plan.arch_limit(arch))
 
 
 def parse_ops(text: str) -> list[str]:
@@ -84,9 +84,9 @@ def parse_ops(text: str) -> list[str]:
 
 
 def _interpreting() -> bool:
-    from . import rowkernels
+    from . import row_plan
 
-    return rowkernels.interpreting()
+    return row_plan.interpreting()
 
 
 def _note(key: str, x=None) -> None:

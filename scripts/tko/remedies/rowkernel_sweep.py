@@ -3,7 +3,7 @@
 For each op of :mod:`tko.remedies.rowkernels` (softmax, log_softmax, layer_norm, rms_norm), dtype and row
 length ``n_cols`` (``n_rows = elements // n_cols``), every mode is run on the same input:
 
-- ``bundled``: ``rowkernels.<op>``; a refused :class:`~tko.remedies.rowkernels.RowPlan` is recorded as
+- ``bundled``: ``rowkernels.<op>``; a refused :class:`~tko.remedies.row_plan.RowPlan` is recorded as
   ``refused`` with its reason and not timed (its output would be the torch reference);
 - ``inductor_default`` / ``max_autotune`` / ``coordinate_descent``: ``torch.compile`` of the plain
   torch op (default mode, ``max-autotune-no-cudagraphs``, default mode with
@@ -113,7 +113,7 @@ def torch_fn(op: str) -> Callable:
 
 def bundled_fn(op: str, limit) -> Callable:
     """``rowkernels.<op>`` with its limit fixed, so each timed call skips the device query."""
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     if op == "layer_norm":
         return lambda x, w, b: rk.layer_norm(x, w, b, LN_EPS, limit=limit)
@@ -126,7 +126,7 @@ def differentiable_fn(op: str) -> Callable:
     """``rowkernels.<op>`` as autograd calls it: no ``limit`` (the custom op plans against the
     device's own), so a gradient runs the op's registered backward (the kernel inside
     ``rowkernels.use_backward("kernel")``, as :func:`prepare_bwd` runs it)."""
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     if op == "layer_norm":
         return lambda x, w, b: rk.layer_norm(x, w, b, LN_EPS)
@@ -187,7 +187,7 @@ def reference_grads(op: str, args: tuple, dy) -> tuple:
     in its input's dtype): dx, and dweight / dbias for the norms."""
     import torch
 
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     leaves = leaves_of(args)
     with torch.enable_grad():
@@ -246,9 +246,9 @@ def time_ms(fn: Callable, warmup_ms: float, rep_ms: float, on_gpu: bool) -> floa
 
 def bundled_plan(op: str, args: tuple):
     """The bundled kernel's plan for ``args`` and the row fields that record it."""
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
-    plan = rk.plan_row(op, *args)
+    plan = row_plan.plan_row(op, *args)
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
                            "limit": plan.limit.key if plan.limit else None,
                            "form": plan.form, "chunk": plan.chunk, "row_stats": plan.row_stats,
@@ -292,7 +292,7 @@ def compiled(mode: str, op: str, first: Callable) -> tuple[Callable, object, dic
 
 
 def _bwd_counts_added(before: dict) -> list[str]:
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     return sorted(k for k, v in rk.call_counts().items() if "_bwd: " in k and v > before.get(k, 0))
 
@@ -305,7 +305,7 @@ def prepare_bwd(mode: str, op: str, args: tuple, dy) -> tuple[Callable | None, t
     not run the kernel, gives no callable."""
     import torch
 
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     leaves = leaves_of(args)
     state = {}
@@ -384,13 +384,13 @@ def _vs_default(rows: list[dict]) -> None:
 
 
 def device_info(on_gpu: bool) -> dict:
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     if on_gpu:
         from ..measure.peaks import current_device
 
         return current_device()
-    return {"name": "cpu", "backend": "cpu", "arch": None, "interpreter": rk.interpreting()}
+    return {"name": "cpu", "backend": "cpu", "arch": None, "interpreter": row_plan.interpreting()}
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -405,7 +405,7 @@ def run_case(op: str, dtype: str, n_cols: int, modes: Iterable[str], *, elements
              rows: int | None, peak_gbps: float | None, warmup_ms: float, rep_ms: float,
              on_gpu: bool, seed: int = 0, direction: str = "fwd") -> list[dict]:
     """Every mode on one (op, dtype, n_cols) input in one direction, against one reference."""
-    from . import rowkernels as rk
+    from . import row_plan, rowkernels as rk
 
     n_rows, _ = shape_for(n_cols, elements, rows)
     args = make_inputs(op, dtype, n_rows, n_cols, "cuda" if on_gpu else "cpu", seed)

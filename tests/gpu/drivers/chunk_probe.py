@@ -26,7 +26,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from tko.measure import peaks  # noqa: E402
-from tko.remedies import rowkernels as rk  # noqa: E402
+from tko.remedies import row_plan, row_refs, row_triton, rowkernels as rk  # noqa: E402
 from tko.measure.bench import time_fn  # noqa: E402
 
 CHUNKS = (2048, 4096, 8192)
@@ -63,7 +63,7 @@ def _softmax_scalar_kernel(X, Y, stride_x, stride_y, n_cols, CHUNK: tl.constexpr
 
 def _case(op, x, w, b, chunk, warps):
     """(callable, reference output) of one launch."""
-    lim = rk.device_limit(x.device)
+    lim = row_plan.device_limit(x.device)
     n_cols = x.shape[-1]
     if op == "softmax_scalar":
         y = torch.empty_like(x)
@@ -72,14 +72,14 @@ def _case(op, x, w, b, chunk, warps):
             _softmax_scalar_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), n_cols,
                                                   CHUNK=chunk, num_warps=warps)
             return y
-        return run, rk.softmax_ref(x)
-    plan = rk.RowPlan(op, x.shape[0], n_cols, rk._next_pow2(n_cols), warps, lim, chunk=chunk)
+        return run, row_refs.softmax_ref(x)
+    plan = row_plan.RowPlan(op, x.shape[0], n_cols, row_plan.next_pow2(n_cols), warps, lim, chunk=chunk)
     eps = 1e-5
-    refs = {"softmax": lambda: rk.softmax_ref(x), "log_softmax": lambda: rk.log_softmax_ref(x),
-            "layer_norm": lambda: rk.layer_norm_ref(x, w, b, eps),
-            "rms_norm": lambda: rk.rms_norm_ref(x, w, eps)}
+    refs = {"softmax": lambda: row_refs.softmax_ref(x), "log_softmax": lambda: row_refs.log_softmax_ref(x),
+            "layer_norm": lambda: row_refs.layer_norm_ref(x, w, b, eps),
+            "rms_norm": lambda: row_refs.rms_norm_ref(x, w, eps)}
     wb = {"layer_norm": (w, b), "rms_norm": (w, None)}.get(op, (None, None))
-    return (lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]), refs[op]()
+    return (lambda: row_triton.launch_forward(plan, x, wb[0], wb[1], eps)[0]), refs[op]()
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 
     python tests/gpu/drivers/eager_launch_cost.py --out-dir OUT [--op rms_norm] [--calls 2000]
 
-``rowkernels._launch`` per call on 8 rows (the GPU never holds the host back) read 31 us in one
+``row_triton.launch_forward`` per call on 8 rows (the GPU never holds the host back) read 31 us in one
 process (call12_custom_op_host_cost) and 66 us in another, after Inductor had compiled the
 triton op in it (call13). This times it in one process at three stages, with a cProfile of each:
 
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 
 from replace_host_cost import enqueue_ms, op_call  # noqa: E402
-from tko.remedies import row_replace, rowkernels as rk  # noqa: E402
+from tko.remedies import row_plan, row_replace, row_triton, rowkernels as rk  # noqa: E402
 from tko.remedies.rowkernel_sweep import LN_EPS, RMS_EPS, make_inputs  # noqa: E402
 
 
@@ -71,11 +71,11 @@ def main() -> int:
     small = make_inputs(args.op, args.dtype, 8, args.cols, "cuda")
     big = make_inputs(args.op, args.dtype, 2048, args.cols, "cuda")
     eps = RMS_EPS if args.op == "rms_norm" else LN_EPS
-    plan = rk.plan_row(args.op, *small)
+    plan = row_plan.plan_row(args.op, *small)
     wb = tuple(small[1:]) + (None,) * (3 - len(small))
 
     def launch():
-        return rk._launch(plan, small[0], wb[0], wb[1], eps)
+        return row_triton.launch_forward(plan, small[0], wb[0], wb[1], eps)
 
     stages = [stage("fresh", launch, args.calls)]
     base = torch.compile(op_call(args.op, args.cols))
@@ -86,10 +86,10 @@ def main() -> int:
     replaced = torch.compile(op_call(args.op, args.cols))
     replaced(*big)
     stages.append(stage("after_triton_op_compiled", launch, args.calls))
-    kernel = rk._kernels()[plan.op + ("_chunked" if plan.form == "chunked" else "")]
+    kernel = row_triton.jitted_kernels()[plan.op + ("_chunked" if plan.form == "chunked" else "")]
     result = {"schema": "eager_launch_cost/1", "op": args.op, "dtype": args.dtype, "cols": args.cols,
               "plan": {"form": plan.form, "chunk": plan.chunk, "num_warps": plan.num_warps},
-              "use_triton_op": rk.USE_TRITON_OP, "device": torch.cuda.get_device_name(),
+              "use_triton_op": row_triton.USE_TRITON_OP, "device": torch.cuda.get_device_name(),
               "torch": torch.__version__, "compiled_variants": {str(dev): len(c[0]) for dev, c in
                                                                 getattr(kernel, "device_caches", {}).items()},
               "calls": rk.call_counts(), "stages": stages}

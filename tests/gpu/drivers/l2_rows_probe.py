@@ -56,7 +56,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from tko.measure import peaks  # noqa: E402
-from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.remedies import row_plan, row_triton, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.measure.bench import time_fn  # noqa: E402
 
 CHUNK, WARPS = 16384, 32          # the sm_90 plan's RMSNorm launch (CHUNK_PLANS)
@@ -318,10 +318,10 @@ def probe_fn(x, w, y_hint: str, grid: str, regs: str, chunk: int = CHUNK, warps:
 
 
 def library_fn(x, w, guarded: bool):
-    plan = rk.RowPlan("rms_norm", x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), WARPS,
-                      rk.device_limit(x.device), chunk=CHUNK,
-                      n_chunks=rk.unrolled_chunks(x.shape[-1], CHUNK), row_guard=guarded)
-    return lambda: rk._launch(plan, x, w, None, sweep.RMS_EPS)[0]
+    plan = row_plan.RowPlan("rms_norm", x.shape[0], x.shape[-1], row_plan.next_pow2(x.shape[-1]), WARPS,
+                      row_plan.device_limit(x.device), chunk=CHUNK,
+                      n_chunks=row_plan.unrolled_chunks(x.shape[-1], CHUNK), row_guard=guarded)
+    return lambda: row_triton.launch_forward(plan, x, w, None, sweep.RMS_EPS)[0]
 
 
 def cases(x, w, variants):

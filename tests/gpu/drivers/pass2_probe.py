@@ -11,7 +11,7 @@ loop and issues a row's loads back to back. This times, in one process, each op'
 kernel at a few launches in both forms:
 
 - ``loop``: a runtime bound and masked loads (``RowPlan.n_chunks`` 0);
-- ``unrolled``: the chunk count a compile-time constant (``rowkernels.unrolled_chunks``);
+- ``unrolled``: the chunk count a compile-time constant (``row_plan.unrolled_chunks``);
 - ``unrolled_w_evict_last`` (the norms) / ``unrolled_num_stages_1``: the unrolled kernel with
   the weight loaded ``evict_last`` / compiled with ``num_stages=1``, as Inductor's RMSNorm;
 - ``loop_y_cs`` / ``unrolled_y_cs`` (``_y_plain``): the chunked kernel with its output always (never)
@@ -52,7 +52,7 @@ import triton.language as tl  # noqa: E402
 
 from tko.read import isa, isa_ptx  # noqa: E402
 from tko.measure import peaks  # noqa: E402
-from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.remedies import row_plan, row_triton, rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
 from tko.measure.bench import time_fn  # noqa: E402
 
 # (op, CHUNK, warps): the sm_90 plan's launch (CHUNK_PLANS), then its neighbours
@@ -87,9 +87,9 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     """The bundled chunked kernel at one launch: ``loop`` (a runtime bound, masked loads) or
     ``unrolled`` (the chunk count a compile-time constant, ``RowPlan.n_chunks``)."""
     x = args[0]
-    lim = rk.device_limit(x.device)
+    lim = row_plan.device_limit(x.device)
     unrolled = variant.startswith("unrolled")
-    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk) if unrolled else 0
+    n_chunks = row_plan.unrolled_chunks(x.shape[-1], chunk) if unrolled else 0
     w_hint = variant.endswith("w_evict_last")
     y_store = next((k for k in ("y_cs", "y_plain") if variant.endswith("_" + k)), None)
     if variant.startswith("bundled_"):
@@ -99,20 +99,20 @@ def library_fn(op: str, variant: str, args: tuple, chunk: int, warps: int):
     if (unrolled and not n_chunks) or (w_hint and op not in ("layer_norm", "rms_norm")) or (
             variant == "unrolled_row_guard" and op != "rms_norm"):
         return None
-    plan = rk.RowPlan(op, x.shape[0], x.shape[-1], rk._next_pow2(x.shape[-1]), warps, lim,
+    plan = row_plan.RowPlan(op, x.shape[0], x.shape[-1], row_plan.next_pow2(x.shape[-1]), warps, lim,
                       chunk=chunk, row_stats=op in ("softmax", "log_softmax"), n_chunks=n_chunks,
                       row_guard=variant == "unrolled_row_guard",
-                      stream_out=-(-x.shape[-1] // chunk) <= rk.chunk_plan(lim, op).stream_out)
+                      stream_out=-(-x.shape[-1] // chunk) <= row_plan.chunk_plan(lim, op).stream_out)
     if w_hint:
         return lambda: _launch_direct(plan, _w_evict_last_kernels()[op], args)
     if y_store:
         return lambda: _launch_direct(plan, _y_store_kernels(y_store)[op], args)
     if variant.endswith("num_stages_1"):
-        kernel = rk._kernels()[("softmax" if "softmax" in op else op) + "_chunked"]
+        kernel = row_triton.jitted_kernels()[("softmax" if "softmax" in op else op) + "_chunked"]
         return lambda: _launch_direct(plan, kernel, args, num_stages=1)
     eps = sweep.LN_EPS if op == "layer_norm" else sweep.RMS_EPS
     wb = tuple(args[1:3]) + (None,) * (3 - len(args))
-    return lambda: rk._launch(plan, x, wb[0], wb[1], eps)[0]
+    return lambda: row_triton.launch_forward(plan, x, wb[0], wb[1], eps)[0]
 
 
 @triton.jit
@@ -228,7 +228,7 @@ def _rms_norm_switches(X, Y, W, stride_x, stride_y, n_rows, n_cols, eps, CHUNK: 
 
 def _bundled_switch_fn(variant: str, args: tuple, chunk: int, warps: int):
     x, w = args[0], args[1]
-    n_chunks = rk.unrolled_chunks(x.shape[-1], chunk)
+    n_chunks = row_plan.unrolled_chunks(x.shape[-1], chunk)
     if not n_chunks:
         return None
     _, addr, ints, mask, *extra = variant.split("_")
@@ -256,7 +256,7 @@ def _kernel_copies(kind: str, edit, names=("_layer_norm_chunked_kernel", "_rms_n
         import tempfile
         import textwrap
 
-        srcs = [edit(textwrap.dedent(inspect.getsource(getattr(rk, n)))) for n in names]
+        srcs = [edit(textwrap.dedent(inspect.getsource(getattr(row_triton, n)))) for n in names]
         head = ("import triton\nimport triton.language as tl\n"
                 "from tko.remedies.rowkernels import _load_chunk, _store_chunk, _row_end\n\n")
         path = Path(tempfile.mkdtemp()) / f"{kind}_kernels.py"
@@ -297,7 +297,7 @@ def _y_store_kernels(kind: str) -> dict:
 
 def _launch_direct(plan, kernel, args, **options):
     """``kernel`` (a copy of, or the bundled, chunked kernel of ``plan.op``) launched as
-    ``rowkernels._launch`` launches it, no stats, with extra compile ``options``."""
+    ``row_triton.launch_forward`` launches it, no stats, with extra compile ``options``."""
     x = args[0]
     y = torch.empty_like(x)
     common = dict(CHUNK=plan.chunk, N_CHUNKS=plan.n_chunks, STREAM=plan.stream_out, num_warps=plan.num_warps,

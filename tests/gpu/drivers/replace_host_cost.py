@@ -81,17 +81,17 @@ def layer_costs(op: str, dtype, cols: int, steps: int) -> list[dict]:
     """Host us per call of each layer of the replaced path, on 8 rows (the GPU idle)."""
     import torch
     import torch.nn.functional as F
-    from tko.remedies import rowkernels as rk
+    from tko.remedies import row_plan, row_triton, rowkernels as rk
     from tko.remedies.rowkernel_sweep import make_inputs
 
     args = make_inputs(op, {torch.float16: "fp16", torch.bfloat16: "bf16"}[dtype], 8, cols, "cuda")
     x = args[0]
     eps = 1e-6 if op == "rms_norm" else 1e-5
-    plan = rk.plan_row(op, *args)
+    plan = row_plan.plan_row(op, *args)
     wb = tuple(args[1:]) + (None,) * (3 - len(args))
-    layers = {"plan_row": lambda: rk.plan_row(op, *args),
-              "device_limit": lambda: rk.device_limit(x.device),
-              "_launch (kernel launch, plan given)": lambda: rk._launch(plan, x, wb[0], wb[1], eps)}
+    layers = {"plan_row": lambda: row_plan.plan_row(op, *args),
+              "device_limit": lambda: row_plan.device_limit(x.device),
+              "_launch (kernel launch, plan given)": lambda: row_triton.launch_forward(plan, x, wb[0], wb[1], eps)}
     if op == "rms_norm":
         layers.update({"rk.rms_norm (no grad)": lambda: rk.rms_norm(x, args[1], eps),
                        "torch.ops.tko.rms_norm_fwd": lambda: torch.ops.tko.rms_norm_fwd(x, args[1], eps, False),
@@ -114,7 +114,7 @@ def layer_costs(op: str, dtype, cols: int, steps: int) -> list[dict]:
 
 def run_arm(arm: str, op: str, dtype_name: str, rows: int, cols: int, steps: int) -> dict:
     import torch
-    from tko.remedies import row_replace, rowkernels as rk
+    from tko.remedies import row_plan, row_replace, rowkernels as rk
     from tko.remedies.rowkernel_sweep import make_inputs
 
     if arm == "replace":

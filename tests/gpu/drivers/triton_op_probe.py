@@ -5,7 +5,7 @@ as the kernel launched directly?
       python tests/gpu/drivers/triton_op_probe.py --out-dir OUT [--cols 65536,4096] [--dtype fp16]
 
 Per op and row length (rows x cols = 2^27): the kernel launched by the op's own Python
-(``rowkernels._launch``, the eager path) and the op under torch.compile (AOTAutograd traces into the
+(``row_triton.launch_forward``, the eager path) and the op under torch.compile (AOTAutograd traces into the
 triton op, Inductor compiles and launches the kernel from its generated code), do_bench median of
 each, outputs checked against the fp32 reference. Then every cubin of a bundled kernel in the
 Triton cache (the direct launch) and in Inductor's cache: registers, and its global loads and
@@ -32,7 +32,7 @@ import triton  # noqa: E402
 
 from pass2_probe import kernel_resources  # noqa: E402  (this folder)
 from tko.measure import peaks  # noqa: E402
-from tko.remedies import rowkernels as rk, rowkernel_sweep as sweep  # noqa: E402
+from tko.remedies import row_plan, row_triton, rowkernel_sweep as sweep, rowkernels as rk  # noqa: E402
 from tko.measure.bench import time_fn  # noqa: E402
 
 OPS = ("rms_norm", "layer_norm", "softmax", "log_softmax")
@@ -71,17 +71,17 @@ def main() -> int:
     copy = peaks.measure_copy(1 << 30, rep_ms=200)["copy_gbps"]
     runs, code_of = [], {}
     lines = [f"copy {copy:.1f} GB/s; {args.dtype}; {torch.cuda.get_device_name()}; torch {torch.__version__}, "
-             f"Triton {triton.__version__}; triton ops: {rk.USE_TRITON_OP}",
+             f"Triton {triton.__version__}; triton ops: {row_triton.USE_TRITON_OP}",
              "| op | cols | plan | direct us | compiled us | compiled / direct | correct |",
              "|---|---|---|---|---|---|---|"]
     for op in args.ops.split(","):
         for cols in map(int, args.cols.split(",")):
             a = sweep.make_inputs(op, args.dtype, (1 << 27) // cols, cols, "cuda")
-            plan = rk.plan_row(op, *a)
+            plan = row_plan.plan_row(op, *a)
             eps = EPS.get(op, 0.0)
             wb = tuple(a[1:]) + (None,) * (3 - len(a))
             want = rk.REFERENCES[op](*a, *((eps,) if op in EPS else ()))
-            direct = lambda: rk._launch(plan, a[0], wb[0], wb[1], eps)[0]  # noqa: E731
+            direct = lambda: row_triton.launch_forward(plan, a[0], wb[0], wb[1], eps)[0]  # noqa: E731
             torch._dynamo.reset()
             from torch._inductor.utils import run_and_get_code
 
