@@ -442,7 +442,7 @@ def test_the_pass2_probe_finds_inductors_rms_norm_ahead_of_every_runtime_loop_fo
 def test_unrolled_loops_win_for_the_norms_and_lose_for_softmax():
     # call10 (fp16 and bf16): the chunked kernels compiled for the row's chunk count (unrolled,
     # no masks) against the runtime loop, at each launch; CHUNK_PLANS takes the best of each op
-    from tko.remedies import row_plan, rowkernels as rk
+    from tko.remedies import row_plan
 
     sm90 = row_plan.ROW_LIMITS["sm_90"]
     for dtype in ("fp16", "bf16"):
@@ -469,7 +469,7 @@ def test_the_unrolled_plans_at_64k_against_every_inductor_mode():
     # call11: every op at 2048 x 65536, fp16 and bf16, bundled (the current CHUNK_PLANS) against
     # Inductor default, max-autotune and coordinate descent: 1.26-1.48x on softmax, log-softmax and
     # LayerNorm, 1.07x on bf16 RMSNorm; fp16 RMSNorm stays behind max-autotune (0.94x)
-    from tko.remedies import row_plan, rowkernels as rk
+    from tko.remedies import row_plan
 
     doc = json.loads((ROWSWEEP.parent / "call11_unrolled_plans" / "rowkernel_sweep.json").read_text())
     assert all(r["correct"] for r in doc["rows"] if r["status"] == "ok")
@@ -634,7 +634,7 @@ def _guard(call: str, case: str) -> dict:
 
 
 def test_inductors_rms_norm_form_was_found_trait_by_trait_and_the_guarded_kernel_takes_it():
-    from tko.remedies import row_plan, rowkernels as rk
+    from tko.remedies import row_plan
 
     # call17: Inductor's coordinate-descent RMSNorm copied runs as fast as Inductor's (fp16 64k);
     # a 64-bit row base or no row mask each cost it 8 points, its loop form and stages nothing
@@ -835,7 +835,7 @@ def test_streamed_stores_gain_on_every_plans_chunked_form_at_64k_and_the_plan_sa
         assert on[(op, form)] - on[(op, form + "_y_plain")] > 0.3, (op, on)
         assert abs(on[(op, form)] - cs[(op, form + "_y_cs")]) < 1.0, (op, on, cs)
     assert on[("layer_norm", "loop")] < on[("layer_norm", "loop_y_plain")]   # the one form it costs
-    from tko.remedies import row_plan, rowkernels as rk
+    from tko.remedies import row_plan
 
     plans = {op: row_plan.CHUNK_PLANS[("sm_90", op)].stream_out for op in plan_form}
     assert plans == {"softmax": 64, "log_softmax": 64, "layer_norm": 4, "rms_norm": 4}
@@ -865,7 +865,7 @@ def test_fresh_tunings_land_on_the_guarded_launch_and_the_guarded_kernel_leads_w
         configs = [json.loads(p.read_text()) for p in (L2ROWS / "call33_tuning_draws" / f"draw{i}" / "best_config").iterdir()]
         assert len(configs) == 2 and all(c["found_by_coordesc"] for c in configs)
         assert {(c["XBLOCK"], c["R0_BLOCK"], c["num_warps"]) for c in configs} == {(1, 16384, 32)}
-    from tko.remedies import row_plan, rowkernels as rk
+    from tko.remedies import row_plan
 
     plan = row_plan.CHUNK_PLANS[("sm_90", "rms_norm")]
     assert (plan.chunk, plan.num_warps) == (16384, 32)          # the launch the tunings found

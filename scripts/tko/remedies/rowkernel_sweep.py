@@ -113,7 +113,7 @@ def torch_fn(op: str) -> Callable:
 
 def bundled_fn(op: str, limit) -> Callable:
     """``rowkernels.<op>`` with its limit fixed, so each timed call skips the device query."""
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     if op == "layer_norm":
         return lambda x, w, b: rk.layer_norm(x, w, b, LN_EPS, limit=limit)
@@ -126,7 +126,7 @@ def differentiable_fn(op: str) -> Callable:
     """``rowkernels.<op>`` as autograd calls it: no ``limit`` (the custom op plans against the
     device's own), so a gradient runs the op's registered backward (the kernel inside
     ``rowkernels.use_backward("kernel")``, as :func:`prepare_bwd` runs it)."""
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     if op == "layer_norm":
         return lambda x, w, b: rk.layer_norm(x, w, b, LN_EPS)
@@ -187,7 +187,7 @@ def reference_grads(op: str, args: tuple, dy) -> tuple:
     in its input's dtype): dx, and dweight / dbias for the norms."""
     import torch
 
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     leaves = leaves_of(args)
     with torch.enable_grad():
@@ -246,7 +246,7 @@ def time_ms(fn: Callable, warmup_ms: float, rep_ms: float, on_gpu: bool) -> floa
 
 def bundled_plan(op: str, args: tuple):
     """The bundled kernel's plan for ``args`` and the row fields that record it."""
-    from . import row_plan, rowkernels as rk
+    from . import row_plan
 
     plan = row_plan.plan_row(op, *args)
     return plan, {"plan": {"block": plan.block, "num_warps": plan.num_warps,
@@ -292,7 +292,7 @@ def compiled(mode: str, op: str, first: Callable) -> tuple[Callable, object, dic
 
 
 def _bwd_counts_added(before: dict) -> list[str]:
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     return sorted(k for k, v in rk.call_counts().items() if "_bwd: " in k and v > before.get(k, 0))
 
@@ -305,7 +305,7 @@ def prepare_bwd(mode: str, op: str, args: tuple, dy) -> tuple[Callable | None, t
     not run the kernel, gives no callable."""
     import torch
 
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     leaves = leaves_of(args)
     state = {}
@@ -384,7 +384,7 @@ def _vs_default(rows: list[dict]) -> None:
 
 
 def device_info(on_gpu: bool) -> dict:
-    from . import row_plan, rowkernels as rk
+    from . import row_plan
 
     if on_gpu:
         from ..measure.peaks import current_device
@@ -405,7 +405,7 @@ def run_case(op: str, dtype: str, n_cols: int, modes: Iterable[str], *, elements
              rows: int | None, peak_gbps: float | None, warmup_ms: float, rep_ms: float,
              on_gpu: bool, seed: int = 0, direction: str = "fwd") -> list[dict]:
     """Every mode on one (op, dtype, n_cols) input in one direction, against one reference."""
-    from . import row_plan, rowkernels as rk
+    from . import rowkernels as rk
 
     n_rows, _ = shape_for(n_cols, elements, rows)
     args = make_inputs(op, dtype, n_rows, n_cols, "cuda" if on_gpu else "cpu", seed)

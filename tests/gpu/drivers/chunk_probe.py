@@ -26,7 +26,7 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from tko.measure import peaks  # noqa: E402
-from tko.remedies import row_plan, row_refs, row_triton, rowkernels as rk  # noqa: E402
+from tko.remedies import row_plan, row_refs, row_triton  # noqa: E402
 from tko.measure.bench import time_fn  # noqa: E402
 
 CHUNKS = (2048, 4096, 8192)

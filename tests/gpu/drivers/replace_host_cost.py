@@ -114,7 +114,7 @@ def layer_costs(op: str, dtype, cols: int, steps: int) -> list[dict]:
 
 def run_arm(arm: str, op: str, dtype_name: str, rows: int, cols: int, steps: int) -> dict:
     import torch
-    from tko.remedies import row_plan, row_replace, rowkernels as rk
+    from tko.remedies import row_replace, rowkernels as rk
     from tko.remedies.rowkernel_sweep import make_inputs
 
     if arm == "replace":
