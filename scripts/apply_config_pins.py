@@ -36,7 +36,7 @@ def _install(loaded: dict | None = None) -> int:
         return 0
 
 
-def main(argv=None) -> int:
+def build_parser():
     from tko.base.errors import ArgumentParser
 
     parser = ArgumentParser(prog="apply_config_pins.py", description=__doc__.split("\n\n")[0],
@@ -44,6 +44,11 @@ def main(argv=None) -> int:
     parser.add_argument("--pins", required=True, help="config_pins/1 file (sets TKO_PINS)")
     parser.add_argument("program", help="the Python script to run")
     parser.add_argument("program_args", nargs="*", help="its arguments (put -- before them)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     opts = parser.parse_args(argv)
     from tko.base import inputs
     from tko.base.errors import InputError
@@ -56,8 +61,6 @@ def main(argv=None) -> int:
         parser.error(f"--pins {exc}")
     if not os.path.isfile(opts.program):
         parser.error(f"no such program: {opts.program}")
-    from tko.patch import pins
-    from tko.base.errors import InputError
     from tko.patch import pins
 
     try:  # a bad pins file named on the command line is a usage error, not a warning
@@ -74,5 +77,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-else:
+elif __name__ != "__tko_front__":   # read for its parser only (tko.base.fronts)
     PINS_LOADED = _install()

@@ -47,7 +47,7 @@ def _install() -> dict:
         return {}
 
 
-def main(argv=None) -> int:
+def build_parser():
     from tko.base.errors import ArgumentParser
 
     parser = ArgumentParser(
@@ -59,6 +59,11 @@ def main(argv=None) -> int:
                         help="disable Inductor caches so every kernel is autotuned again")
     parser.add_argument("program", help="the Python script to run")
     parser.add_argument("program_args", nargs="*", help="its arguments (put -- before them)")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     opts = parser.parse_args(argv)
     if opts.dir:
         os.environ["TRITON_CAPTURE_DIR"] = opts.dir
@@ -78,5 +83,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-else:
+elif __name__ != "__tko_front__":   # read for its parser only (tko.base.fronts)
     INSTALLED = _install()

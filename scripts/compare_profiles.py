@@ -24,7 +24,7 @@ SCHEMA = "profile_comparison/1"
 TOOL = "compare_profiles.py"
 
 
-def main(argv=None) -> int:
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=TOOL, example='python scripts/compare_profiles.py before/profile.json after/profile.json --json-out compare.json --markdown-out compare.md', description=__doc__.split("\n\n")[0])
     p.add_argument("before", help="kernel_profile/1 JSON of the run before the change")
     p.add_argument("after", help="kernel_profile/1 JSON of the run after it")
@@ -33,6 +33,11 @@ def main(argv=None) -> int:
     p.add_argument("--json-out", required=True)
     p.add_argument("--markdown-out", default=None)
     p.add_argument("--top", type=int, default=25, help="kernels listed in the Markdown (default 25)")
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
     a = p.parse_args(argv)
     from tko.read import profile_compare
     from tko.base.artifact import read_artifact, write_artifact

@@ -19,12 +19,7 @@ from tko.base.errors import ArgumentParser, run_main
 TOOL = "eager_fallback_ab.py"
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    cmd = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, cmd = argv[:i], argv[i + 1:]
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=TOOL, example='python scripts/eager_fallback_ab.py --disable __main__:f --runs 3 --json-out ab.json -- python repro.py --steps 50', description=__doc__.split("\n\n")[0],
                        epilog="Everything after '--' is the repro command.")
     p.add_argument("--disable", action="append", default=[], metavar="TARGET",
@@ -36,6 +31,16 @@ def main(argv=None) -> int:
     p.add_argument("--atol", type=float, default=None)
     p.add_argument("--json-out", required=True)
     p.add_argument("--markdown-out", default=None)
+    return p
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1:]
+    p = build_parser()
     a = p.parse_args(argv)
     from tko.remedies import fallback_ab
 

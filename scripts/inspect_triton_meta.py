@@ -39,8 +39,6 @@ def main(argv=None) -> int:
     from tko.read import kernel_source
     from tko.base.artifact import write_artifact
     from tko.base import inputs
-    from tko.read import kernel_source
-    from tko.base.artifact import write_artifact
     from tko.base.atomic import check_outputs
 
     check_outputs(args.json_out)

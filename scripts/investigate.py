@@ -31,13 +31,7 @@ from tko.base.errors import ArgumentParser, InputError, run_main
 TOOL = "investigate.py"
 
 
-def main(argv=None) -> int:
-    started = time.perf_counter()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    cmd: list[str] = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, cmd = argv[:i], argv[i + 1:]
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=TOOL, example=['python scripts/investigate.py --out investigation -- python repro.py --steps 20', 'python scripts/investigate.py --from-capture examples/recorded_h200/pointwise_chain --out investigation'], description=__doc__.split("\n\n")[0],
                        epilog="Online mode: the repro command follows '--'.")
     p.add_argument("--from-capture", metavar="DIR", help="offline: a recorded capture directory")
@@ -61,14 +55,23 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
     p.add_argument("--force", action="store_true",
                    help="reuse a non-empty --out: clear what this run writes there first")
-    a = p.parse_args(argv)
+    return p
+
+
+def main(argv=None) -> int:
+    started = time.perf_counter()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cmd: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1:]
+    a = build_parser().parse_args(argv)
     if bool(a.from_capture) == bool(cmd):
         raise InputError("give either --from-capture DIR or a repro command after '--', not both or neither")
     if a.top < 1:
         raise InputError("--top must be at least 1")
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
-    from tko.chains import pipeline
     from tko.chains import pipeline
     from tko.base.atomic import check_outputs
 

@@ -28,7 +28,7 @@ from tko.base.errors import ArgumentParser, InputError, run_main
 TOOL = "make_investigation_report.py"
 
 
-def main(argv=None) -> int:
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=TOOL, example='python scripts/make_investigation_report.py --autotune-summary autotune_summary.json --meta meta.json --isa isa_scan.json --kernel triton_poi_fused_add_0 --out triton_investigation.md', description=__doc__.split("\n\n")[0])
     p.add_argument("--kernel", required=True, help="kernel name, e.g. triton_poi_fused_add_0")
     p.add_argument("--out", required=True, help="Markdown report path")
@@ -54,6 +54,11 @@ def main(argv=None) -> int:
     p.add_argument("--repro", default=None, help="the repro command line, for the eager-fallback A/B suggestion")
     p.add_argument("--allow-device-mismatch", action="store_true",
                    help="use --trials timed on another device than the kernels' (or on no GPU): shown flagged")
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
     a = p.parse_args(argv)
     from tko.base import decide
     from tko.verdict import report

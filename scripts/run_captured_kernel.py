@@ -21,15 +21,7 @@ from tko.base.errors import ArgumentParser, InputError, ToolFailure, run_main  #
 TOOL = "run_captured_kernel.py"
 
 
-def main(argv=None) -> int:
-    from pathlib import Path
-
-    from tko.base.artifact import write_artifact
-    from tko.measure.kernel_run import gpu_missing, run_kernel
-    from tko.measure.standalone import runner_version, timer_arg, timer_for_runner
-    from tko.base import inputs
-    from tko.base.artifact import write_artifact
-    from tko.measure.kernel_run import run_kernel
+def build_parser() -> ArgumentParser:
     from tko.measure.standalone import timer_arg
 
     parser = ArgumentParser(prog=TOOL, example='python scripts/run_captured_kernel.py autotune_kernels/triton_poi_fused_add_0.py --timer do_bench,profiler_flushed --json-out run.json', description=__doc__.split("\n\n")[0])
@@ -45,6 +37,18 @@ def main(argv=None) -> int:
                              "cudagraph), all, or a comma list such as do_bench,profiler_flushed")
     parser.add_argument("--python", default=None, help="interpreter to run the kernel with (default: this one)")
     parser.add_argument("--json-out", required=True, help="where to write the kernel_run/1 JSON")
+    return parser
+
+
+def main(argv=None) -> int:
+    from pathlib import Path
+
+    from tko.base import inputs
+    from tko.base.artifact import write_artifact
+    from tko.measure.kernel_run import gpu_missing, run_kernel
+    from tko.measure.standalone import runner_version, timer_for_runner
+
+    parser = build_parser()
     opts = parser.parse_args(argv)
     kernel = Path(opts.kernel)
     if not kernel.exists():

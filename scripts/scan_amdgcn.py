@@ -69,10 +69,7 @@ def main(argv=None) -> int:
     from tko.base import archs
     from tko.base.artifact import write_artifact
     from tko.read.isa import scan_path
-    from tko.base import archs
-    from tko.base.artifact import write_artifact
     from tko.base.atomic import check_outputs
-    from tko.read.isa import scan_path
 
     check_outputs(args.json_out)
 

@@ -68,9 +68,6 @@ def main(argv=None) -> int:
     from tko.base.artifact import read_artifact, write_artifact
     from tko.base.atomic import write_text
     from tko.base import inputs
-    from tko.measure import speed_of_light
-    from tko.base.artifact import read_artifact, write_artifact
-    from tko.base.atomic import write_text
 
     opts = build_parser().parse_args(argv)
     kernel = Path(opts.kernel)

@@ -23,11 +23,7 @@ from tko.base.errors import ArgumentParser, InputError, run_main
 TOOL = "try_remedies.py"
 
 
-def parse(argv):
-    cmd = []
-    if "--" in argv:
-        i = argv.index("--")
-        argv, cmd = argv[:i], argv[i + 1:]
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(prog=TOOL, allow_abbrev=False, description=__doc__.split("\n\n")[0],
                        example="python scripts/try_remedies.py --out trials --runs 3 "
                                "-- python examples/pointwise_chain.py --steps 50")
@@ -53,7 +49,15 @@ def parse(argv):
     p.add_argument("--allow-device-mismatch", action="store_true",
                    help="run although this machine's device is not the one the capture's kernels ran on "
                         "(--facts), or is no GPU: the trials then time this machine, and trials.json says so")
-    return p.parse_args(argv), cmd
+    return p
+
+
+def parse(argv):
+    cmd = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, cmd = argv[:i], argv[i + 1:]
+    return build_parser().parse_args(argv), cmd
 
 
 def write_pins(a) -> str:

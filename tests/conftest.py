@@ -18,6 +18,8 @@ if str(SCRIPTS) not in sys.path:
 
 # Offline compiles are kept between runs (tko.compile.compile_cache): the tests keep theirs in a folder of
 # their own, new for each session (and for every script they run), never the user's ~/.cache.
+# every front argv a chain builds is parsed by the front's own parser first (tko.base.fronts)
+os.environ["TKO_CHECK_STEP_ARGV"] = "1"
 if not os.environ.get("TKO_CACHE_DIR"):
     import atexit
     import shutil

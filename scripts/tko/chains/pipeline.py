@@ -28,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..base import resources
+from ..base import fronts, resources
 from ..base import atomic
 from ..verdict import evidence
 from ..base import markdown as md
@@ -102,6 +102,7 @@ class Chain:
             log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
         """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        fronts.check(step.cmd)
         print(f"{self._add(step)}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         t0 = time.perf_counter()
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
@@ -113,6 +114,7 @@ class Chain:
         """Start one step in the background, for the steps after it that do not read its output;
         :meth:`Background.wait` ends and records it."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
+        fronts.check(step.cmd)
         print(f"{self._add(step)} (in the background): {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         return Background(self, step)
 
@@ -217,7 +219,7 @@ def has_listing(folder: Path) -> bool:
 
 
 def script(name: str) -> list[str]:
-    return [sys.executable, str(SCRIPTS / name)]
+    return fronts.front_argv(name)
 
 
 # Device files a CUDA or ROCm / DTK driver exposes: without any, torch sees no GPU, and asking it

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from ..base import archs
 from ..read import dcu_tools, isa, profile_formats, triton_stack
+from ..base import fronts
 from . import buffer_ops, children, env_probe, pitfalls, toolchain
 from ..measure import peaks
 from ..base.artifact import positive_float
@@ -301,6 +302,7 @@ def child_env(ctx: Context, check_id: str, unset: tuple = (), **extra: str) -> d
 def run_logged(ctx: Context, check_id: str, name: str, argv: list, env: dict | None = None,
                cwd: str | None = None) -> dict:
     """Run one command (own process group, killed at the timeout); keep its stdout and stderr."""
+    fronts.check([str(a) for a in argv])
     where = ctx.raw / check_id
     where.mkdir(parents=True, exist_ok=True)
     res = children.run_command([str(a) for a in argv], timeout=ctx.timeout, env=env, cwd=cwd)
