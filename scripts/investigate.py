@@ -95,6 +95,7 @@ def main(argv=None) -> int:
               "repro": pipeline.repro_command(cap), "program": program, "trials": trial_summary, "kernels": kernels,
               "steps": [s.as_dict() for s in chain.steps]}
     result["step"] = pipeline.step_section(cap, out, trial_summary)
+    result["rewrites"] = pipeline.rewrite_section(cap, out, result)
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
     print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)

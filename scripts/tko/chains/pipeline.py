@@ -835,11 +835,21 @@ def step_section(cap: Path, out: Path, trials: dict | None) -> dict | None:
     return step_breakdown.summarize(_load(path), label, trials)
 
 
+def rewrite_section(cap: Path, out: Path, result: dict) -> list[dict]:
+    """``investigation/1`` ``rewrites``: the catalog's model-level rewrites found (tko.chains.rewrites)."""
+    from . import rewrites
+
+    path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
+    return rewrites.section(result, out, _load(path))
+
+
 def index_markdown(result: dict) -> str:
     from ..verdict.step_breakdown import markdown as step_markdown
+    from .rewrites import markdown as rewrite_markdown
 
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
     lines += step_markdown(result.get("step"))
+    lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...")
     lines += trials_markdown(result.get("trials"))
     lines += what_to_change_markdown(result)
     program = result.get("program") or {}
