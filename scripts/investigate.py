@@ -97,6 +97,8 @@ def main(argv=None) -> int:
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
               "repro": pipeline.repro_command(cap), "program": program, "trials": trial_summary, "kernels": kernels,
               "steps": [s.as_dict() for s in chain.steps]}
+    result["step"] = pipeline.step_section(cap, out, trial_summary)
+    result["rewrites"] = pipeline.rewrite_section(cap, out, result)
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
     print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
@@ -114,6 +116,10 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
     counts = {status: sum(s["status"] == status for s in steps) for status in ("failed", "skipped")}
     lines = [f"[investigate] done in {seconds:.1f} s: {len(result['kernels'])} kernel report(s), {len(steps)} steps "
              f"({counts['failed']} failed, {counts['skipped']} skipped)"]
+    step = result.get("step") or {}
+    if step.get("where"):
+        lines.append("  where the time goes: " + step["where"] + (" Library kernels dominate: see the whole-program "
+                                                                  "line." if step.get("library_dominated") else ""))
     for k in result["kernels"]:
         share = f"{100 * k['share']:.1f}% of GPU time" if isinstance(k.get("share"), (int, float)) else "share unknown"
         where = f"; model code {', '.join(k['where'])}" if k.get("where") else ""

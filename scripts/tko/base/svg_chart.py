@@ -101,3 +101,31 @@ def hot_kernels_chart(title: str, kernels: list[dict], width: int = 720) -> str:
             missing = k.get("missing") or "no floor"
             body.append(f'<text class="missing" x="{x0}" y="{y + 16}" {FONT} fill="#999">{text(missing)}</text>')
     return _svg(width, top + len(kernels) * row_h + 8, title, body)
+
+
+STACK_COLORS = ("#2c3e50", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#f1c40f", "#7f8c8d", "#bdc3c7")
+
+
+def stacked_bar(title: str, segments: list[tuple[str, float]], *, unit: str = "us", width: int = 720) -> str:
+    """One horizontal bar split into ``(label, value)`` segments in proportion, with a legend row
+    per segment giving its value and percentage of the total (segments of 0 or less are left out)."""
+    segs = [(str(lab), float(v)) for lab, v in segments if isinstance(v, (int, float)) and v > 0]
+    total = sum(v for _, v in segs) or 1.0
+    bar_w, top, bar_h, row_h = width - 20, 28, 26, 18
+    body = [f'<text x="8" y="18" {FONT} font-weight="bold">{text(title)}</text>']
+    x = 10.0
+    for i, (label, value) in enumerate(segs):
+        w = bar_w * value / total
+        color = STACK_COLORS[i % len(STACK_COLORS)]
+        body.append(f'<rect class="segment" x="{x:.1f}" y="{top}" width="{max(w, 0.5):.1f}" height="{bar_h}" '
+                    f'fill="{color}" data-label={quoteattr(label)} data-value="{value:.6g}"/>')
+        x += w
+    for i, (label, value) in enumerate(segs):
+        y = top + bar_h + 10 + i * row_h
+        color = STACK_COLORS[i % len(STACK_COLORS)]
+        shown = f"{value / 1e3:.3f} ms" if unit == "us" else f"{value:.4g} {text(unit)}"
+        body.append(f'<rect x="10" y="{y}" width="12" height="12" fill="{color}"/>'
+                    f'<text class="legend" x="28" y="{y + 11}" {FONT}>{text(label)}: {shown} '
+                    f"({100 * value / total:.1f} %)</text>")
+    height = top + bar_h + 16 + len(segs) * row_h
+    return _svg(width, height, title, body)

@@ -827,8 +827,31 @@ def index_chart(result: dict) -> str | None:
     return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
 
 
+def step_section(cap: Path, out: Path, trials: dict | None) -> dict | None:
+    """``investigation/1`` ``step``: where the step's time goes (tko.verdict.step_breakdown), from the
+    profile the kernels were ranked by (the one made here from a trace, else the capture's)."""
+    from ..verdict import step_breakdown
+
+    path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
+    label = str(path.relative_to(out) if path.is_relative_to(out) else path)
+    return step_breakdown.summarize(_load(path), label, trials)
+
+
+def rewrite_section(cap: Path, out: Path, result: dict) -> list[dict]:
+    """``investigation/1`` ``rewrites``: the catalog's model-level rewrites found (tko.chains.rewrites)."""
+    from . import rewrites
+
+    path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
+    return rewrites.section(result, out, _load(path))
+
+
 def index_markdown(result: dict) -> str:
+    from ..verdict.step_breakdown import markdown as step_markdown
+    from .rewrites import markdown as rewrite_markdown
+
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
+    lines += step_markdown(result.get("step"))
+    lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...")
     lines += trials_markdown(result.get("trials"))
     lines += what_to_change_markdown(result)
     program = result.get("program") or {}

@@ -141,6 +141,24 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
     return arm
 
 
+def _sdpa_arm(facts: Facts) -> ArmSpec:
+    """Hand-written attention to F.scaled_dot_product_attention (tko.remedies.attention_rewrite)."""
+    from ..read.rewrite_catalog import bundled, by_kernel_names
+    from ..remedies.attention_rewrite import ENV
+
+    entry = next(e for e in bundled() if e["id"] == "attention_by_hand")
+    found = [f["kernel"] for f in by_kernel_names(entry, [(k, None) for k in facts.kernels])] if facts.given else []
+    arm = ArmSpec("sdpa", env={ENV: "1"},
+                  proposed_by=("attention by hand in " + ", ".join(found)) if found
+                  else ("facts: no softmax fused with a scale or mask" if facts.given else "no facts given: tried"),
+                  change="replace the hand-written attention (q @ k^T, scale, mask, softmax, @ v) with "
+                         "F.scaled_dot_product_attention (an Inductor pre-grad pass; in the model: "
+                         "references/rewrite_catalog.yaml attention_by_hand)")
+    if facts.given and not found:
+        arm.skip = "no Triton kernel fuses a softmax with a scale or mask (rewrite_catalog.yaml attention_by_hand)"
+    return arm
+
+
 def _buffer_ops_arm(facts: Facts, env: dict) -> ArmSpec:
     arm = ArmSpec("buffer_ops", env=dict(BUFFER_OPS_ENV), proposed_by="check_env.py --smoke",
                   change="set " + " ".join(f"{k}=1" for k in BUFFER_OPS_ENV) + " in the environment")
@@ -170,7 +188,7 @@ def plan_arms(facts: Facts | None, env: dict, disable: list[str] | None = None,
     ``env``: ``gpu`` (a CUDA/HIP device is visible) and ``hip`` (torch.version.hip)."""
     facts = facts or Facts()
     return [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
-            _eager_arm(facts, disable or []), _replace_arm(facts, env), _buffer_ops_arm(facts, env),
+            _eager_arm(facts, disable or []), _replace_arm(facts, env), _sdpa_arm(facts), _buffer_ops_arm(facts, env),
             _pinned_arm(facts, pins)]
 
 

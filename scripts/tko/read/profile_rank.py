@@ -21,6 +21,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from . import step_timeline
 from .profile_formats import ChromeTrace, Dispatch, Parsed, PmcRecord, StatRow, TraceEvent, trace_dispatches
 
 CHAIN_LIMIT = 12        # enclosing op names kept per kernel, innermost first
@@ -433,6 +434,7 @@ def rank_profile(parsed: Parsed, include_compile: bool = False, triton_names=Non
         # busy = kernels plus memcpy/memset on the device, overlaps counted once
         summary["gpu_busy_us"] = round(_span_union(kernel_iv + [(e.ts, e.end) for e in trace.gpu_other]), 3)
         summary["gpu_busy_kernels_only_us"] = round(_span_union(kernel_iv), 3)
+        summary["timeline"] = step_timeline.timeline(trace, kernel_iv)
         linked = [i.linked_by for i in launches.values()]
         summary["launches_attributed"] = sum(1 for x in linked if x)
         summary["launches_linked_by"] = {k: linked.count(k) for k in sorted({x for x in linked if x})}

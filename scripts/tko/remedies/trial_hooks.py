@@ -159,7 +159,19 @@ def measurements() -> dict:
     firsts = [c["first_s"] for c in callables if c["first_s"] is not None]
     return {"callables": callables, "step_ms": sum(steady) if steady else None,
             "first_step_s": sum(firsts) if firsts else None, "settings": _state["settings"],
-            "absent": _state["absent"], "options": _state["options"], "pins": _state["pins"]}
+            "absent": _state["absent"], "options": _state["options"], "pins": _state["pins"],
+            "peak_memory_mb": _peak_memory_mb()}
+
+
+def _peak_memory_mb() -> float | None:
+    """torch.cuda.max_memory_allocated of the run (the process's peak of tensors), in MiB."""
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            return round(torch.cuda.max_memory_allocated() / 2 ** 20, 3)
+    except Exception:  # a broken device at exit: the peak is unknown, the run is not lost
+        return None
+    return None
 
 
 def write_at_exit(out_path: str, outputs_path: str | None) -> None:
@@ -181,6 +193,10 @@ def install_from_env(settings: dict, eager: bool, static: bool) -> None:
     """Everything a trial process needs, driven by the bootstrap's flags and the environment."""
     env = os.environ
     apply_settings(settings)
+    if env.get("TKO_SDPA_REWRITE"):
+        from .attention_rewrite import install
+
+        install()
     if env.get("TKO_PINS"):
         from ..patch import pins
 

@@ -225,6 +225,9 @@ def program_facts(doc: dict, label: str, tiny_us: float) -> dict:
         facts["tiny_kernel_share"] = Fact(round(sum(k.share or 0.0 for k in tiny), 6), f"{where}.share, summed")
         facts["tiny_kernel_launches"] = Fact(sum(k.calls or 0 for k in tiny), f"{where}.calls, summed")
         facts["tiny_kernels"] = Fact(len(tiny), f"{where}: count of {len(timed)} kernels")
+    from .step_breakdown import program_facts as class_facts
+
+    facts.update(class_facts(doc, label))
     if prof.dispatches and prof.kernel_time_us is not None:
         facts["mean_kernel_us"] = Fact(round(prof.kernel_time_us / prof.dispatches, 3),
                                        f"{label}: summary.kernel_time_us / summary.dispatches")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..base import resources
 from ..base import decide, markdown
-from . import evidence
+from . import ceiling, evidence
 from ..env import pitfalls
 from ..base.artifact import read_artifact
 from ..base.errors import InputError
@@ -152,6 +152,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
         peak = peaks.lookup(device_name, arch) if (device_name or arch) else None
     evidence.from_peak(ev, peak, device_name, arch)
     evidence.name_facts(ev)
+    ceiling.add_facts(ev, docs.get("profile"), labels.get("profile", "profile"))
     ev.sections["pitfalls"] = pitfalls.for_report(docs.get("env"), ev.sections)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))

@@ -1,0 +1,130 @@
+"""The investigation's "Model-level rewrites": catalog patterns found in the program
+(``references/rewrite_catalog.yaml`` via :mod:`tko.read.rewrite_catalog`), each with the model
+line before and the replacement after, and what the remedy trials measured for its arm (x end to
+end, outputs, peak memory of the baseline and the arm).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..base import markdown as md
+from ..read import rewrite_catalog
+from ..verdict import evidence
+
+
+def _num(v):
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _sources(result: dict, out: Path) -> list[Path]:
+    """The repro's script and the model-code files the kernel reports name, those that exist."""
+    found: list[Path] = []
+    repro = result.get("repro") or result.get("command") or []
+    found += [Path(a) for a in repro if isinstance(a, str) and a.endswith(".py")]
+    for k in result.get("kernels") or []:
+        rep = _load(out / str(k.get("dir")) / "report.json") or {}
+        mc = evidence._obj(evidence._obj(rep.get("sections")).get("model_code"))
+        found += [Path(f["file"]) for f in evidence._objs(mc.get("frames")) if evidence._str(f.get("file"))]
+    found += [m for p in list(found) for m in _local_imports(p)]
+    seen, keep = set(), []
+    for p in found:
+        try:
+            rp = p.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if rp not in seen and rp.is_file() and rp.suffix == ".py":
+            seen.add(rp)
+            keep.append(rp)
+    return keep
+
+
+def _local_imports(script: Path) -> list[Path]:
+    """The modules a script imports from its own folder (``import model`` -> ``model.py`` beside it)."""
+    import ast
+
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    return [script.parent / f"{name.split('.')[0]}.py" for name in sorted(names)
+            if (script.parent / f"{name.split('.')[0]}.py").is_file()]
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _measured(arm_name: str | None, trials_path: Path | None) -> dict | None:
+    """The arm's row of the trials and the baseline's peak memory, when the trials ran it."""
+    doc = _load(trials_path) if arm_name and trials_path else None
+    arms = {a.get("name"): a for a in evidence._objs((doc or {}).get("arms"))}
+    arm = arms.get(arm_name)
+    if not arm:
+        return None
+    base = arms.get("baseline") or {}
+    return {"arm": arm_name, "status": arm.get("status"), "reason": arm.get("reason"),
+            "x_baseline": _num(arm.get("x_baseline")), "beyond_noise": arm.get("beyond_noise"),
+            "outputs": arm.get("outputs"), "median_ms": _num(arm.get("median_ms")),
+            "baseline_ms": _num(base.get("median_ms")), "peak_memory_mb": _num(arm.get("peak_memory_mb")),
+            "baseline_peak_memory_mb": _num(base.get("peak_memory_mb")), "replaced": arm.get("replaced")}
+
+
+def section(result: dict, out: Path, profile: dict | None) -> list[dict]:
+    """``investigation/1`` ``rewrites``."""
+    rows = evidence._objs((profile or {}).get("ranking") or (profile or {}).get("kernels"))
+    kernels = [(r["name"], _num(r.get("share"))) for r in rows
+               if evidence._str(r.get("name")) and r.get("origin") == "triton"]
+    rules = [f.get("rule") for f in evidence._objs(evidence._obj(result.get("program")).get("fired"))]
+    trials = result.get("trials") or {}
+    tpath = (out / trials["path"]) if isinstance(trials.get("path"), str) else None
+    found = rewrite_catalog.detect(kernels, _sources(result, out), rules)
+    for f in found:
+        f["measured"] = _measured(f.get("arm"), tpath if tpath and tpath.is_file() else None)
+    return found
+
+
+def _measured_text(f: dict, repro: str) -> str:
+    m = f.get("measured")
+    if not f.get("arm"):
+        return "no trial arm: make the change in the model, then compare profiles (Next steps)."
+    if not m:
+        return (f"not measured here: `python scripts/try_remedies.py --arms {f['arm']} -- {repro}` measures it "
+                "end to end inside the unchanged program.")
+    if m.get("x_baseline") is None:
+        return f"arm `{m['arm']}`: {md.text(m.get('status'))} ({md.text(m.get('reason') or m.get('replaced') or '')})."
+    mem = ""
+    if m.get("peak_memory_mb") is not None and m.get("baseline_peak_memory_mb") is not None:
+        mem = f"; peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
+    noise = "beyond" if m.get("beyond_noise") else "inside" if m.get("beyond_noise") is False else "noise unknown:"
+    return (f"measured end to end, arm `{m['arm']}`: {m['x_baseline']:.3f}x ({m['baseline_ms']:.4g} -> "
+            f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}.")
+
+
+def markdown(found: list[dict] | None, repro: str) -> list[str]:
+    if not found:
+        return []
+    lines = ["## Model-level rewrites", "", "Patterns of `references/rewrite_catalog.yaml` found in this program:", ""]
+    for f in found:
+        lines += [f"### {f['id']}: {md.text(f['pattern'])}", ""]
+        for how in f["found_by"]:
+            if how["how"] == "kernel_name":
+                share = f" ({how['share']:.1%} of GPU time)" if _num(how.get("share")) is not None else ""
+                lines.append(f"- kernel `{how['kernel']}`{share}")
+            elif how["how"] == "program_rule":
+                lines.append(f"- program rule `{how['rule']}` fired")
+            else:
+                lines += [f"- `{Path(how['file']).name}:{how['line']}` (in `{how['function']}`), before:", "",
+                          "```python"] + [f"{s['line']:>5}  {s['text']}" for s in how["snippet"]] + \
+                         ["```", "", "  after:", "", "```python", f"{how['line']:>5}  {f['after']}", "```"]
+        lines += ["", f"**Replacement:** {md.text(f['replacement'])}", "",
+                  f"**When equal:** {md.text(f['conditions'])}", "",
+                  f"**Measured:** {_measured_text(f, repro)}", "", f"Source: {md.text(f['source'])}", ""]
+    return lines

@@ -1,0 +1,190 @@
+"""Hand-written attention -> ``F.scaled_dot_product_attention``, inside the unchanged program.
+
+:func:`replace_attention` rewrites an FX graph (the torch-level graph Dynamo hands Inductor, or a
+``torch.fx.symbolic_trace``) where it finds, each intermediate used once::
+
+    s = q @ k.transpose(-2, -1)          # matmul / torch.matmul / torch.bmm
+    s = s * scale   |  s / d             # optional: one Python number
+    s = s.masked_fill(mask, -inf)        # optional: boolean mask, fill <= MASK_FILL_MAX; or s + bias
+    p = softmax(s, dim=-1)               # F.softmax / torch.softmax / Tensor.softmax, no dtype
+    o = p @ v
+
+into ``o = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask | bias, scale=scale)`` (scale 1.0
+when the graph has none: SDPA's default is 1/sqrt(E)). Dropout between softmax and the second
+matmul, a softmax over another dim or with a dtype, and a finite mask fill are left alone.
+
+:func:`install` (the trial arm ``sdpa``, ``TKO_SDPA_REWRITE=1``) adds it to Inductor's
+``pre_grad_custom_pass``, so AOT autograd differentiates the replacement (SDPA's own backward),
+and prints ``TKO_SDPA: replaced N attention pattern(s)`` at exit on stderr.
+"""
+
+from __future__ import annotations
+
+import atexit
+import operator
+import re
+import sys
+
+PREFIX = "TKO_SDPA"
+ENV = "TKO_SDPA_REWRITE"
+MASK_FILL_MAX = -1e4     # a fill at or under this is "masked out" (softmax weight exp(-1e4) == 0)
+_count = {"replaced": 0, "graphs": 0}
+
+
+def _targets():
+    import torch
+    import torch.nn.functional as F
+
+    return {"matmul": {operator.matmul, torch.matmul, torch.bmm},
+            "softmax": {F.softmax, torch.softmax, torch.Tensor.softmax},
+            "transpose": {torch.transpose, torch.Tensor.transpose},
+            "masked_fill": {torch.masked_fill, torch.Tensor.masked_fill},
+            "mul": {operator.mul, torch.mul}, "div": {operator.truediv, torch.div},
+            "add": {operator.add, torch.add}}
+
+
+def _is(node, kind: str, t: dict) -> bool:
+    if node is None or not hasattr(node, "op"):
+        return False
+    if node.op == "call_function":
+        return node.target in t[kind]
+    return node.op == "call_method" and node.target == {"matmul": "matmul", "softmax": "softmax",
+                                                         "transpose": "transpose", "masked_fill": "masked_fill",
+                                                         "mul": "mul", "div": "div", "add": "add"}[kind]
+
+
+def _arg(node, i: int, name: str, default=None):
+    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
+
+
+def _single_use(node) -> bool:
+    return len(node.users) == 1
+
+
+def _key_of(kt, t: dict):
+    """k when kt is k transposed over its last two dims, else None."""
+    if not _is(kt, "transpose", t) or not _single_use(kt):
+        return None
+    dims = {_arg(kt, 1, "dim0"), _arg(kt, 2, "dim1")}
+    return kt.args[0] if dims == {-2, -1} else None
+
+
+def _python_number(node) -> bool:
+    """A node that yields a Python number: a call of a ``math`` function (never a tensor)."""
+    return getattr(node, "op", None) == "call_function" and getattr(node.target, "__module__", None) == "math"
+
+
+def _scale_of(node, t: dict):
+    """(input, scale) when node multiplies or divides by one Python number, else None."""
+    if not (_is(node, "mul", t) or _is(node, "div", t)) or not _single_use(node) or len(node.args) != 2:
+        return None
+    a, b = node.args
+    if _is(node, "div", t):
+        if _python_number(b):       # e.g. math.sqrt(head_dim) of a traced shape: a float at run time
+            return a, b
+        return (a, 1.0 / float(b)) if isinstance(b, (int, float)) and b else None
+    if isinstance(b, (int, float)):
+        return a, float(b)
+    return (b, float(a)) if isinstance(a, (int, float)) else None
+
+
+def _mask_of(node, t: dict):
+    """(input, kind, mask node) for a masked_fill with a masking fill or an additive tensor, else None."""
+    if _is(node, "masked_fill", t) and _single_use(node):
+        value = _arg(node, 2, "value")
+        if isinstance(value, (int, float)) and value <= MASK_FILL_MAX:
+            return node.args[0], "bool", _arg(node, 1, "mask")
+    if _is(node, "add", t) and _single_use(node) and len(node.args) == 2 and all(hasattr(a, "op") for a in node.args):
+        return node.args[0], "additive", node.args[1]
+    return None
+
+
+def match(out, t: dict) -> dict | None:
+    """The pattern ending at ``out`` (the second matmul): q, k, v, scale, mask, nodes to drop."""
+    if not _is(out, "matmul", t) or len(out.args) != 2:
+        return None
+    probs, v = out.args
+    if not _is(probs, "softmax", t) or not _single_use(probs) or _arg(probs, 1, "dim") != -1 \
+            or probs.kwargs.get("dtype") is not None or (len(probs.args) > 2 and probs.args[2] is not None):
+        return None
+    node, scale, mask, dead = probs.args[0], 1.0, None, [out, probs]
+    found = _mask_of(node, t)
+    if found:
+        dead.append(node)
+        node, kind, mask = found[0], found[1], found[2]
+        mask = (kind, mask)
+    found = _scale_of(node, t)
+    if found:
+        dead.append(node)
+        node, scale = found
+    if not _is(node, "matmul", t) or not _single_use(node) or len(node.args) != 2:
+        return None
+    q, kt = node.args
+    k = _key_of(kt, t)
+    if k is None:
+        return None
+    return {"q": q, "k": k, "v": v, "scale": scale, "mask": mask, "dead": dead + [node, kt]}
+
+
+def _rewrite(graph, m: dict) -> None:
+    import torch
+    import torch.nn.functional as F
+
+    out = m["dead"][0]
+    with graph.inserting_before(out):
+        attn_mask = None
+        if m["mask"]:
+            kind, node = m["mask"]
+            attn_mask = graph.call_function(torch.logical_not, (node,)) if kind == "bool" else node
+        scale = m["scale"]
+        if hasattr(scale, "op"):    # a divisor computed at run time: its reciprocal is the scale
+            scale = graph.call_function(operator.truediv, (1.0, scale))
+            m["scale"] = scale
+        sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
+                                   {"attn_mask": attn_mask, "scale": m["scale"]})
+    if "example_value" in out.meta:
+        sdpa.meta["example_value"] = out.meta["example_value"]
+    out.replace_all_uses_with(sdpa)
+    for node in m["dead"]:       # output first, then backwards: each has no user left
+        graph.erase_node(node)
+
+
+def replace_attention(graph) -> int:
+    """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
+    t = _targets()
+    found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
+    for m in found:
+        _rewrite(graph, m)
+    if found:
+        graph.lint()
+    _count["replaced"] += len(found)
+    _count["graphs"] += 1
+    return len(found)
+
+
+def _report() -> None:
+    print(f"{PREFIX}: replaced {_count['replaced']} attention pattern(s) in {_count['graphs']} graph(s)",
+          file=sys.stderr, flush=True)
+
+
+def install() -> None:
+    """Add :func:`replace_attention` to Inductor's pre-grad custom passes (kept: any already set)."""
+    import torch._inductor.config as cfg
+
+    current = cfg.pre_grad_custom_pass
+    passes = list(current) if isinstance(current, (list, tuple)) else ([current] if current else [])
+    cfg.pre_grad_custom_pass = passes + [replace_attention] if passes else replace_attention
+    atexit.register(_report)
+
+
+def check_trial(record: dict, env: dict, stderr: str) -> None:
+    """A trial arm with the rewrite on that replaced nothing measured the baseline again: not applied."""
+    if env.get(ENV) != "1":
+        return
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(PREFIX + ":")]
+    record["replaced"] = lines[-1].split(":", 1)[1].strip() if lines else None
+    if not re.search(r"replaced [1-9]\d* attention", record["replaced"] or ""):
+        record["status"] = "not applied"
+        record["error"] = ("no attention pattern was replaced: " + (record["replaced"] or f"no {PREFIX} line")
+                           + " (no torch.compile'd q @ k.transpose(-2, -1), scale, mask, softmax(dim=-1), @ v "
+                           "with single-use intermediates)")

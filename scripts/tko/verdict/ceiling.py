@@ -1,0 +1,51 @@
+"""Each kernel's end-to-end ceiling (Amdahl): share x (1 - 1/headroom).
+
+The headroom is the largest measured "x left" of the kernel: its time over its copy floor
+(speed_of_light.py, ``sol_kernel_over_floor``) or the best variant of its sweep
+(``tuning_runs.best_x``); with neither, the ceiling is its whole share (the kernel vanishing).
+The facts feed ``ceiling_under_cut`` and ``library_dominated_small_kernel`` of
+decision_rules.yaml, with the profile's class shares (:mod:`tko.verdict.step_breakdown`).
+"""
+
+from __future__ import annotations
+
+from ..read import kernel_classes
+from . import step_breakdown
+from .evidence import Evidence, _num
+
+
+def headroom(ev: Evidence) -> tuple[float, str] | None:
+    """(x left, what measured it): the largest of the speed of light and the sweep; None: unmeasured."""
+    found = []
+    sol = ev.facts.get("sol_kernel_over_floor")
+    if sol is not None and _num(sol.value) and sol.value > 0:
+        found.append((max(1.0, float(sol.value)), f"speed of light: {sol.value:.2f}x its copy floor"))
+    runs = ev.sections.get("tuning_runs") or {}
+    best_x = _num(runs.get("best_x"))
+    if best_x and best_x > 0:
+        found.append((max(1.0, float(best_x)), f"sweep: best variant {runs.get('best')} at {best_x:.2f}x"))
+    return max(found, key=lambda f: f[0]) if found else None
+
+
+def add_facts(ev: Evidence, profile: dict | None, label: str) -> None:
+    """headroom, ceiling, the kernel's class and the profile's library share, as facts."""
+    share = ev.facts.get("share")
+    share = _num(share.value) if share is not None else None
+    h = headroom(ev)
+    if h is not None:
+        ev.fact("headroom", round(h[0], 4), h[1])
+        ev.fact("headroom_source", h[1], "tko/verdict/ceiling.py")
+    ev.fact("headroom_measured", h is not None, "speed_of_light.py or a sweep ran on this kernel")
+    if share is not None:
+        if h is not None:
+            ev.fact("ceiling", round(share * (1 - 1 / h[0]), 6), f"share {share:.4f} x (1 - 1/{h[0]:.3f})")
+            ev.fact("ceiling_basis", f"{share:.1%} x (1 - 1/{h[0]:.2f})", "Amdahl")
+        else:
+            ev.fact("ceiling", round(share, 6), "share: no headroom measured, the kernel vanishing")
+            ev.fact("ceiling_basis", "its whole share: no headroom measured", "Amdahl")
+    if not isinstance(profile, dict):
+        return
+    origin = (ev.sections.get("profile") or {}).get("origin")
+    ev.fact("kernel_class", kernel_classes.classify(ev.kernel, origin), f"{label}: origin {origin}, kernel name")
+    for name, fact in step_breakdown.program_facts(profile, label).items():
+        ev.facts[name] = fact

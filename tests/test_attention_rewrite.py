@@ -1,0 +1,183 @@
+"""Hand-written attention: the catalog finds it (model code, Inductor kernel names), the FX rewrite
+swaps in F.scaled_dot_product_attention with equal outputs and gradients on the CPU, the sdpa trial
+arm is planned from the facts, and the investigation shows it with before/after and measurements."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from tko.base.errors import InputError
+from tko.chains import rewrites, trial_plan
+from tko.read import rewrite_catalog
+from tko.remedies import attention_rewrite
+
+EXAMPLE = ROOT / "examples" / "attention_by_hand"
+
+
+@pytest.fixture(scope="module")
+def model_mod():
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        import model
+        yield model
+    finally:
+        sys.path.remove(str(EXAMPLE))
+
+
+def _compiled_with_rewrite(module):
+    import torch
+
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(attention_rewrite.replace_attention(gm.graph))
+        gm.recompile()
+        return gm
+
+    return torch.compile(module, backend=backend), counts
+
+
+def test_the_swap_keeps_outputs_and_gradients(model_mod):
+    import torch
+
+    torch.manual_seed(0)
+    m = model_mod.HandAttention(64, 4)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    mask = model_mod.causal_mask(16, "cpu")
+    ref = m(x, mask)
+    ref.sum().backward()
+    ref_grad = x.grad.clone()
+    x.grad = None
+    compiled, counts = _compiled_with_rewrite(m)
+    out = compiled(x, mask)
+    assert counts == [1]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, ref_grad, atol=1e-5, rtol=1e-5)
+
+
+def test_symbolic_trace_with_a_runtime_scale_and_an_additive_mask():
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    class Additive(torch.nn.Module):
+        def forward(self, q, k, v, bias):
+            s = torch.matmul(q, k.transpose(-1, -2)) * 0.125 + bias
+            return torch.softmax(s, -1) @ v
+
+    class RuntimeScale(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ v
+
+    q, k, v = (torch.randn(2, 3, 8, 16) for _ in range(3))
+    bias = torch.randn(8, 8)
+    for mod, args in ((Additive(), (q, k, v, bias)), (RuntimeScale(), (q, k, v))):
+        gm = torch.fx.symbolic_trace(mod)
+        assert attention_rewrite.replace_attention(gm.graph) == 1
+        gm.recompile()
+        assert "scaled_dot_product_attention" in gm.code
+        torch.testing.assert_close(gm(*args), mod(*args), atol=1e-5, rtol=1e-5)
+
+
+def test_forms_that_are_not_equal_are_left_alone():
+    import torch
+    import torch.nn.functional as F
+
+    class Dropout(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.dropout(F.softmax(q @ k.transpose(-2, -1), dim=-1), 0.1) @ v
+
+    class FiniteFill(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.softmax((q @ k.transpose(-2, -1)).masked_fill(mask, -1.0), dim=-1) @ v
+
+    class OtherDim(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.softmax(q @ k.transpose(-2, -1), dim=-2) @ v
+
+    class Reused(torch.nn.Module):
+        def forward(self, q, k, v):
+            p = F.softmax(q @ k.transpose(-2, -1), dim=-1)
+            return p @ v, p
+
+    for mod in (Dropout(), FiniteFill(), OtherDim(), Reused()):
+        gm = torch.fx.symbolic_trace(mod)
+        assert attention_rewrite.replace_attention(gm.graph) == 0, type(mod).__name__
+
+
+def test_catalog_entries_have_sources_and_detect_the_example():
+    entries = rewrite_catalog.load_catalog()
+    assert {e["id"] for e in entries} >= {"attention_by_hand", "norm_by_hand", "large_vocab_cross_entropy",
+                                          "gated_activation", "scatter_add", "tiny_launches"}
+    assert all(e["source"] and e["conditions"] for e in entries)
+    found = rewrite_catalog.detect([("triton_per_fused__softmax_div_masked_fill_0", 0.31)],
+                                   [EXAMPLE / "model.py"], [])
+    att = next(f for f in found if f["id"] == "attention_by_hand")
+    code = next(h for h in att["found_by"] if h["how"] == "model_code")
+    assert code["function"] == "forward" and "F.softmax(att, dim=-1)" in \
+        next(s["text"] for s in code["snippet"] if s["line"] == code["line"])
+    assert att["found_by"][0] == {"how": "kernel_name", "kernel": "triton_per_fused__softmax_div_masked_fill_0",
+                                  "share": 0.31}
+    assert att["arm"] == "sdpa"
+
+
+@pytest.mark.parametrize("name, rid", [
+    ("triton_red_fused_add_mean_mul_pow_rsqrt_0", "norm_by_hand"),
+    ("triton_red_fused__log_softmax_nll_loss_0", "large_vocab_cross_entropy"),
+    ("triton_poi_fused_mul_silu_1", "gated_activation"),
+    ("triton_poi_fused_index_add_mul_1", "scatter_add"),
+])
+def test_catalog_kernel_names(name, rid):
+    assert rid in [f["id"] for f in rewrite_catalog.detect([(name, 0.1)], [], [])]
+
+
+def test_bad_catalog_is_one_input_error(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("rewrites:\n  - id: x\n    pattern: p\n")
+    with pytest.raises(InputError, match="missing detect, replacement"):
+        rewrite_catalog.load_catalog(bad)
+
+
+def test_sdpa_arm_planned_from_the_facts():
+    names = [a.name for a in trial_plan.plan_arms(None, {})]
+    assert "sdpa" in names
+    facts = trial_plan.Facts(kernels={"triton_per_fused__softmax_div_masked_fill_0": {}}, given=True)
+    arm = {a.name: a for a in trial_plan.plan_arms(facts, {"gpu": True})}["sdpa"]
+    assert arm.skip is None and arm.env == {"TKO_SDPA_REWRITE": "1"}
+    assert "triton_per_fused__softmax_div_masked_fill_0" in arm.proposed_by
+    plain = trial_plan.Facts(kernels={"triton_poi_fused_add_0": {}}, given=True)
+    assert {a.name: a for a in trial_plan.plan_arms(plain, {"gpu": True})}["sdpa"].skip
+
+
+def test_an_arm_that_replaced_nothing_is_not_applied():
+    rec = {"status": "ok"}
+    attention_rewrite.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 0 attention pattern(s) in 2 graph(s)\n")
+    assert rec["status"] == "not applied" and "no attention pattern was replaced" in rec["error"]
+    rec = {"status": "ok"}
+    attention_rewrite.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 1 attention pattern(s) in 1 graph(s)\n")
+    assert rec["status"] == "ok" and rec["replaced"].startswith("replaced 1")
+
+
+def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path):
+    trials = {"schema": "remedy_trials/1", "arms": [
+        {"name": "baseline", "status": "ok", "median_ms": 9.25, "peak_memory_mb": 2310.0},
+        {"name": "sdpa", "status": "ok", "median_ms": 5.0, "x_baseline": 1.85, "beyond_noise": True,
+         "outputs": {"result": "equal"}, "peak_memory_mb": 820.0, "replaced": ["replaced 1 attention pattern(s)"]}]}
+    (tmp_path / "trials").mkdir()
+    (tmp_path / "trials" / "trials.json").write_text(json.dumps(trials))
+    profile = {"ranking": [{"name": "triton_per_fused__softmax_div_masked_fill_0", "origin": "triton", "share": 0.4}]}
+    result = {"repro": ["python", str(EXAMPLE / "step.py")], "kernels": [], "program": None,
+              "trials": {"path": "trials/trials.json"}}
+    found = rewrites.section(result, tmp_path, profile)
+    assert [f["id"] for f in found] == ["attention_by_hand"]
+    assert found[0]["measured"]["x_baseline"] == 1.85
+    md = "\n".join(rewrites.markdown(found, "python step.py"))
+    assert "`model.py:" in md and "F.softmax(att, dim=-1)" in md and "F.scaled_dot_product_attention(q, k, v" in md
+    assert "1.850x (9.25 -> 5 ms/step, beyond run-to-run noise)" in md and "peak memory 2310 -> 820 MiB" in md

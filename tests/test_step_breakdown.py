@@ -1,0 +1,166 @@
+"""The whole step first: kernel classes, the GPU timeline, library dominance and each kernel's
+end-to-end ceiling (Amdahl), on real H200 recordings and on the issue's cases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import ROOT
+from tko.base.errors import InputError
+from tko.read import kernel_classes
+from tko.verdict import evidence, report, step_breakdown
+
+MLP = ROOT / "examples" / "recorded_h200" / "mlp_train_step" / "profile" / "profile.json"
+
+
+@pytest.mark.parametrize("name, origin, cls", [
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+     "library", "library_gemm"),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)",
+     "library", "library_gemm"),
+    ("Cijk_Ailk_Bljk_HHS_BH_MT128x128x32_MI32x32x8x1_SN_1LDSB1", "library", "library_gemm"),
+    ("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "library", "library_gemm"),
+    ("ampere_sgemm_128x64_nn", "library", "library_gemm"),
+    ("void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::half_t>>(Flash_fwd_params)",
+     "library", "attention"),
+    ("fmha_cutlassF_f16_aligned_64x128_rf_sm80(PyTorchMemEffAttention::AttentionKernel<...>::Params)", "library", "attention"),
+    ("sm80_xmma_fprop_implicit_gemm_indexed_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x128x32", "library", "convolution"),
+    ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "library", "collective"),
+    ("Memcpy DtoD (Device -> Device)", "other", "copy_fill"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >",
+     "library", "copy_fill"),
+    ("void at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)", "library", "copy_fill"),
+    ("triton_poi_fused_gelu_1", "triton", "triton_inductor"),
+    ("triton_tem_fused_mm_0", "triton", "triton_inductor"),
+    ("scale_bias_relu_kernel", "triton", "triton_hand"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float> > >", "library", "other"),
+    ("my_custom_kernel", "other", "other"),
+])
+def test_classifier_names_each_class(name, origin, cls):
+    assert kernel_classes.classify(name, origin) == cls
+
+
+def test_every_class_has_a_source_and_the_last_takes_everything():
+    classes = kernel_classes.load_classes()
+    assert all(c.source for c in classes)
+    assert classes[-1].id == "other" and not classes[-1].names
+
+
+def test_bad_class_file_is_one_input_error(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("classes:\n  - id: x\n    source: s\n    names: ['(']\n  - id: other\n    source: s\n")
+    with pytest.raises(InputError, match="bad pattern"):
+        kernel_classes.load_classes(bad)
+    bad.write_text("classes:\n  - id: x\n    source: s\n    names: [gemm]\n")
+    with pytest.raises(InputError, match="must match every kernel"):
+        kernel_classes.load_classes(bad)
+
+
+def test_mlp_recording_is_library_gemm_dominated_and_shares_sum():
+    doc = json.loads(MLP.read_text())
+    step = step_breakdown.summarize(doc, "profile/profile.json")
+    shares = {c["id"]: c["share"] for c in step["classes"]}
+    assert sum(shares.values()) == pytest.approx(1.0, abs=1e-9)
+    total = sum(c["total_us"] for c in step["classes"])
+    assert total == pytest.approx(doc["summary"]["kernel_time_us"], abs=0.01)
+    assert shares["library_gemm"] == pytest.approx(0.938, abs=0.001)
+    assert shares["triton_inductor"] == pytest.approx(doc["summary"]["triton_share"], abs=1e-6)
+    assert step["library_dominated"] and step["library_share"] == pytest.approx(0.938, abs=0.001)
+    # fp32 GEMMs (f32f32 / sgemm / ffma): TF32 or bf16 named as the lever, and max-autotune templates
+    assert "TF32" in step["levers"][0] and "max-autotune" in step["levers"][1]
+    assert "Library kernels dominate: 93.8% of GPU kernel time" in step["headline"]
+    assert "the largest Triton kernel holds 1.2%" in step["headline"]
+    assert step["timeline"] is None and "no timeline" in step["timeline_missing"]
+    md = "\n".join(step_breakdown.markdown(step))
+    assert md.startswith("## Where the step's time goes") and "<svg" in md and "Classes sum to 100.0%" in md
+
+
+def test_mlp_program_finding_is_library_dominated_not_triton_tuning():
+    doc = json.loads(MLP.read_text())
+    program = evidence.program_decision(doc, "profile.json")
+    assert (program["verdict"], program["rule"]) == ("rewrite_model", "library_dominated")
+    assert program["says"].startswith("94% of GPU kernel time is in library kernels (library GEMM 93.8% in 5 kernel(s))")
+    assert "Triton kernels hold 3.7%" in program["says"]
+
+
+def _profile(rows: list[tuple[str, str, float]]) -> dict:
+    total = sum(t for _, _, t in rows)
+    ranking = [{"rank": i, "name": n, "origin": o, "calls": 10, "total_us": t, "mean_us": t / 10, "share": t / total}
+               for i, (n, o, t) in enumerate(rows, 1)]
+    return {"schema": "kernel_profile/1", "summary": {"kernel_time_us": total, "dispatches": 10 * len(rows)},
+            "kernels": ranking, "ranking": ranking}
+
+
+def _sweep(best_x: float) -> dict:
+    return {"schema": "variant_sweep/1", "best": {"name": "BLOCK_1024"}, "baseline": {"noise_rel": 0.01},
+            "variants": [{"name": "baseline", "x_vs_baseline": 1.0, "status": "ok"},
+                         {"name": "BLOCK_1024", "x_vs_baseline": best_x, "status": "ok"}]}
+
+
+def test_a_5_percent_kernel_with_a_1_1x_sweep_is_left_with_its_ceiling():
+    doc = _profile([("triton_poi_fused_add_0", "triton", 5.0), ("triton_red_fused_sum_1", "triton", 60.0),
+                    ("void at::native::reduce_kernel<1>", "library", 35.0)])
+    rep = report.build("triton_poi_fused_add_0", {"profile": doc, "benchmark": _sweep(1.1)},
+                       {"profile": "profile.json", "benchmark": "sweep.json"})
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
+    facts = {k: v["value"] for k, v in rep["facts"].items()}
+    assert facts["headroom"] == pytest.approx(1.1) and facts["ceiling"] == pytest.approx(0.05 * (1 - 1 / 1.1), rel=1e-3)
+    says = rep["decision"]["fired"][0]["says"]
+    assert "5.0% of GPU time with at most 1.10x left (sweep: best variant BLOCK_1024 at 1.10x)" in says
+    assert "at most 0.45% of the GPU time end to end (5.0% x (1 - 1/1.10))" in says and "under the 2%" in says
+
+
+def test_a_measured_headroom_with_a_large_ceiling_does_not_leave():
+    doc = _profile([("triton_poi_fused_add_0", "triton", 50.0), ("void at::native::reduce_kernel<1>", "library", 50.0)])
+    rep = report.build("triton_poi_fused_add_0", {"profile": doc, "benchmark": _sweep(1.5)},
+                       {"profile": "profile.json", "benchmark": "sweep.json"})
+    assert "ceiling_under_cut" not in [f["rule"] for f in rep["decision"]["fired"]]
+    assert rep["facts"]["ceiling"]["value"] == pytest.approx(0.5 * (1 - 1 / 1.5), rel=1e-3)
+
+
+def test_projection_cross_entropy_step_never_tunes_the_small_triton_kernel():
+    """Issue #32: 85 % of GPU time in library GEMMs, a 7.9 % Triton kernel was told to keep tuning."""
+    doc = _profile([("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_cublas", "library", 85.0),
+                    ("triton_red_fused__log_softmax_nll_loss_0", "triton", 7.9),
+                    ("void at::native::reduce_kernel<1>", "library", 7.1)])
+    rep = report.build("triton_red_fused__log_softmax_nll_loss_0", {"profile": doc}, {"profile": "profile.json"})
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "library_dominated_small_kernel")
+    says = rep["decision"]["fired"][0]["says"]
+    assert says.startswith("85% of GPU kernel time is in library kernels (library GEMM 85.0% in 1 kernel(s))")
+    assert "this Triton kernel holds 7.9%, so tuning it saves at most 7.9% end to end" in says
+    assert rep["program"]["rule"] == "library_dominated"
+    # bf16 GEMM: no fp32 lever; the dtype/layout and max-autotune levers are named
+    assert "TF32" not in rep["program"]["says"] and "max-autotune" in rep["program"]["says"]
+
+
+def test_wording_never_contradicts_the_numbers():
+    """Every percentage a ceiling rule prints is the fact it was computed from."""
+    doc = _profile([("triton_poi_fused_add_0", "triton", 6.0), ("triton_red_fused_sum_1", "triton", 94.0)])
+    for x in (1.05, 1.2, 1.3, 1.6, 3.0):
+        rep = report.build("triton_poi_fused_add_0", {"profile": doc, "benchmark": _sweep(x)},
+                           {"profile": "profile.json", "benchmark": "sweep.json"})
+        ceiling = 0.06 * (1 - 1 / x)
+        left = rep["decision"]["rule"] == "ceiling_under_cut"
+        assert left == (ceiling < 0.02), (x, rep["decision"]["rule"])
+        if left:
+            assert f"{ceiling:.2%}" in rep["decision"]["fired"][0]["says"]
+        else:
+            assert rep["decision"]["verdict"] != "leave_as_is" or rep["decision"]["rule"] != "ceiling_under_cut"
+
+
+def test_recorded_trace_timeline_separates_compile_from_idle(run_script, tmp_path):
+    trace = ROOT / "examples" / "recorded_h200" / "pointwise_chain" / "profile" / "profile.trace.json.gz"
+    proc = run_script("profile_kernels.py", "--trace", trace, "--json-out", tmp_path / "p.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "p.json").read_text())
+    tl = doc["summary"]["timeline"]
+    # busy, idle and compile gaps tile the kernel window
+    assert tl["busy_us"] + tl["idle_us"] + tl["compile_gap_us"] == pytest.approx(tl["window_us"], rel=1e-6)
+    assert tl["compile_gap_us"] > 0.99 * tl["window_us"]   # Inductor compiled inside the recorded window
+    assert 0 < tl["idle_us"] < 10_000 and tl["busy_us"] >= doc["summary"]["gpu_busy_kernels_only_us"]
+    step = step_breakdown.summarize(doc, "p.json")
+    assert step["timeline"]["busy_share"] + step["timeline"]["idle_share"] == pytest.approx(1.0)
+    assert "The GPU was busy 21% of the 6.48 ms kernel window" in step["headline"]
+    assert not step["library_dominated"]
