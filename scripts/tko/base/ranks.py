@@ -14,6 +14,7 @@ import os
 import sys
 
 _known: dict = {}  # rank / world_size seen from torch.distributed in this process
+_callbacks: list = []  # called with identity() once torch.distributed is initialized
 # Python processes a program starts that are machinery, not ranks: no capture, no profiler.
 HELPER_MARKERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver",
                   "torch/_inductor/compile_worker", "torch._inductor.compile_worker",
@@ -49,6 +50,32 @@ def identity(env=None) -> dict:
     return {"rank": rank, "local_rank": local, "world_size": world, "pid": os.getpid()}
 
 
+def record_tags(env=None) -> dict:
+    """The rank fields a record of this process carries: none for a process without a rank."""
+    ident = identity(env)
+    if ident["rank"] is None and ident["world_size"] is None:
+        return {}
+    return {k: ident[k] for k in ("rank", "local_rank", "world_size") if ident[k] is not None}
+
+
+def on_rank(callback) -> None:
+    """Call ``callback(identity())`` when this process's rank becomes known (at once if it is)."""
+    ident = identity()
+    if ident["rank"] is not None:
+        callback(ident)
+    else:
+        _callbacks.append(callback)
+
+
+def _fire() -> None:
+    ident = identity()
+    while _callbacks and ident["rank"] is not None:
+        try:
+            _callbacks.pop(0)(ident)
+        except Exception:
+            pass
+
+
 def tag(ident: dict | None = None) -> str:
     """A file-name tag unique per process: ``rank1-pid4242``, or ``pid4242`` without a rank."""
     ident = ident or identity()
@@ -76,6 +103,7 @@ def watch() -> None:
     def init_process_group(*args, **kwargs):
         out = orig(*args, **kwargs)
         _from_torch()
+        _fire()
         return out
 
     init_process_group._tko_ranks = True  # type: ignore[attr-defined]
