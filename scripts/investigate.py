@@ -99,6 +99,9 @@ def main(argv=None) -> int:
               "steps": [s.as_dict() for s in chain.steps]}
     result["step"] = pipeline.step_section(cap, out, trial_summary)
     result["rewrites"] = pipeline.rewrite_section(cap, out, result)
+    ranks = pipeline.ranks_summary(cap, out)
+    if ranks:
+        result["ranks"] = ranks
     result["next_steps"] = pipeline.next_steps(result)
     pipeline.write_index(out, result)
     print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
@@ -128,6 +131,8 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
     program, trials = result.get("program") or {}, result.get("trials") or {}
     if program.get("verdict"):
         lines.append(f"  whole program [{program.get('rule')}]: {program.get('says')}")
+    if result.get("ranks"):
+        lines.append(f"  ranks: {result['ranks']['verdict']}")
     if trials.get("what_to_change"):
         lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
     shown = (result.get("next_steps") or [])[:5]

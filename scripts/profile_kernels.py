@@ -75,7 +75,12 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def bootstrap_command(cmd: list[str], trace_out: Path, with_stack: bool,
                       record_shapes: bool = False) -> list[str]:
-    """``python [-X ...] repro.py args`` -> the same interpreter running the profiler bootstrap."""
+    """``python [-X ...] repro.py args`` -> the same interpreter running the profiler bootstrap;
+    a launcher (torchrun, ``python -m torch.distributed.run``, a shell script) runs as typed."""
+    from tko.patch import site_route
+
+    if site_route.is_multi_process_launcher(cmd):
+        return list(cmd)
     bootstrap = str(Path(__file__).resolve().parent / "tko" / "patch" / "profile_bootstrap.py")
     first = os.path.basename(cmd[0])
     if re.match(r"^python(\d+(\.\d+)*)?(\.exe)?$", first):
@@ -83,8 +88,8 @@ def bootstrap_command(cmd: list[str], trace_out: Path, with_stack: bool,
     elif cmd[0].endswith(".py"):
         interp, rest = sys.executable, cmd
     else:
-        raise InputError(f"the command after -- must be 'python script.py ...' or 'python -m module ...' "
-                         f"(got {cmd[0]!r}); the profiler runs inside that interpreter")
+        raise InputError(f"the command after -- must be 'python script.py ...', 'python -m module ...', "
+                         f"torchrun or a shell script (got {cmd[0]!r})")
     if not rest:
         raise InputError("no script given after the python interpreter")
     if rest[0].startswith("-") and rest[0] != "-m":
@@ -94,22 +99,79 @@ def bootstrap_command(cmd: list[str], trace_out: Path, with_stack: bool,
     return [interp, bootstrap, *opts, "--", *rest]
 
 
+def ranks_dir(trace_out: Path) -> Path:
+    """Where each process of the program writes its own trace (``trace.<tag>.json``)."""
+    return trace_out.with_name(trace_out.name.split(".")[0] + ".ranks")
+
+
+def _profile_env(folder: Path, with_stack: bool, record_shapes: bool) -> dict:
+    from tko.patch import site_route
+
+    opts = ",".join(o for o, on in (("with_stack", with_stack), ("record_shapes", record_shapes)) if on)
+    return dict(os.environ, **site_route.site_env(["tko.patch.rank_profile:start"], TKO_PROFILE_DIR=str(folder),
+                                                  TKO_PROFILE_OPTS=opts))
+
+
 def record_trace(cmd: list[str], trace_out: Path, with_stack: bool, record_shapes: bool,
                  timeout: float | None) -> dict:
+    """Run the command under the profiler: the bootstrap for a script (its own trace), and in every
+    other Python process it starts (spawned ranks, torchrun's workers) the site route's profiler."""
+    import shutil
+
     full = bootstrap_command(cmd, trace_out, with_stack, record_shapes)
     trace_out.parent.mkdir(parents=True, exist_ok=True)
+    folder = ranks_dir(trace_out)
     if trace_out.exists():
         trace_out.unlink()  # never rank a stale trace from an earlier run
+    shutil.rmtree(folder, ignore_errors=True)
     try:
-        done = subproc.run(full, timeout=timeout, capture=False)  # the repro's output stays on the console
+        done = subproc.run(full, timeout=timeout, capture=False,  # the repro's output stays on the console
+                           env=_profile_env(folder, with_stack, record_shapes))
     except FileNotFoundError:
         raise InputError(f"{cmd[0]}: interpreter not found") from None
     if done.timed_out:
         raise ToolFailure(f"command ran past --timeout {timeout:g} s")
-    if not trace_out.exists():
+    info = {"command": cmd, "returncode": done.returncode, "trace_file": str(trace_out)}
+    if folder.is_dir() and any(folder.glob("trace.*.json")):
+        info["ranks_dir"] = str(folder)
+    elif not trace_out.exists():
         raise ToolFailure(f"the command exited with status {done.returncode} and wrote no trace "
                           f"({trace_out})")
-    return {"command": cmd, "returncode": done.returncode, "trace_file": str(trace_out)}
+    return info
+
+
+def rank_view(run_info: dict, trace_out: Path) -> dict | None:
+    """The cross-rank view of a multi-process run; the slowest rank's trace becomes the one ranked
+    (copied to ``trace_out``; a script's own trace, when it holds no kernel, is kept beside it)."""
+    import shutil
+
+    from tko.read import rank_view as rv
+
+    if not run_info.get("ranks_dir"):
+        return None
+    view = rv.build(run_info["ranks_dir"])
+    ranked = [r for r in view["ranks"] if r.get("rank") is not None]
+    if not ranked and trace_out.exists():
+        return None  # one process only: its bootstrap trace is the profile, as before
+    if trace_out.exists():
+        shutil.move(str(trace_out), str(trace_out.with_name(trace_out.name.split(".")[0] + ".launcher.trace.json")))
+    shutil.copyfile(view["slowest"]["trace"], trace_out)
+    return view
+
+
+def write_rank_view(run_info: dict, trace_out: Path, json_out: Path) -> dict | None:
+    """Write ``<json-out stem>.ranks.json`` (``rank_view/1``) before the kernels are ranked, so a
+    run whose ranks launched no GPU kernel (gloo on the CPU) still says where its time went."""
+    from tko.base.artifact import dumps, make_artifact
+    from tko.base.atomic import write_text
+
+    view = rank_view(run_info, trace_out)
+    if view is None:
+        return None
+    run_info["trace_file"] = view["slowest"]["trace"]
+    write_text(json_out.with_name(json_out.stem + ".ranks.json"), dumps(make_artifact("rank_view/1", TOOL, view)))
+    print(f"{TOOL}: {len(view['ranks'])} rank(s); {view['verdict']}", file=sys.stderr)
+    return view
 
 
 # --------------------------------------------------------------------------- building the report
@@ -275,6 +337,10 @@ def render_markdown(doc: dict) -> str:
         lines += md.table(["API", "calls", "total µs", "share"],
                           [[md.code(a["name"], 60), a["calls"], _us(a["total_us"]), f"{a['share'] * 100:.2f}%"]
                            for a in doc["api_stats"]], align=[None, "right", "right", "right"])
+    if doc.get("ranks"):
+        from tko.read.rank_view import markdown_lines
+
+        lines += [""] + markdown_lines(doc["ranks"])
     if doc.get("problems"):
         lines += ["", "## Problems", ""] + [f"- {md.text(p, 300)}" for p in doc["problems"]]
     return "\n".join(lines) + "\n"
@@ -318,7 +384,7 @@ def main(argv=None) -> int:
         sources.append(("--nsys", args.nsys))
     if args.top is not None and args.top < 0:
         raise InputError("--top must be >= 0")
-    run_info = None
+    run_info = view = None
     from tko.base.atomic import check_outputs
     json_out = Path(args.json_out)
     trace_out = Path(args.trace_out) if args.trace_out else json_out.with_name(json_out.stem + ".trace.json")
@@ -327,6 +393,7 @@ def main(argv=None) -> int:
         if sources:
             raise InputError("give either a profile file or a command after --, not both")
         run_info = record_trace(cmd, trace_out, args.with_stack, args.record_shapes, args.timeout)
+        view = write_rank_view(run_info, trace_out, json_out)
         sources.append(("--", str(trace_out)))
     elif not sources:
         raise InputError("no profile given: pass --trace, --hipprof, --rocprof or --nsys, "
@@ -336,6 +403,8 @@ def main(argv=None) -> int:
         raise InputError("give one profile source per run (--hipprof may repeat for the same run)")
 
     payload = analyse(args, sources, run_info)
+    if view is not None:
+        payload["ranks"] = view
 
     from tko.base.artifact import dumps, make_artifact
     from tko.base.atomic import write_text

@@ -208,8 +208,10 @@ def test_usage_errors(run_script, tmp_path):
     res = run_script("profile_kernels.py", "--trace", "t.json", "--json-out", "o.json", "--",
                      "python", "x.py", cwd=tmp_path)
     assert res.returncode == 2 and "not both" in res.stderr
+    res = run_script("profile_kernels.py", "--json-out", "o.json", "--", "python", "-I", "x.py", cwd=tmp_path)
+    assert res.returncode == 2 and "-I" in res.stderr  # it would turn off the site route to the ranks
     res = run_script("profile_kernels.py", "--json-out", "o.json", "--", "bash", "run.sh", cwd=tmp_path)
-    assert res.returncode == 2 and "python script.py" in res.stderr
+    assert res.returncode == 1 and "wrote no trace" in res.stderr  # a launcher runs as typed; run.sh is missing
     res = run_script("profile_kernels.py", "--help", cwd=tmp_path)
     assert res.returncode == 0 and "--hipprof" in res.stdout and "-- python repro.py" in res.stdout
 

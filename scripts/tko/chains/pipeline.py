@@ -239,29 +239,56 @@ def gpu_available() -> bool:
 
 
 def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None:
-    """Run the repro under capture and under the profiler, recording a capture directory."""
+    """Run the repro under capture and under the profiler, recording a capture directory.
+
+    ``python repro.py`` runs through the capture patch's launcher as before; a multi-process
+    launcher (torchrun, ``python -m torch.distributed.run``, a shell script) runs as typed, the
+    capture installed in each of its Python processes by the site route (``tko.patch.site_route``),
+    as it is in the workers a script spawns."""
+    from ..patch import site_route
+
     if not cmd or not cmd[-1]:
         raise InputError("no repro command after '--'")
+    launcher = site_route.is_multi_process_launcher(cmd)
     argv = cmd[1:] if Path(cmd[0]).name.startswith("python") else cmd
-    if not argv or not argv[0].endswith(".py") or not Path(argv[0]).is_file():
-        raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...)")
+    if not launcher and (not argv or not argv[0].endswith(".py") or not Path(argv[0]).is_file()):
+        raise InputError(f"{argv[0] if argv else cmd[0]}: the repro must be a Python script (python repro.py ...) "
+                         "or a launcher (torchrun ..., python -m torch.distributed.run ..., bash run.sh)")
     cap.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(cap / REPRO_FILE, json.dumps({"command": ["python", *argv]}) + "\n")
+    atomic.write_text(cap / REPRO_FILE, json.dumps({"command": list(cmd) if launcher else ["python", *argv]}) + "\n")
     chain.planned = len(chain.steps) + 4  # check_env, capture, profile, peak_bandwidth
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code"}
-    if not chain.run("capture", script("autotune_capture_patch.py") + [
-            "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]],
-            env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code",
+           "TRITON_CAPTURE_DIR": str(cap / CAPTURE_KERNELS), "TRITON_CAPTURE_FORCE_RETUNE": "1",
+           **site_route.site_env(["tko.patch.site_hooks:capture"])}
+    run = list(cmd) if launcher else script("autotune_capture_patch.py") + [
+        "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]]
+    if not chain.run("capture", run, env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
         repro_failed(chain, cap / CAPTURE_LOG)
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
     chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
-        "--", sys.executable, *argv], env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)},
-        output=cap / PROFILE_DIR / "profile.json")
+        "--", *(list(cmd) if launcher else [sys.executable, *argv])],
+        env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)}, output=cap / PROFILE_DIR / "profile.json")
     chain.run("peak_bandwidth", script("measure_peak_bandwidth.py") + ["--out", cap / PEAKS_FILE],
               output=cap / PEAKS_FILE)
+
+
+def ranks_summary(cap: Path, out: Path) -> dict | None:
+    """``investigation/1`` ``ranks``: the cross-rank view a multi-process profile run wrote
+    (``profile.ranks.json``, ``rank_view/1``), without its per-rank collective lists."""
+    for folder in (cap / PROFILE_DIR, out):
+        doc = _load(folder / "profile.ranks.json")
+        if doc and str(doc.get("schema", "")).startswith("rank_view/"):
+            keep = ("world_size", "slowest", "compute_spread", "communication_share", "communication_bound",
+                    "threshold", "verdict")
+            view = {k: doc.get(k) for k in keep}
+            view["ranks"] = [{k: v for k, v in r.items() if k != "collectives"}
+                             for r in evidence._objs(doc.get("ranks"))]
+            view["path"] = str(folder / "profile.ranks.json")
+            return view
+    return None
 
 
 def repro_failed(chain: Chain, log: Path) -> None:
@@ -855,6 +882,10 @@ def index_markdown(result: dict) -> str:
     lines += trials_markdown(result.get("trials"))
     lines += what_to_change_markdown(result)
     program = result.get("program") or {}
+    if result.get("ranks"):
+        from ..read.rank_view import markdown_lines
+
+        lines += markdown_lines(result["ranks"]) + [""]
     if program.get("verdict"):
         lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
                   f"(rule `{program['rule']}`): {md.text(program['says'])}", ""]

@@ -26,9 +26,18 @@ def load_outputs(paths: list[str]) -> dict | None:
 
     loaded = {}
     for path in paths:
-        key = "repro ($TKO_AB_OUTPUT)" if path.endswith(".ab.pt") else "compiled callables"
-        loaded[key] = torch.load(path, weights_only=False)
+        key = "repro ($TKO_AB_OUTPUT)" if ".ab.pt" in path else "compiled callables"
+        rank = _rank_of(path)
+        loaded[key + (f" [{rank}]" if rank else "")] = torch.load(path, weights_only=False)
     return loaded or None
+
+
+def _rank_of(path: str) -> str | None:
+    """``rank1`` of a rank's own output file (``x.rank1.pt``, ``x.ab.pt.rank1``), else None."""
+    import re
+
+    found = re.search(r"\.(rank\d+)(\.pt)?$", path)
+    return found.group(1) if found else None
 
 
 def flatten(obj: Any, prefix: str = "") -> dict:

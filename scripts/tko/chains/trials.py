@@ -31,6 +31,7 @@ from ..verdict.evidence import trial_outcome
 from ..remedies import attention_rewrite
 from ..remedies.fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from ..base.subproc import failure_line
+from . import trial_ranks
 from .trial_plan import ArmSpec
 
 SCHEMA = "remedy_trials/1"
@@ -70,6 +71,7 @@ class Context:
     total: int = 0
     max_runs: int = 0                 # rounds allowed for arms still undecided after --runs
     order: list = field(default_factory=list)
+    launcher: list | None = None      # torchrun / shell command run as typed (tko.chains.trial_ranks)
 
 
 def device_env() -> dict:
@@ -100,6 +102,8 @@ def resolve_settings(spec: ArmSpec) -> Arm:
 
 
 def _command(arm: Arm, ctx: Context) -> list[str]:
+    if ctx.launcher:  # a multi-process launcher runs as typed; the arm reaches each process by the site route
+        return list(ctx.launcher)
     cmd = [sys.executable, str(BOOTSTRAP), *arm.spec.bootstrap]
     for name, value in arm.settings.items():
         cmd += ["--set", f"{name}={json.dumps(value)}"]
@@ -146,13 +150,16 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
     meas_path, out_path = ctx.work / f"{tag}.json", ctx.work / f"{tag}.pt"
     ab_path = ctx.work / f"{tag}.ab.pt"
     env = dict(os.environ, **arm.spec.env, TKO_TRIAL_OUT=str(meas_path), TKO_TRIAL_OUTPUTS=str(out_path),
-               TKO_AB_OUTPUT=str(ab_path), TKO_TRIAL_TIMING=ctx.timing, PYTHONUNBUFFERED="1")
+               TKO_AB_OUTPUT=str(ab_path), TKO_TRIAL_TIMING=ctx.timing, PYTHONUNBUFFERED="1",
+               **trial_ranks.site_env(arm.spec, arm.settings))
     log = ctx.out_dir / "logs" / f"{tag}.log"
     rc, stdout, stderr, wall = _spawn(_command(arm, ctx), env, log, ctx.timeout)
     record = {"run": index, "status": "ok", "error": None, "ms": None, "wall_s": round(wall, 3),
               "first_step_s": None, "log": str(log), "counted": True, "outputs": [],
               "metric_from": None}
-    meas = json.loads(meas_path.read_text()) if meas_path.is_file() else {}
+    meas = trial_ranks.read_measurements(meas_path)
+    if meas.get("ranks"):
+        record["ranks"] = meas["ranks"]
     record["first_step_s"] = meas.get("first_step_s")
     record["applied"] = meas.get("settings")
     if rc is None:
@@ -164,7 +171,7 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
         _check_replaced(record, arm, stderr)
         attention_rewrite.check_trial(record, arm.spec.env, stderr)
     record["peak_memory_mb"] = meas.get("peak_memory_mb")
-    record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()]
+    record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()] + trial_ranks.rank_outputs(out_path, ab_path)
     ctx.done += 1
     ctx.order.append(f"{arm.name}#{index}")
     shown = f"{record['ms']:.4f} ms/step" if record["ms"] is not None else record["status"]
@@ -330,14 +337,14 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
         metric = re.compile(metric_regex)
     except re.error as exc:
         raise InputError(f"--metric-regex: {exc}") from None
-    script, args = split_command(cmd)
+    script, args, launcher = trial_ranks.split(cmd, split_command)
     out = Path(out_dir)
     (out / "logs").mkdir(parents=True, exist_ok=True)
-    arms = [resolve_settings(s) for s in specs]
+    arms = [trial_ranks.refuse_unsupported(resolve_settings(s), launcher) for s in specs]
     live = [a for a in arms if a.status == "ok"]
     with tempfile.TemporaryDirectory(prefix=".trials_", dir=out) as work:
         ctx = Context(script, args, out, Path(work), metric, timeout, total=1 + runs * len(live),
-                      max_runs=max_runs)
+                      max_runs=max_runs, launcher=launcher)
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
         notes = run_rounds(live, runs, budget_s, ctx, t0)

@@ -37,6 +37,7 @@ from typing import Any
 
 from ..base import atomic
 from ..base.archs import torch_device_arch
+from ..base import ranks
 from ..base.config import TritonConfig
 from ..base.versions import autotuner_user_do_bench
 
@@ -173,6 +174,7 @@ def emit(event: str, kernel: str, **fields: Any) -> dict:
     ``capture_errors.log`` is most likely unwritable too.
     """
     record = {"schema": SCHEMA, "event": event, "kernel": kernel, "pid": os.getpid(), "time": time.time()}
+    record.update(ranks.record_tags())  # rank, local_rank, world_size of a multi-process program
     record.update({k: v for k, v in fields.items() if v is not None})
     line = json.dumps(_clean(record), default=_json_default, allow_nan=False)
     if _capture_off is None:

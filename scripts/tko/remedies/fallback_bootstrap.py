@@ -122,9 +122,21 @@ def main(argv=None) -> int:
         return 3
     if a.disable:
         print(f"{PATCH_PREFIX}: torch._dynamo.disable applied to {', '.join(a.disable)}", file=sys.stderr)
-    globs = {"__name__": "__main__", "__file__": script, "__builtins__": __builtins__}
-    exec(code, globs)
+    run_as_main(code, script)
     return 0
+
+
+def run_as_main(code, script: str) -> None:
+    """Run the script's code in a real module that is ``sys.modules["__main__"]``, as ``python
+    script.py`` does: pickle finds its functions there (``torch.multiprocessing.spawn`` of a worker
+    the script defines), and spawned children re-import the script by its ``__file__``."""
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__dict__.update({"__file__": script, "__builtins__": __builtins__, "__spec__": None,
+                            "__loader__": None, "__package__": None, "__cached__": None})
+    sys.modules["__main__"] = module
+    exec(code, module.__dict__)
 
 
 if __name__ == "__main__":
