@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Device checks of the whole-step, multi-process and hand-written-kernel work, each under its own
+# timeout, one archive back:  bash tests/gpu/drivers/run_round_checks.sh OUT STEP...
+# Steps: sdpa (the sdpa trial arm on examples/attention_by_hand), ranks (investigate.py under
+# torchrun, two ranks on one GPU), handwritten (investigate.py on examples/handwritten),
+# liger (investigate.py on examples/liger; needs the liger_kernel wheel under build/wheels),
+# gpu_fast (the GPU tests not marked slow).
+set -u
+out="${1:?usage: run_round_checks.sh OUT STEP...}"
+shift
+work=/tmp/round
+mkdir -p "$work"
+export PYTHONUNBUFFERED=1
+step() {  # step NAME TIMEOUT_S CMD...: stdout+stderr to $work/NAME.log, one status line
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  timeout -k 10 "$limit" "$@" > "$work/$name.log" 2>&1
+  echo "== $name rc=$? ($((SECONDS - t0)) s)" | tee -a "$work/steps.txt"
+}
+for s in "$@"; do
+  case "$s" in
+    sdpa) step sdpa 260 python -m pytest -m "gpu and slow" -q -s -p no:cacheprovider -o addopts="-ra" \
+            tests/gpu/test_attention_by_hand_gpu.py -k sdpa_arm ;;
+    ranks) step ranks 330 python scripts/investigate.py --out "$work/inv_ddp" --top 1 --no-sweep \
+             --trials-runs 2 --trials-budget-s 120 -- torchrun --standalone --nproc_per_node 2 \
+             examples/ddp_two_ranks/train.py --steps 20 ;;
+    handwritten) step handwritten 300 python scripts/investigate.py --out "$work/inv_hand" --top 2 \
+                   --trials-runs 2 --trials-budget-s 120 -- python examples/handwritten/program.py ;;
+    liger) mkdir -p /tmp/liger && (cd /tmp/liger && python -m zipfile -e "$OLDPWD"/build/wheels/liger_kernel-*.whl .) \
+           && PYTHONPATH=/tmp/liger step liger 300 python scripts/investigate.py --out "$work/inv_liger" --top 3 \
+                --trials-runs 2 --trials-budget-s 120 -- python examples/liger/program.py ;;
+    gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
+  esac
+done
+find "$work" -name "*.pt" -delete
+tar czf "$out/round.tar.gz" -C /tmp round
+cat "$work/steps.txt"
+for s in "$@"; do echo "---- $s"; tail -25 "$work/$s.log" 2>/dev/null; done
