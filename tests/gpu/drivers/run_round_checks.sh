@@ -21,7 +21,7 @@ for s in "$@"; do
   case "$s" in
     sdpa) step sdpa 260 python -m pytest -m "gpu and slow" -q -s -p no:cacheprovider -o addopts="-ra" \
             tests/gpu/test_attention_by_hand_gpu.py -k sdpa_arm ;;
-    ranks) step ranks 330 python scripts/investigate.py --out "$work/inv_ddp" --top 1 --no-sweep \
+    ranks) step ranks 300 python scripts/investigate.py --out "$work/inv_ddp" --top 1 --no-sweep \
              --trials-runs 2 --trials-budget-s 120 -- torchrun --standalone --nproc_per_node 2 \
              examples/ddp_two_ranks/train.py --steps 20 ;;
     handwritten) step handwritten 300 python scripts/investigate.py --out "$work/inv_hand" --top 2 \
