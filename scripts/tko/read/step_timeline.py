@@ -1,6 +1,8 @@
 """The GPU timeline of a profiled step: busy, idle (host/launch gaps) and compile time.
 
-From a Chrome trace (torch.profiler): the window runs from the first to the last ranked kernel;
+From a Chrome trace (torch.profiler): the window runs from the first to the last ranked kernel,
+from the first kernel after the last compilation range when kernels follow it (the steady state:
+a first step's lazy compiles, autotuning and one-off waits are not the step's gaps);
 busy is the union of the ranked kernels and the device's memcpy/memset inside it; every gap
 between them is idle time, except a gap that overlaps a compilation range on the host (an op named
 ``... (dynamo_timed)``, Inductor's compile and autotune phases), which is counted as compile time,
@@ -43,6 +45,10 @@ def timeline(trace, kernels: list[tuple[float, float]]) -> dict | None:
     """``kernels``: (start_us, end_us) of the ranked dispatches. None without any."""
     if not kernels:
         return None
+    compiled = [op.end for op in trace.cpu_ops if COMPILE_MARK in (op.name or "")]
+    steady = [k for k in kernels if compiled and k[0] >= max(compiled)]
+    window = "after the last compilation" if steady else "whole trace"
+    kernels = steady or kernels
     lo, hi = min(s for s, _ in kernels), max(e for _, e in kernels)
     other = [(e.ts, e.end) for e in trace.gpu_other if e.end > lo and e.ts < hi]
     busy = _union(kernels + [(max(s, lo), min(e, hi)) for s, e in other])
@@ -51,7 +57,7 @@ def timeline(trace, kernels: list[tuple[float, float]]) -> dict | None:
     idle = [g for g in gaps if not _overlaps(g, compiling)]
     compile_us = sum(e - s for s, e in gaps) - sum(e - s for s, e in idle)
     largest = sorted(idle, key=lambda g: g[0] - g[1])[:GAPS_SHOWN]
-    out = {"window_us": round(hi - lo, 3), "busy_us": round(sum(e - s for s, e in busy), 3),
+    out = {"window": window, "window_us": round(hi - lo, 3), "busy_us": round(sum(e - s for s, e in busy), 3),
            "idle_us": round(sum(e - s for s, e in idle), 3), "idle_gaps": len(idle),
            "compile_gap_us": round(compile_us, 3),
            "memcpy_memset_us": round(sum(e - s for s, e in _union(other)), 3),

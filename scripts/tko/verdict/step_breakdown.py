@@ -129,6 +129,12 @@ def summarize(doc: dict | None, label: str, trials: dict | None = None, rules: d
             "classes": b["classes"], "library_share": round(b["library_share"], 6),
             "triton_share": round(b["triton_share"], 6), "library_dominated": b["library_share"] >= cut,
             "library_dominated_share": cut, "levers": levers(doc, b, trials) if b["library_share"] >= cut else []}
+    idle_cut = threshold("host_bound_busy_share", rules)
+    gap_cut = threshold("host_bound_largest_gap_share", rules)
+    one_gap = _largest_gap_share(tl)
+    step.update(host_bound=bool(tl and tl["busy_share"] < idle_cut and one_gap < gap_cut),
+                host_bound_busy_share=idle_cut, largest_gap_share=one_gap,
+                one_gap=bool(tl and tl["busy_share"] < idle_cut and one_gap >= gap_cut))
     step["headline"] = headline(step)
     return step
 
@@ -145,10 +151,25 @@ def headline(step: dict) -> str:
     text = f"GPU kernel time by class: {where}."
     tl = step.get("timeline")
     if tl:
-        text += (f" The GPU was busy {tl['busy_share']:.0%} of the {tl['active_us'] / 1e3:.3g} ms kernel window "
-                 f"(compilation left out); {tl['idle_share']:.0%} was idle between kernels (host/launch gaps).")
+        where = "steady window after the last compilation" if tl.get("window") == "after the last compilation" \
+            else "kernel window, compilation left out"
+        text += (f" The GPU was busy {_pct(tl['busy_share'])} of the {_ms(tl['active_us'])} ms {where}; "
+                 f"{_pct(tl['idle_share'])} was idle between kernels (host/launch gaps).")
     step["where"] = text
-    if step.get("library_dominated"):
+    if step.get("host_bound"):
+        text += (f" **The host sets the step: the GPU is idle {_pct(tl['idle_share'])} of the window** (under "
+                 f"{step['host_bound_busy_share']:.0%} busy), so no kernel change can save more than the "
+                 f"{_pct(tl['busy_share'])} the GPU is busy: look at the host first (Python and launch overhead, "
+                 "CPU-side collectives, data loading, synchronizations; CUDA/HIP graphs or one larger compiled "
+                 "region cut launch overhead).")
+    if step.get("one_gap"):
+        text += (f" One gap of {_ms(tl['largest_gaps_us'][0])} ms holds {_pct(step['largest_gap_share'])} of that idle "
+                 "time: a synchronization, data loading or the profiler's own step boundary, not launch overhead "
+                 "spread over the step (profile more steps, or with a schedule, to see the steady step).")
+    if step.get("library_dominated") and step.get("host_bound"):
+        text += (f" Of the GPU's kernel time, library kernels hold {step['library_share']:.1%} "
+                 f"and Triton kernels {step['triton_share']:.1%}.")
+    elif step.get("library_dominated"):
         top = _largest(step, "triton")
         small = (f" (the largest Triton kernel holds {top['share']:.1%}: at most {top['share']:.1%} end to end "
                  "even if it vanished)" if top else "")
@@ -156,6 +177,22 @@ def headline(step: dict) -> str:
                  f"hold {step['triton_share']:.1%}{small}, so the lever is the library kernels, not Triton tuning: "
                  + "; ".join(step["levers"]) + ".")
     return text
+
+
+def _largest_gap_share(tl: dict | None) -> float:
+    """The largest idle gap's share of all idle time (0 without idle time)."""
+    gaps = (tl or {}).get("largest_gaps_us") or []
+    idle = (tl or {}).get("idle_us") or 0.0
+    return gaps[0] / idle if gaps and idle > 0 else 0.0
+
+
+def _pct(share: float) -> str:
+    """A share as a percent, with a decimal under 10 % (0.05 % is not 0 %)."""
+    return f"{share:.0%}" if share >= 0.1 else f"{share * 100:.2g}%"
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1e3:,.0f}" if us >= 1e5 else f"{us / 1e3:.3g}"
 
 
 def chart(step: dict) -> str | None:
