@@ -180,3 +180,18 @@ def test_idle_spread_over_many_gaps_is_host_bound_and_named_before_the_library()
     text = step["headline"]
     assert "busy 3.1% of the 149 ms steady window" in text and "The host sets the step" in text
     assert "the lever is the library kernels" not in text   # the GPU is idle: no kernel lever comes first
+
+
+def test_recorded_two_rank_trace_is_host_bound_not_library_bound(run_script, tmp_path):
+    # examples/recorded_h200/ddp_two_ranks: 53 % of kernel time in fp32 library GEMMs, GPU idle
+    # most of the steady window over hundreds of gaps (gloo all-reduce and Python on the host)
+    trace = ROOT / "examples" / "recorded_h200" / "ddp_two_ranks" / "profile.trace.json.gz"
+    proc = run_script("profile_kernels.py", "--trace", trace, "--json-out", tmp_path / "p.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    step = step_breakdown.summarize(json.loads((tmp_path / "p.json").read_text()), "p.json")
+    tl = step["timeline"]
+    assert tl["window"] == "after the last compilation" and tl["idle_gaps"] > 500
+    assert step["library_dominated"] and step["host_bound"] and not step["one_gap"]
+    assert tl["busy_share"] < 0.05 and step["largest_gap_share"] < 0.2
+    assert "The host sets the step" in step["headline"]
+    assert "the lever is the library kernels" not in step["headline"]
