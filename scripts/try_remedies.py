@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     for target in a.disable:
         if ":" not in target or not target.split(":", 1)[1]:
             raise InputError(f"--disable {target!r}: expected module:Name, module:Class.method or __main__:Name")
-    from tko.verdict import evidence
+    from tko.verdict import trial_evidence
     from tko.remedies import fallback_ab
     from tko.chains import trial_plan, trials
 
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     plan = trial_plan.plan_arms(facts, device, disable=a.disable, pins=a.pins)
     if a.arms:
         plan = trial_plan.restrict(plan, [n.strip() for n in a.arms.split(",") if n.strip()])
-    mismatch = evidence.trial_device_mismatch(device, facts.device if facts else None)
+    mismatch = trial_evidence.trial_device_mismatch(device, facts.device if facts else None)
     if mismatch and not a.allow_device_mismatch:
         raise InputError(f"the trials would be timed {mismatch}: they measure the program on the GPU it runs "
                          "on (SKILL.md section 5); run them there, or pass --allow-device-mismatch")

@@ -148,10 +148,10 @@ def test_program_rules_on_recorded_h200_profiles(example, verdict):
     import json
 
     from conftest import ROOT
-    from tko.verdict import evidence
+    from tko.verdict import program_evidence
 
     profile = json.loads((ROOT / "examples" / "recorded_h200" / example / "profile" / "profile.json").read_text())
-    program = evidence.program_decision(profile, "profile.json")
+    program = program_evidence.program_decision(profile, "profile.json")
     assert program["verdict"] == verdict
     if example == "mlp_train_step":
         assert program["rule"] == "library_dominated"

@@ -447,7 +447,7 @@ def capture_outputs(made, tmp_path_factory) -> dict[str, Path]:
 
 def pipeline_readers(cap: Path, out: Path) -> dict:
     """The in-process readers of investigate.py --from-capture, on a capture and its outputs."""
-    from tko.verdict import evidence
+    from tko.verdict import program_evidence
     from tko.chains import pipeline
 
     profile, summary = pipeline._load(cap / "profile" / "profile.json"), pipeline._load(out / "autotune_summary.json")
@@ -455,7 +455,7 @@ def pipeline_readers(cap: Path, out: Path) -> dict:
     for name in kernels:  # each becomes a folder under --out/kernels
         assert isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name, name
     trials = pipeline.recorded_trials(cap)
-    program = evidence.program_decision(profile, "profile/profile.json", trials=pipeline.load_trials(trials))
+    program = program_evidence.program_decision(profile, "profile/profile.json", trials=pipeline.load_trials(trials))
     result = {"mode": "offline", "capture_dir": str(cap), "out_dir": str(out), "command": None,
               "repro": pipeline.repro_command(cap), "program": program,
               "trials": pipeline.trials_summary(trials, out, recorded=True),

@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT
 from tko.measure import byte_model
 from tko.base import contracts, decide
-from tko.verdict import evidence, report
+from tko.verdict import evidence, report, sol_evidence, trial_evidence
 from tko.measure import speed_of_light as sol_mod
 from tko.base.artifact import make_artifact
 
@@ -124,13 +124,13 @@ def test_a_bigger_change_wins_only_by_a_clear_lead(big, big_x, small, small_x, w
     assert what.startswith(f"set {winner}: ")
     tied = winner == small and big_x > small_x
     assert (f"({big} {big_x:.2f}x tied with it, under the clear lead of 2 %" in what) == tied
-    assert evidence.trial_facts(doc, "t")["remedy_winner"].value == winner
+    assert trial_evidence.trial_facts(doc, "t")["remedy_winner"].value == winner
 
 
 def test_a_not_hot_kernel_does_not_take_the_programs_remedy():
     base = 0.5
     doc = trials_doc([arm("baseline", base, base, 1.03), arm("coordinate_descent", 0.4, base, 1.03)], 1.03)
-    facts = {**evidence.trial_facts(doc, "trials.json"), "share": decide.Fact(0.01, "hand")}
+    facts = {**trial_evidence.trial_facts(doc, "trials.json"), "share": decide.Fact(0.01, "hand")}
     d = decide.decide(facts, RULES)
     assert d.rule == "not_hot"
 
@@ -161,18 +161,18 @@ def test_nothing_faster_says_so_and_no_verdict_claims_tuning_helps():
              "calls": decide.Fact(20, "hand"), "mean_us": decide.Fact(265.0, "hand")}
     before = decide.decide(facts, RULES)
     assert (before.verdict, before.rule) == ("tune_triton", "memory_inefficient")
-    after = decide.decide({**facts, **evidence.trial_facts(doc, "trials.json")}, RULES)
+    after = decide.decide({**facts, **trial_evidence.trial_facts(doc, "trials.json")}, RULES)
     says = {f.rule: f.says for f in after.fired}
     assert ("nothing tried beat the baseline beyond run-to-run noise (+-2.1 %): coordinate_descent 1.01x, "
             "max_autotune_no_cudagraphs 0.99x, eager_fallback 0.62x") in says["remedy_nothing_faster"]
     assert after.verdict != "tune_triton" and after.rule == "tuning_measured_no_gain"
     assert "tuning was tried end to end and did not help (coordinate_descent 1.01x" in says[after.rule]
     assert not any("Sweep configs" in s or "before tuning" in s for s in says.values())
-    assert evidence.trial_outcome(doc)["what_to_change"] == (
+    assert trial_evidence.trial_outcome(doc)["what_to_change"] == (
         "nothing tried beat the baseline beyond run-to-run noise (+-2.1 %)")
     # without a bandwidth number: no further tuning either
     del facts["pct_copy_peak"]
-    d = decide.decide({**facts, **evidence.trial_facts(doc, "trials.json")}, RULES)
+    d = decide.decide({**facts, **trial_evidence.trial_facts(doc, "trials.json")}, RULES)
     assert (d.verdict, d.rule) == ("leave_as_is", "tuning_measured_no_gain_unmeasured")
 
 
@@ -227,7 +227,7 @@ def test_measured_arithmetic_bound_decides_ahead_of_the_static_cut(gelu_sol):
     static = {"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.33, "hand"),
               "valu_per_byte": decide.Fact(11.0, "hand")}
     ev = evidence.Evidence("triton_poi_fused_add_gelu_0")
-    evidence.from_sol(ev, doc, "sol.json")
+    sol_evidence.from_sol(ev, doc, "sol.json")
     d = decide.decide({**static, **ev.facts}, RULES)
     assert (d.verdict, d.rule) == ("rewrite_model", "sol_arithmetic_bound")
     says = {f.rule: f.says for f in d.fired}
@@ -235,7 +235,7 @@ def test_measured_arithmetic_bound_decides_ahead_of_the_static_cut(gelu_sol):
     assert "2.88x its memory twin" in says["sol_arithmetic_bound"] and "libdevice.erf" in says["sol_arithmetic_bound"]
     # alone (nothing timed: the real offline document), the static cut decides and says it is inferred
     ev = evidence.Evidence("triton_poi_fused_add_gelu_0")
-    evidence.from_sol(ev, gelu_sol, "sol.json")
+    sol_evidence.from_sol(ev, gelu_sol, "sol.json")
     assert ev.facts["sol_class"].value == "unmeasured" and "bytes_above_peak" not in ev.facts
     d = decide.decide({**static, **ev.facts}, RULES)
     assert d.rule == "arithmetic_bound"
@@ -245,12 +245,12 @@ def test_measured_arithmetic_bound_decides_ahead_of_the_static_cut(gelu_sol):
 def test_measured_at_floor_and_access_bound(gelu_sol):
     at = timed(gelu_sol, 0.0700, 0.0690)
     ev = evidence.Evidence("k")
-    evidence.from_sol(ev, at, "sol.json")
+    sol_evidence.from_sol(ev, at, "sol.json")
     d = decide.decide({"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.5, "hand"), **ev.facts}, RULES)
     assert (d.verdict, d.rule) == ("leave_as_is", "sol_at_floor") and "1.11x its copy floor" in d.fired[0].says
     slow = timed(gelu_sol, 0.20, 0.19)
     ev = evidence.Evidence("k")
-    evidence.from_sol(ev, slow, "sol.json")
+    sol_evidence.from_sol(ev, slow, "sol.json")
     d = decide.decide({"share": decide.Fact(0.9, "hand"), "pct_copy_peak": decide.Fact(0.9, "hand"), **ev.facts}, RULES)
     # a measured 3x over the floor contradicts "at copy bandwidth" from Inductor's byte count; the
     # GELU source has no multi-pass, stride, gather or atomics: configs first, not a model rewrite
@@ -369,11 +369,13 @@ def test_from_capture_with_recorded_trials_leads_with_the_trial_table(tmp_path, 
     first = index["kernels"][0]
     assert first["sol_class"] == "unmeasured"
     md = (tmp_path / "inv" / "investigation.md").read_text()
-    body = md.split("\n## ", 1)[1]
-    assert body.startswith("Measured end to end\n")
+    # the step's breakdown comes first (issue #32), then the trials, before any kernel
+    assert md.split("\n## ")[1].startswith("Where the step's time goes\n")
+    body = md.split("\n## Measured end to end\n", 1)[1]
     assert "| arm | ms/step | x baseline | noise | outputs | status |" in body.split("| kernel |")[0]
     assert "**What to change:** " in body.split("| kernel |")[0]
-    assert md.index("## Measured end to end") < md.index("| kernel | share of GPU time") < md.index("<svg")
+    table = md.index("| kernel | share of GPU time")
+    assert md.index("## Measured end to end") < table < md.index("<svg", table)   # the hot-kernel chart
     kernel_md = (tmp_path / "inv" / first["dir"] / "report.md").read_text()
     assert "## Measured end to end (remedy trials)" in kernel_md and "## Speed of light" in kernel_md
     steps = {s["name"]: s["status"] for s in index["steps"]}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tko.base import decide
-from tko.verdict import evidence
+from tko.verdict import program_evidence, trial_evidence
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIALS = ROOT / "examples" / "recorded_h200" / "trials"
@@ -38,7 +38,7 @@ def trials(name: str) -> dict:
 ])
 def test_a_measured_remedy_decides_and_names_the_change(name, verdict, change):
     doc = trials(name)
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] == verdict
     assert change in decision["says"]
     winner = next(a for a in doc["arms"] if a["name"] == doc["winner"])
@@ -51,9 +51,9 @@ def test_a_measured_remedy_decides_and_names_the_change(name, verdict, change):
 def test_nothing_faster_is_said_plainly_and_tuning_is_not_advised():
     doc = trials("row_reduction")
     assert doc["winner"] is None
-    outcome = evidence.trial_outcome(doc)
+    outcome = trial_evidence.trial_outcome(doc)
     assert outcome["what_to_change"].startswith("nothing tried beat the baseline")
-    facts = evidence.trial_facts(doc, "trials.json")
+    facts = trial_evidence.trial_facts(doc, "trials.json")
     assert facts["tuning_measured_no_faster"].value is True
 
 
@@ -69,7 +69,10 @@ def test_investigation_of_a_recorded_capture_leads_with_its_trials(tmp_path):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     md = (out / "investigation.md").read_text()
-    first_table = md[md.index("|"):].split("\n\n")[0]
+    # the step's breakdown comes first (issue #32); the trials' table is the first after it
+    assert md.split("\n## ")[1].startswith("Where the step's time goes\n")
+    after_step = md.split("\n## Measured end to end\n", 1)[1]
+    first_table = after_step[after_step.index("|"):].split("\n\n")[0]
     assert "coordinate_descent" in first_table and "baseline" in first_table
     assert "nothing tried beat the baseline" in md
     doc = json.loads((out / "investigation.json").read_text())
@@ -114,7 +117,7 @@ def test_the_embedding_gather_counts_the_rows_it_reads_and_sits_at_its_floor():
 
 def test_the_replace_arm_decides_where_the_row_is_long_and_not_where_it_did_nothing():
     doc = trials("softmax_long_rows_replace")
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     arms = {a["name"]: a for a in doc["arms"]}
     assert doc["winner"] == "replace" and decision["verdict"] == "rewrite_model"
     assert f"{arms['replace']['x_baseline']:.2f}x" in decision["says"] and "one-pass row kernels" in decision["says"]
@@ -131,7 +134,7 @@ def test_one_run_arms_never_win_whatever_their_ratio(name):
     assert doc["winner"] is None and doc["what_to_change"].startswith("nothing beat the baseline")
     assert all(a["beyond_noise"] is None for a in doc["arms"])
     # read now, such a file says what it could not judge instead of "nothing beat the baseline"
-    outcome = evidence.trial_outcome(doc)
+    outcome = trial_evidence.trial_outcome(doc)
     faster = [a for a in doc["arms"] if a["name"] != "baseline" and (a["x_baseline"] or 0) > 1]
     assert outcome["what_to_change"].startswith("not decided" if faster else "nothing tried was faster")
     assert "+-0.0 %" not in outcome["what_to_change"]
@@ -147,13 +150,13 @@ def test_a_faster_arm_on_one_run_is_a_candidate_not_a_conclusion(name, candidate
     # One counted run of the arm and of the baseline: the tool may neither pick it nor say that
     # tuning "did not help" (the tuning_measured_no_gain rules would contradict the ratio it measured).
     doc = trials(name)
-    facts = evidence.trial_facts(doc, "trials.json")
+    facts = trial_evidence.trial_facts(doc, "trials.json")
     assert facts["remedy_undecided"].value.startswith(candidate)
     assert "remedy_none_faster" not in facts and "remedy_winner" not in facts
-    tuning = [a for a in doc["arms"] if a["name"] in evidence.TUNING_ARMS and a["status"] == "ok"]
+    tuning = [a for a in doc["arms"] if a["name"] in trial_evidence.TUNING_ARMS and a["status"] == "ok"]
     if any(a["x_baseline"] > 1 for a in tuning):
         assert "tuning_measured_no_faster" not in facts
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] is None
     said = " ".join(f["says"] for f in decision["fired"])
     assert "not decided" in said and candidate in said and "nothing tried beat" not in said
@@ -161,9 +164,9 @@ def test_a_faster_arm_on_one_run_is_a_candidate_not_a_conclusion(name, candidate
 
 def test_one_run_of_every_arm_and_nothing_faster_claims_no_noise_figure():
     doc = trials("embedding_fwd_bwd")
-    facts = evidence.trial_facts(doc, "trials.json")
+    facts = trial_evidence.trial_facts(doc, "trials.json")
     assert facts["remedy_none_faster"].value is True and "trials_noise_pct" not in facts
-    fired = {f["rule"]: f for f in evidence.program_decision(None, "trials.json", trials=doc)["fired"]}
+    fired = {f["rule"]: f for f in program_evidence.program_decision(None, "trials.json", trials=doc)["fired"]}
     assert "remedy_nothing_faster_one_run" in fired and "remedy_nothing_faster" not in fired
     assert "noise is unknown" in fired["remedy_nothing_faster_one_run"]["says"]
 
@@ -235,17 +238,17 @@ def test_a_faster_arm_inside_a_noisy_baseline_is_a_candidate_not_a_no(name, cand
     assert len(base["ms"]) == 2 and base["spread"] > 1.3
     arm = next(a for a in doc["arms"] if candidate.startswith(a["name"] + " "))
     assert arm["beyond_noise"] is False and arm["x_baseline"] > 1.05
-    facts = evidence.trial_facts(doc, "trials.json")
+    facts = trial_evidence.trial_facts(doc, "trials.json")
     assert facts["remedy_inside_noise"].value.startswith(candidate)
     assert "remedy_none_faster" not in facts and "remedy_winner" not in facts
-    if arm["name"] in evidence.TUNING_ARMS:
+    if arm["name"] in trial_evidence.TUNING_ARMS:
         assert "tuning_measured_no_faster" not in facts
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] is None
     fired = {f["rule"]: f for f in decision["fired"]}
     assert "remedy_inside_noise" in fired and "remedy_nothing_faster" not in fired
     assert candidate in fired["remedy_inside_noise"]["says"]
-    assert evidence.trial_outcome(doc)["what_to_change"].startswith(f"not decided: {candidate}")
+    assert trial_evidence.trial_outcome(doc)["what_to_change"].startswith(f"not decided: {candidate}")
 
 
 def test_the_noise_figure_is_never_a_slow_arms_spread():
@@ -254,7 +257,7 @@ def test_the_noise_figure_is_never_a_slow_arms_spread():
     doc = trials("again/dynamic_shapes")
     slow = next(a for a in doc["arms"] if a["name"] == "static_shapes")
     assert slow["x_baseline"] < 0.1 and slow["spread"] > 4
-    outcome = evidence.trial_outcome(doc)
+    outcome = trial_evidence.trial_outcome(doc)
     multi = next(a for a in doc["arms"] if a["name"] == "multi_kernel")
     assert outcome["noise"] == pytest.approx(multi["noise"]) and outcome["noise"] < 2.0
     assert "332" not in outcome["what_to_change"]
@@ -264,7 +267,7 @@ def test_with_a_noisy_baseline_and_nothing_faster_the_noise_quoted_is_the_baseli
     doc = trials("again/rms_norm")
     base = next(a for a in doc["arms"] if a["name"] == "baseline")
     assert all(a["x_baseline"] is None or a["x_baseline"] <= 1.0 for a in doc["arms"] if a["name"] != "baseline")
-    outcome = evidence.trial_outcome(doc)
+    outcome = trial_evidence.trial_outcome(doc)
     assert outcome["noise"] == pytest.approx(base["spread"])
     assert outcome["what_to_change"] == f"nothing tried beat the baseline beyond run-to-run noise (+-{(base['spread'] - 1) * 100:.1f} %)"
 
@@ -277,7 +280,7 @@ def test_with_a_noisy_baseline_and_nothing_faster_the_noise_quoted_is_the_baseli
 def test_tables_taken_in_two_device_calls_agree_where_both_decide(first, second):
     # Each pair was measured in different device calls; a table that could not decide (one
     # baseline run) is not a disagreement.
-    a, b = (evidence.trial_outcome(trials(n)) for n in (first, second))
+    a, b = (trial_evidence.trial_outcome(trials(n)) for n in (first, second))
     if a["winner"] and b["winner"]:
         assert a["winner"].name == b["winner"].name
     elif not a["undecided"] and not b["undecided"]:
@@ -531,7 +534,7 @@ def test_the_chunked_softmax_wins_its_trial_end_to_end_with_outputs_equal():
     assert arms["replace"]["replaced"] == ["softmax (chunked): kernel 53"] * 2
     log = (ROOT / "examples" / "recorded_h200" / "trials" / "softmax_64k_replace" / "logs" / "replace_1.log").read_text()
     assert "TKO_REPLACE: softmax (chunked): kernel 53" in log
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] == "rewrite_model" and "1.47x" in decision["says"]
     # the try before: one counted run each, and fp16 subnormals one step apart read as "different"
     first = (ROOT / "examples" / "recorded_h200" / "trials" / "softmax_64k_replace" / "first_try_150s.log").read_text()
@@ -610,7 +613,7 @@ def test_the_rms_norm_replace_as_a_triton_op_wins_its_trial_and_the_copying_one_
         assert doc["winner"] == "replace" and rep["beyond_noise"] is True
         assert rep["outputs"]["result"] == "equal" and 1.3 < rep["x_baseline"] < 1.35
         assert rep["replaced"] == ["rms_norm (chunked, traced into a compiled graph): kernel 3"]
-        decision = evidence.program_decision(None, "trials.json", trials=doc)
+        decision = program_evidence.program_decision(None, "trials.json", trials=doc)
         assert decision["verdict"] == "rewrite_model" and "1.32x" in decision["says"]
         # the count of traces still reads as "the kernels ran"
         stderr = (base / "triton_op" / dtype / "logs" / "replace_1.log").read_text()
@@ -704,7 +707,7 @@ def test_the_guarded_rms_norm_replace_wins_over_the_default_and_the_trial_keeps_
     assert 0.98 < rep["x_baseline"] / cd["x_baseline"] < 1.0
     assert max(rep["ms"]) < 0.75 * min(arms["baseline"]["ms"])
     # the program's decision follows the trial: tune (one Inductor flag), not rewrite
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] == "tune_triton" and "coordinate_descent_tuning" in decision["says"]
 
 
@@ -721,17 +724,17 @@ def test_a_replacement_that_ties_coordinate_descent_gives_way_to_the_one_flag():
     assert rep["beyond_noise"] and cd["beyond_noise"] and rep["outputs"]["result"] == cd["outputs"]["result"] == "equal"
     lead = decide.threshold("clear_lead_x")
     assert max(rep["noise"], cd["noise"]) < rep["x_baseline"] / cd["x_baseline"] < 1.002 < lead
-    outcome = evidence.trial_outcome(doc)
+    outcome = trial_evidence.trial_outcome(doc)
     assert outcome["winner"].name == "coordinate_descent"
     assert "(replace 1.40x tied with it, under the clear lead of 2 %" in outcome["what_to_change"]
-    decision = evidence.program_decision(None, "trials.json", trials=doc)
+    decision = program_evidence.program_decision(None, "trials.json", trials=doc)
     assert decision["verdict"] == "tune_triton" and "coordinate_descent_tuning" in decision["says"]
     # a lead beyond the noise still goes to the fastest arm
     ahead = json.loads(json.dumps(doc))
     for a in ahead["arms"]:
         if a["name"] == "replace":
             a["x_baseline"] = cd["x_baseline"] * lead * 1.001
-    assert evidence.trial_outcome(ahead)["winner"].name == "replace"
+    assert trial_evidence.trial_outcome(ahead)["winner"].name == "replace"
 
 
 L2ROWS = ROWSWEEP.parent / "call23_l2_rows"

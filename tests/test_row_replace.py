@@ -174,13 +174,13 @@ def test_the_report_offers_the_row_kernel_for_a_measured_multi_pass_softmax():
     import json
 
     from tko.base import decide
-    from tko.verdict import evidence
+    from tko.verdict import evidence, sol_evidence
 
     sol = json.loads(open(os.path.join(ROOT, "tests", "fixtures", "sol_h200", "table",
                                        "softmax_long_rows_rep1.json")).read())
     kernel = sol["kernel"]
     ev = evidence.Evidence(kernel)
-    evidence.from_sol(ev, sol, "sol.json")
+    sol_evidence.from_sol(ev, sol, "sol.json")
     evidence.name_facts(ev)
     facts = {**ev.facts, "share": decide.Fact(0.9, "hand"), "multi_pass": decide.Fact(True, "meta.json"),
              "pct_copy_peak": decide.Fact(0.48, "run.json")}
@@ -217,10 +217,10 @@ def _sol_at(cols, kernel_ms, arch="sm_90"):
 
 def _offer(sol, kernel=None):
     from tko.base import decide
-    from tko.verdict import evidence
+    from tko.verdict import evidence, sol_evidence
 
     ev = evidence.Evidence(kernel or sol["kernel"])
-    evidence.from_sol(ev, sol, "sol.json")
+    sol_evidence.from_sol(ev, sol, "sol.json")
     evidence.name_facts(ev)
     facts = {**ev.facts, "share": decide.Fact(0.9, "hand"), "multi_pass": decide.Fact(True, "meta.json"),
              "pct_copy_peak": decide.Fact(0.48, "run.json")}
@@ -265,7 +265,7 @@ def test_no_offer_once_the_replace_arm_was_measured_no_faster():
     import json
 
     from tko.base import decide
-    from tko.verdict import evidence
+    from tko.verdict import trial_evidence
 
     root = os.path.join(ROOT, "examples", "recorded_h200", "trials")
     slow = json.loads(open(os.path.join(root, "rms_norm", "trials.json")).read())
@@ -273,8 +273,8 @@ def test_no_offer_once_the_replace_arm_was_measured_no_faster():
              "pct_copy_peak": decide.Fact(0.48, "run.json"),
              "row_pattern": decide.Fact("softmax", "kernel name")}
     assert decide.decide(facts, decide.load_rules()).rule == "row_kernel_replacement_unmeasured"
-    measured = {**facts, **evidence.trial_facts(slow, "trials.json")}
+    measured = {**facts, **trial_evidence.trial_facts(slow, "trials.json")}
     assert measured["replace_measured_no_faster"].value is True
     assert not decide.decide(measured, decide.load_rules()).rule.startswith("row_kernel_replacement")
     fast = json.loads(open(os.path.join(root, "softmax_long_rows_replace", "trials.json")).read())
-    assert evidence.trial_facts(fast, "trials.json")["replace_measured_no_faster"].value is False
+    assert trial_evidence.trial_facts(fast, "trials.json")["replace_measured_no_faster"].value is False

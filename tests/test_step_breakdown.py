@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 from tko.base.errors import InputError
 from tko.read import kernel_classes
-from tko.verdict import evidence, report, step_breakdown
+from tko.verdict import program_evidence, report, step_breakdown
 
 MLP = ROOT / "examples" / "recorded_h200" / "mlp_train_step" / "profile" / "profile.json"
 
@@ -79,7 +79,7 @@ def test_mlp_recording_is_library_gemm_dominated_and_shares_sum():
 
 def test_mlp_program_finding_is_library_dominated_not_triton_tuning():
     doc = json.loads(MLP.read_text())
-    program = evidence.program_decision(doc, "profile.json")
+    program = program_evidence.program_decision(doc, "profile.json")
     assert (program["verdict"], program["rule"]) == ("rewrite_model", "library_dominated")
     assert program["says"].startswith("94% of GPU kernel time is in library kernels (library GEMM 93.8% in 5 kernel(s))")
     assert "Triton kernels hold 3.7%" in program["says"]

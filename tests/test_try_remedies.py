@@ -332,16 +332,16 @@ def test_the_captures_device_is_read_from_the_facts(tmp_path):
 
 @NO_GPU
 def test_the_trial_device_of_this_machine_against_recorded_ones():
-    from tko.verdict import evidence
+    from tko.verdict import trial_evidence
     from tko.chains import trials
 
     here = trials.device_env()                      # this machine: no GPU
-    assert "cpu" in evidence.trial_device_mismatch(here, "NVIDIA H200")
-    assert "cpu" in evidence.trial_device_mismatch(here, None)      # the capture's device unknown: still no GPU
+    assert "cpu" in trial_evidence.trial_device_mismatch(here, "NVIDIA H200")
+    assert "cpu" in trial_evidence.trial_device_mismatch(here, None)      # the capture's device unknown: still no GPU
     h200 = json.loads((RECORDED / "trials" / "row_reduction" / "trials.json").read_text())["device"]
-    assert evidence.trial_device_mismatch(h200, "NVIDIA H200") is None
-    assert evidence.trial_device_mismatch(h200, None) is None
-    assert "NVIDIA H200" in evidence.trial_device_mismatch(h200, "AMD Instinct MI300X")
+    assert trial_evidence.trial_device_mismatch(h200, "NVIDIA H200") is None
+    assert trial_evidence.trial_device_mismatch(h200, None) is None
+    assert "NVIDIA H200" in trial_evidence.trial_device_mismatch(h200, "AMD Instinct MI300X")
 
 
 @NO_GPU

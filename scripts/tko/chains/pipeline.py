@@ -30,7 +30,7 @@ from pathlib import Path
 
 from ..base import fronts, resources
 from ..base import atomic
-from ..verdict import evidence
+from ..verdict import evidence, program_evidence, trial_evidence
 from ..base import markdown as md
 from ..base.artifact import dumps
 from ..base.errors import InputError, ToolFailure
@@ -548,7 +548,7 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
             if args.get("--meta"):
                 evidence.from_meta(ev, read_artifact(args["--meta"], "triton_meta"), "meta.json")
             if manifest.is_file():
-                evidence.from_manifest(ev, read_artifact(manifest, "artifact_manifest"), "manifest.json")
+                program_evidence.from_manifest(ev, read_artifact(manifest, "artifact_manifest"), "manifest.json")
         except (InputError, OSError):
             continue
         facts["kernels"][kernel] = {k: f.value for k, f in ev.facts.items()}
@@ -568,7 +568,7 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
     """The remedy trials of the repro (online, on a GPU), or the capture's recorded ones."""
     if opts is None:
         path = recorded_trials(cap)
-        why = evidence.trial_device_mismatch(evidence._obj((load_trials(path) or {}).get("device")),
+        why = trial_evidence.trial_device_mismatch(evidence._obj((load_trials(path) or {}).get("device")),
                                              capture_device(cap)) if path else None
         if why:
             chain.skip("trials", f"{path.name} of the capture was timed {why}: not used")
@@ -596,7 +596,7 @@ def capture_device(cap: Path) -> str | None:
     """The device a capture's kernels ran on: its check_env record's, else its profile's."""
     env = _load(cap / ENV_FILE)
     return (evidence.Env.read(env).device if env else None) or \
-        evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
+        program_evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
 
 
 def load_trials(path: Path | None) -> dict | None:
@@ -609,7 +609,7 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
     doc = load_trials(path)
     if not doc:
         return None
-    section = evidence.trials_section(doc, path.name)
+    section = trial_evidence.trials_section(doc, path.name)
     return {"path": str(path.relative_to(out)) if path.is_relative_to(out) else str(path), "recorded": recorded,
             "winner": section["winner"], "what_to_change": section["what_to_change"],
             "noise_pct": section["noise_pct"], "device": section["device"], "runs": section["runs"],
@@ -721,7 +721,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     sweep_first = trials is not None and sweep and ctx.local_gpu  # a report pass ahead of the trials
     chain.planned = len(chain.steps) + len(kernels) * (len(KERNEL_STEPS) + sweep_first) + bool(trials)
     gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
-    program = evidence.program_decision(profile, label)
+    program = program_evidence.program_decision(profile, label)
     pins_path = None
     if sweep_first:
         # Sweep what the evidence says to tune before the trials, so that the pinned arm measures
@@ -732,7 +732,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
         sweep = False
     trials_path = run_trials(chain, trials, cap, out, gathered, program, ctx.local_gpu, pins_path)
     if trials_path is not None:
-        program = evidence.program_decision(profile, label, trials=load_trials(trials_path),
+        program = program_evidence.program_decision(profile, label, trials=load_trials(trials_path),
                                             trials_label=trials_path.name)
     reports = [_report(chain, ctx, kernel, args, trials_path, sweep, repro) for kernel, args in gathered.items()]
     return reports, program, trials_summary(trials_path, out, recorded=trials is None)

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..base import atomic, subproc
 from ..base.artifact import write_artifact
 from ..base.errors import InputError, ToolFailure
-from ..verdict.evidence import trial_outcome
+from ..verdict.trial_evidence import trial_outcome
 from ..remedies import attention_rewrite
 from ..remedies.fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from ..base.subproc import failure_line

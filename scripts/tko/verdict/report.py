@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..base import resources
 from ..base import decide, markdown
-from . import ceiling, evidence
+from . import ceiling, evidence, program_evidence, sol_evidence, trial_evidence
 from ..env import pitfalls
 from ..base.artifact import read_artifact
 from ..base.errors import InputError
@@ -23,7 +23,7 @@ DECISION_TEXT = {
 
 # (report key, schema names accepted, evidence adapter)
 INPUTS = {
-    "profile": ("kernel_profile", evidence.from_profile),
+    "profile": ("kernel_profile", program_evidence.from_profile),
     "autotune_summary": ("autotune_summary", evidence.from_summary),
     "meta": ("triton_meta", evidence.from_meta),
     "isa": ("isa_scan", evidence.from_isa),
@@ -31,9 +31,9 @@ INPUTS = {
     "probe": ("compile_probe", evidence.from_probe),
     "benchmark": (("benchmark", "variant_sweep"), evidence.from_benchmark_or_sweep),
     "ab": ("fallback_ab", evidence.from_ab),
-    "artifacts": ("artifact_manifest", evidence.from_manifest),
-    "trials": ("remedy_trials", evidence.from_trials),
-    "sol": ("speed_of_light", evidence.from_sol),
+    "artifacts": ("artifact_manifest", program_evidence.from_manifest),
+    "trials": ("remedy_trials", trial_evidence.from_trials),
+    "sol": ("speed_of_light", sol_evidence.from_sol),
 }
 ADAPTER_ORDER = ("profile", "autotune_summary", "meta", "isa", "run", "probe", "benchmark", "ab", "artifacts",
                  "trials", "sol")
@@ -103,7 +103,7 @@ def device_identity(ev: evidence.Evidence, docs: dict[str, dict | None], device_
     else the profile's device, else the ISA scan's arch, else the one device of the peaks file
     named on the command line (``peaks_file``)."""
     if device_name is None and arch is None:
-        device_name, arch = evidence.profile_device(docs.get("profile"))
+        device_name, arch = program_evidence.profile_device(docs.get("profile"))
     if arch is None and ev.sections.get("isa"):
         arch = ev.sections["isa"].get("arch")
     if device_name is None and arch is None and peaks_file:
@@ -121,7 +121,7 @@ def check_trials_device(ev: evidence.Evidence, trials: dict | None, capture_devi
     with ``allowed`` (--allow-device-mismatch), shown flagged and listed as a gap."""
     if trials is None:
         return
-    why = evidence.trial_device_mismatch(evidence._obj(trials.get("device")), capture_device)
+    why = trial_evidence.trial_device_mismatch(evidence._obj(trials.get("device")), capture_device)
     if why is None:
         return
     if not allowed:
@@ -156,7 +156,7 @@ def build(kernel: str, docs: dict[str, dict | None], labels: dict[str, str],
     ev.sections["pitfalls"] = pitfalls.for_report(docs.get("env"), ev.sections)
     decision = decide.decide(ev.facts, rules, kernel=kernel)
     gaps = list(dict.fromkeys(ev.gaps + decision.gaps))
-    program = evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules,
+    program = program_evidence.program_decision(docs.get("profile"), labels.get("profile", "profile"), rules,
                                         trials=docs.get("trials"), trials_label=labels.get("trials", "trials.json"))
     return {
         "kernel": kernel,
