@@ -42,8 +42,7 @@ def local_arch() -> str:
 
 
 def build_parser() -> ArgumentParser:
-    from tko.compile.compile_probe import DEFAULT_VARIANTS
-
+    from tko.compile.probe_variants import DEFAULT_VARIANTS
     p = ArgumentParser(prog="probe_compile.py", example='python scripts/probe_compile.py autotune_kernels/triton_poi_fused_add_0.py --arch gfx942 --json-out probe.json', description=__doc__.split("\n\n")[0])
     p.add_argument("kernel_file", help="kernel .py (Inductor output or hand-written @triton.jit)")
     p.add_argument("--arch", action="append", default=[],
@@ -91,7 +90,7 @@ def read_launch_event(path: str, kernel_names: set[str]) -> dict:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from tko.compile import compile_probe, offline_compile
+    from tko.compile import compile_probe, offline_compile, probe_results
     from tko.read import kernel_source
     from tko.base.artifact import write_artifact
     from tko.base.atomic import write_text
@@ -119,13 +118,13 @@ def main(argv=None) -> int:
                              config=config, signature=signature, launch=launch, timeout=args.timeout,
                              workers=args.jobs, keep_dir=args.keep_dir,
                              progress=lambda line: print(f"probe_compile.py: {line}", flush=True))
-    payload = compile_probe.assemble(result, arches, package_version("triton"))
+    payload = probe_results.assemble(result, arches, package_version("triton"))
     payload["kernel_file"] = os.path.abspath(args.kernel_file)
     if args.keep_dir:
         payload["work_dir"] = result["work_dir"]
     write_artifact(args.json_out, SCHEMA, "probe_compile.py", payload)
     if args.markdown_out:
-        write_text(args.markdown_out, compile_probe.markdown_table(payload))
+        write_text(args.markdown_out, probe_results.markdown_table(payload))
     ok = sum(1 for r in payload["results"] if r["status"] == "ok")
     failed = sum(1 for r in payload["results"] if r["status"] == "error")
     print(f"probe_compile.py: {ok} compiled, {failed} failed, "

@@ -78,7 +78,7 @@ def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
     import json
 
     from tko.chains import pipeline
-    from tko.compile.compile_probe import HINT_VARIANTS
+    from tko.compile.probe_variants import HINT_VARIANTS
     from tko.base.decide import threshold
 
     cap = RECORDED / "scatter_index_add"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tko.compile import compile_probe, offline_compile
+from tko.compile import offline_compile, probe_variants
 from tko.read import kernel_source
 from tko.base.contracts import contract_problems
 from tko.base.errors import InputError
@@ -270,12 +270,12 @@ def _plan(name, signature=None, config=None):
 
 def test_multiple_of_claims_only_what_the_code_proves():
     text, kernel, plan = _plan("add_kernel.py", ADD_SIG, {"BLOCK_SIZE": 1024})
-    (v,) = compile_probe.build_variants(["multiple_of"], kernel, text, plan)
+    (v,) = probe_variants.build_variants(["multiple_of"], kernel, text, plan)
     assert v.claims == [
         "block_start = pid * BLOCK_SIZE is program_id * BLOCK_SIZE: a multiple of BLOCK_SIZE",
         "offsets = block_start + tl.arange(0, BLOCK_SIZE): starts at a multiple of BLOCK_SIZE and runs "
         "BLOCK_SIZE contiguous elements"]
-    edited = compile_probe.rewrite_source(text, kernel["name"], [], {int(k): x for k, x in v.source_lines.items()})
+    edited = probe_variants.rewrite_source(text, kernel["name"], [], {int(k): x for k, x in v.source_lines.items()})
     lines = edited.splitlines()
     i = lines.index("    block_start = pid * BLOCK_SIZE")
     assert lines[i + 1] == "    block_start = tl.multiple_of(block_start, BLOCK_SIZE)"
@@ -283,15 +283,15 @@ def test_multiple_of_claims_only_what_the_code_proves():
     # index_add's offsets depend on a loaded row index: nothing is sound to claim
     text, kernel, plan = _plan("index_add.py", "out_ptr=*fp32,index_ptr=*i64,src_ptr=*fp32,n_index=i32,"
                                                "row_len=i32", {"BLOCK": 128})
-    (v,) = compile_probe.build_variants(["multiple_of"], kernel, text, plan)
+    (v,) = probe_variants.build_variants(["multiple_of"], kernel, text, plan)
     assert v.skipped and not v.claims
 
 
 def test_assume_inserted_at_top_of_body_for_integer_scalars():
     text, kernel, plan = _plan("autotuned_scale.py", "x_ptr=*fp16,out_ptr=*fp16,n=i32,alpha=fp32")
-    (v,) = compile_probe.build_variants(["assume"], kernel, text, plan)
+    (v,) = probe_variants.build_variants(["assume"], kernel, text, plan)
     assert v.source_lines == {"top": ["tl.assume(n >= 0)"]}  # alpha is a float: no claim
-    edited = compile_probe.rewrite_source(text, kernel["name"], v.source_lines["top"], {})
+    edited = probe_variants.rewrite_source(text, kernel["name"], v.source_lines["top"], {})
     body = edited.split("def scale_kernel(", 1)[1].splitlines()
     assert body[1] == "    tl.assume(n >= 0)" and body[2] == "    tl.assume(n > 0)"
     kernel_source.parse_kernel_source(edited)  # still valid Python
@@ -299,13 +299,13 @@ def test_assume_inserted_at_top_of_body_for_integer_scalars():
 
 def test_block_and_warp_neighbours_and_combinations():
     text, kernel, plan = _plan("strided_copy.py", STRIDED_SIG, {"BLOCK": 1024, "num_warps": 4})
-    names = [v.name for v in compile_probe.build_variants(["blocks", "warps", "pointer_range+assume"], kernel, text, plan)]
+    names = [v.name for v in probe_variants.build_variants(["blocks", "warps", "pointer_range+assume"], kernel, text, plan)]
     assert names == ["BLOCK=2048", "BLOCK=512", "num_warps=8", "num_warps=2", "pointer_range+assume"]
-    combo = compile_probe.build_variants(["pointer_range+assume+buffer_ops_on"], kernel, text, plan)[0]
+    combo = probe_variants.build_variants(["pointer_range+assume+buffer_ops_on"], kernel, text, plan)[0]
     assert combo.pointer_range == 32
     assert combo.env == {"AMDGCN_USE_BUFFER_OPS": "1", "HCUGCN_USE_BUFFER_OPS": "1"}
     with pytest.raises(InputError):
-        compile_probe.build_variants(["blocks+assume"], kernel, text, plan)
+        probe_variants.build_variants(["blocks+assume"], kernel, text, plan)
 
 
 def test_worker_runs_from_any_directory(tmp_path):
@@ -348,7 +348,7 @@ def test_multiple_of_on_2d_inductor_index_gives_one_value_per_dim():
     text, parsed = kernel_source.read_kernel_file(path)
     kernel = kernel_source.select_kernel(parsed, None)
     plan = offline_compile.plan_compile(kernel)
-    (v,) = compile_probe.build_variants(["multiple_of"], kernel, text, plan)
+    (v,) = probe_variants.build_variants(["multiple_of"], kernel, text, plan)
     inserted = [line for lines in v.source_lines.values() for line in lines]
     # yoffset = (pid1 + pid2 * num_programs(1)) * YBLOCK is not a plain program_id product: no claim.
     assert inserted == ["xoffset = tl.multiple_of(xoffset, XBLOCK)",

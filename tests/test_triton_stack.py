@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tko.compile import compile_probe, offline_compile
+from tko.compile import compile_probe, offline_compile, probe_variants
 from tko.base import config
 from tko.patch import pins
 from tko.measure import sweep
@@ -230,7 +230,7 @@ def test_probe_option_variants_per_target_backend():
     backends = {"gfx936": (DAS, "hcu"), "gfx942": ({"waves_per_eu": 0, "kpack": 1}, "amd"), "sm_90": ({}, "nvidia")}
     offered, line = compile_probe.offered_for_targets(backends, text)
     assert offered == {"waves_per_eu": [2, 4, 1], "buffer_cache_swizzle": [True]}
-    variants = compile_probe.build_variants(["baseline", "options"], kernel, text, plan, (offered, line))
+    variants = probe_variants.build_variants(["baseline", "options"], kernel, text, plan, (offered, line))
     assert [v.name for v in variants] == ["baseline", "waves_per_eu=2", "waves_per_eu=4", "waves_per_eu=1",
                                           "buffer_cache_swizzle=True"]
     swizzle = variants[-1]
@@ -238,7 +238,7 @@ def test_probe_option_variants_per_target_backend():
     assert compile_probe._target_skip(swizzle, *backends["gfx936"]) is None
     assert "buffer_cache_swizzle=True" in compile_probe._target_skip(swizzle, *backends["gfx942"])
     assert compile_probe._target_skip(variants[1], *backends["sm_90"])       # no waves_per_eu on CUDA
-    (kpack,) = compile_probe.build_variants(["kpack"], kernel, text, plan, (offered, line))
+    (kpack,) = probe_variants.build_variants(["kpack"], kernel, text, plan, (offered, line))
     assert kpack.skipped and "tl.dot only" in kpack.skipped
 
 

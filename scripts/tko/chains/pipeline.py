@@ -38,7 +38,7 @@ from ..verdict.report import DECISION_TEXT
 from tko.base.layout import (
     CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR,
     RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
-from ..compile.compile_probe import HINT_VARIANTS
+from ..compile.probe_variants import HINT_VARIANTS
 from ..base.decide import threshold
 
 SCRIPTS = resources.scripts_dir()

@@ -581,6 +581,5 @@ def markdown(payload: dict) -> str:
 
 
 def _ls(summary: dict) -> str:
-    from ..compile.compile_probe import LOAD_STORE_FAMILIES
-
+    from ..compile.probe_results import LOAD_STORE_FAMILIES
     return ", ".join(f"{fam} {summary[fam]}" for fam in LOAD_STORE_FAMILIES if summary.get(fam)) or "none"

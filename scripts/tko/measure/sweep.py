@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..compile import compile_probe, offline_compile
+from ..compile import offline_compile, probe_variants
 from ..read import kernel_source, triton_stack
 from . import standalone
 from ..base.config import OPTION_KEYS, TritonConfig
@@ -39,7 +39,7 @@ from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
 BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
 SOURCE_HINTS = ("assume", "multiple_of")
-ENV_HINTS = {"buffer_ops_on": {compile_probe.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {compile_probe.BUFFER_OPS_ENV: "0"}}
+ENV_HINTS = {"buffer_ops_on": {probe_variants.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {probe_variants.BUFFER_OPS_ENV: "0"}}
 SCRIPTS_DIR = str(Path(__file__).resolve().parents[2])
 
 
@@ -99,7 +99,7 @@ def is_block_key(key: str, value: Any) -> bool:
 
 
 def _has_loop(text: str, function: str) -> bool:
-    node = compile_probe._function_node(text, function)
+    node = probe_variants._function_node(text, function)
     return any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(node))
 
 
@@ -342,25 +342,25 @@ def _probe_variants(probe_doc: dict, text: str, kernel: dict, spec: dict, kernel
         for p in parts:
             env.update(ENV_HINTS.get(p, {}))
         if env and not hip:
-            notes.append(f"probe variant {name}: {compile_probe.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
+            notes.append(f"probe variant {name}: {probe_variants.BUFFER_OPS_ENV} acts on AMD (HIP) only; not swept here")
             continue
         source_parts = [p for p in parts if p in SOURCE_HINTS]
         label = "+".join((["pointer_range"] if pointer_range else []) + parts)
         if env:
-            notes.append(f"{label}: {compile_probe.BUFFER_OPS_ENV} is set in the worker before the compile; Triton <= 3.3 "
+            notes.append(f"{label}: {probe_variants.BUFFER_OPS_ENV} is set in the worker before the compile; Triton <= 3.3 "
                          "reads it at import, so there this variant compiles like the baseline")
         if not source_parts and not pointer_range:
             out.append(Variant(label, "env", f"environment {env}", dict(flat0), grid0, kernel_file, env=env))
             continue
         new_text, descriptions, claims = text, [], []
         if source_parts:
-            derived = compile_probe.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
+            derived = probe_variants.build_variants(["+".join(source_parts)], kernel, text, plan)[0]
             if derived.skipped:
                 notes.append(f"probe variant {name}: {derived.skipped}")
                 continue
             top = derived.source_lines.get("top", [])
             after = {int(k): v for k, v in derived.source_lines.items() if k != "top"}
-            new_text = compile_probe.rewrite_source(text, kernel["name"], top, after)
+            new_text = probe_variants.rewrite_source(text, kernel["name"], top, after)
             descriptions.append(derived.description)
             claims += derived.claims
         if pointer_range:
@@ -399,7 +399,7 @@ def inductor_pointer_range_edit(text: str, kernel_name: str, spec: dict) -> tupl
     """The kernel's ``triton_meta`` with ``['tt.pointer_range', 32]`` added for pointer arguments
     whose recorded storage is under 2 GiB: what Inductor's ``emit_pointer_range_32`` (torch >= 2.13)
     emits on HIP itself.  (new text or None, claims or the reason it does not apply)."""
-    func = compile_probe._function_node(text, kernel_name)
+    func = probe_variants._function_node(text, kernel_name)
     meta = None
     for dec in func.decorator_list:
         if isinstance(dec, ast.Call):

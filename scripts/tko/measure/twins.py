@@ -359,22 +359,21 @@ def write_twin_file(kernel_py: Path, out_path: Path, kernel: str | None = None) 
 def isa_census(path: Path, arch: str, kernel: str | None = None) -> dict:
     """Offline compile of one kernel file for ``arch`` and its ISA census: load/store families
     and widths (``tko.compile.compile_probe.cell_summary``) and the instruction mix."""
-    from ..compile import compile_probe, offline_compile
+    from ..compile import offline_compile, probe_results
 
     outcome = offline_compile.compile_kernel_file(path, arch, kernel=kernel)
-    scan = compile_probe.scan_compiled(outcome.asm, arch, outcome.metadata)
+    scan = probe_results.scan_compiled(outcome.asm, arch, outcome.metadata)
     from ..read.isa import scan_text
 
     fmt = "amdgcn" if outcome.asm.get("amdgcn") else "ptx"
     records = scan_text(outcome.asm[fmt], fmt, arch=arch).get("kernels") or [{}]
-    return {"arch": arch, "compiled_for": outcome.target.get("arch"), "summary": compile_probe.cell_summary(scan),
+    return {"arch": arch, "compiled_for": outcome.target.get("arch"), "summary": probe_results.cell_summary(scan),
             "mix": records[0].get("mix") or {}, "config": outcome.config.get("kwargs")}
 
 
 def census_differences(kernel: dict, twin: dict) -> list[str]:
     """Load/store families, counts and widths that differ between kernel and twin ('' = none)."""
-    from ..compile.compile_probe import LOAD_STORE_FAMILIES
-
+    from ..compile.probe_results import LOAD_STORE_FAMILIES
     a, b = kernel["summary"], twin["summary"]
     diffs = [f"{fam} {a.get(fam)} -> {b.get(fam)}" for fam in LOAD_STORE_FAMILIES if a.get(fam) != b.get(fam)]
     diffs += [f"{key.replace('_', ' ')} {a.get(key)} -> {b.get(key)}" for key in ("load_width", "store_width")
