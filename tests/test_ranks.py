@@ -237,3 +237,20 @@ def test_trials_baseline_runs_every_rank_without_pickling_error(tmp_path, launch
     assert "PicklingError" not in logs
     assert base["status"] == "ok" and base["ms"] and base["metric_from"] == "repro", logs[-2000:]
     assert base["outputs"]["result"] == "equal"
+
+
+def test_recorded_rank_window_ends_at_its_last_kernel():
+    # examples/recorded_h200/ddp_two_ranks, rank 0 on an H200: the trace runs 5.8 s past the last
+    # kernel (the program's end); over compile-end .. last kernel the gloo all-reduce is a third
+    import gzip
+    import json
+
+    from tko.read import profile_formats as pf, rank_view
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200" / "ddp_two_ranks" / "profile.trace.json.gz"
+    trace = pf.parse_chrome_trace(json.load(gzip.open(path)))
+    row = rank_view.rank_facts(trace, {"rank": 0, "world_size": 2})
+    assert row["basis"] == "gpu kernels"
+    assert 140_000 < row["window_us"] < 170_000
+    assert 0.30 < row["communication_share"] < 0.40
+    assert row["collectives"][0]["name"] == "gloo:all_reduce"

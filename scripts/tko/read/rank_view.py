@@ -73,11 +73,15 @@ def _top_level(events) -> list:
 
 
 def _window(trace: pf.ChromeTrace) -> tuple[float, float] | None:
+    """From the end of the last compilation to the end of the last GPU kernel (the trace's end
+    without kernels): what a process does after its last kernel (saving, tearing the process group
+    down, the profiler's export) is not the step."""
     if trace.span_us is None:
         return None
     compiles = [e.end for e in trace.cpu_ops if COMPILE_MARK in e.name]
     lo = max(compiles) if compiles else trace.span_us[0]
-    return (lo, trace.span_us[1]) if trace.span_us[1] > lo else None
+    hi = max(k.end for k in trace.kernels) if trace.kernels else trace.span_us[1]
+    return (lo, hi) if hi > lo else None
 
 
 def common_window(traces: list[pf.ChromeTrace]) -> tuple[float, float] | None:
