@@ -226,7 +226,10 @@ def user_module_source(source: str, module_dir: str) -> str:
 
 def write_user_standalone(capture_dir: Path, stem: str, jit: Any, kernel: str, args: list[dict],
                           extra_kwargs: dict, configs: list[dict], num_bytes: int | None,
-                          bytes_source: str | None, device: dict | None) -> Path | None:
+                          bytes_source: str | None, device: dict | None,
+                          extra_spec: dict | None = None) -> Path | None:
+    """A hand-written kernel's module with the runner appended; ``extra_spec`` adds fields to the
+    spec (a plain JIT launch: ``kind``, ``launch_site``, ``source_hash``, ``source_line``)."""
     code = getattr(getattr(jit, "fn", None), "__code__", None)
     filename = getattr(code, "co_filename", None)
     if not filename or not os.path.isfile(filename):
@@ -235,6 +238,7 @@ def write_user_standalone(capture_dir: Path, stem: str, jit: Any, kernel: str, a
                                 os.path.dirname(os.path.abspath(filename)))
     function = getattr(jit, "__name__", None) or kernel
     spec = _spec(kernel, function, "jit", filename, args, extra_kwargs, configs, num_bytes, bytes_source, device)
+    spec.update({k: v for k, v in (extra_spec or {}).items() if k not in spec})
     path = Path(capture_dir) / f"{stem}.py"
     atomic.write_text(path, source.rstrip("\n") + "\n" + runner_text(spec))
     return path

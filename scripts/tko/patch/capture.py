@@ -10,7 +10,9 @@ workers and pickled back (torch >= 2.7) are covered too:
 * ``CachingAutotuner.benchmark_all_configs`` (per-config timings),
 * ``CachingAutotuner.coordinate_descent_tuning`` (coordinate-descent probes),
 * ``triton.runtime.autotuner.Autotuner.run`` (hand-written ``@triton.autotune``
-  kernels outside torch.compile).
+  kernels outside torch.compile),
+* ``JITFunction.run`` / the interpreter's ``InterpretedFunction.run`` (every other hand-written
+  ``@triton.jit`` launch, ``@triton.heuristics`` ones included: ``tko.patch.jit_capture``).
 
 Every wrapper forwards ``*args, **kwargs`` unchanged and returns what the
 original returned; an exception inside the capture code is written to
@@ -1029,6 +1031,9 @@ def install(env: dict | None = None) -> dict:
     except Exception as exc:
         _installed["triton_autotuner"] = False
         log_error("install triton autotuner", exc)
+    from . import jit_capture  # plain @triton.jit launches (after the Autotuner: it owns its inner kernels)
+
+    _installed.update(jit_capture.install())
     _installed["capture_dir"] = str(_settings.capture_dir)
     _installed["force_retune"] = _settings.force_retune
     return dict(_installed)

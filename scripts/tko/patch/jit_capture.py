@@ -1,0 +1,183 @@
+"""Capture of plain ``@triton.jit`` launches: ``kernel[grid](..., BLOCK=..., num_warps=...)``.
+
+Installed by :func:`tko.patch.capture.install` next to the Inductor and Autotuner wrappers. It wraps
+the CLASS method ``run`` of Triton's ``JITFunction`` (and of the interpreter's ``InterpretedFunction``
+under ``TRITON_INTERPRET=1``), which every launch of a JIT kernel passes through: ``kernel[grid](...)``
+is ``kernel.run(*args, grid=grid, warmup=False, **kwargs)`` on every Triton 3.x. ``@triton.heuristics``
+calls it with its computed constexprs added, so those launches are recorded with the final values.
+
+Hot path: one dict lookup (the kernel object's state), one key of the launch's int arguments and
+one set lookup. Slow path (a new kernel or argument signature, at most
+``TRITON_CAPTURE_MAX_SIGNATURES`` per kernel): the first frame outside Triton, torch and this
+package is the launch site; a launch made from inside an ``Autotuner`` or Inductor's
+``CachingAutotuner`` (which the capture already records) marks the kernel as theirs and it is
+never recorded here. A kernel with nothing more to record gets its original ``run`` bound on the
+instance, so later launches skip the wrapper. Every failure goes to ``capture_errors.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from typing import Any
+
+from . import capture
+from .jit_record import _RUN_KEYWORDS, KIND, def_location, jit_name, param_info, record_launch, snapshot, source_hash
+
+# Classes whose launches the capture records through their own wrappers (by class name).
+_OWNER_CLASSES = ("Autotuner", "CachingAutotuner", "DebugAutotuner")
+_OWNER_METHODS = ("run", "_bench", "benchmark_all_configs", "bench", "kernel_call", "warmup", "precompile")
+_internal_dirs: tuple[str, ...] = ()
+
+
+def internal_dirs() -> tuple[str, ...]:
+    """Folders whose frames are never a launch site: triton, torch and this package."""
+    global _internal_dirs
+    if not _internal_dirs:
+        dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # scripts/tko
+        for mod in ("triton", "torch"):
+            m = sys.modules.get(mod)
+            if m is not None and getattr(m, "__file__", None):
+                dirs.append(os.path.dirname(os.path.abspath(m.__file__)))
+        _internal_dirs = tuple(d + os.sep for d in dirs)
+    return _internal_dirs
+
+
+def walk_launch_stack(frame: Any) -> tuple[dict | None, str | None, list[str]]:
+    """(launch site ``{file, line, function}``, owner class name, heuristics names) from ``frame``
+    outward. The site is the first frame outside :func:`internal_dirs`; the ``self`` of the
+    internal frames says whether ``@triton.heuristics`` (below the site) or an autotuner (anywhere:
+    a custom ``do_bench`` of the user's sits between an Autotuner and its kernel) made the launch."""
+    skip = internal_dirs()
+    site, owner, heuristics = None, None, []
+    for _ in range(64):
+        if frame is None:
+            break
+        filename = frame.f_code.co_filename
+        if not filename.startswith(skip):
+            if site is None and not filename.startswith("<"):
+                site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
+        elif frame.f_code.co_name in _OWNER_METHODS:
+            this = frame.f_locals.get("self")
+            cls = type(this).__name__ if this is not None else ""
+            if cls in _OWNER_CLASSES:
+                return site, cls, heuristics
+            if site is None and cls == "Heuristics" and isinstance(getattr(this, "values", None), dict):
+                heuristics += [str(k) for k in this.values]
+        frame = frame.f_back
+    return site, owner, heuristics
+
+
+def _signature_key(args: tuple, kwargs: dict) -> Any:
+    """(args, kwargs) -> the int positional arguments and the scalar keyword values (block sizes,
+    num_warps), as one fast getter chosen from the first launch."""
+    positions = [i for i, a in enumerate(args) if type(a) is int]
+    names = tuple(k for k, v in kwargs.items() if k not in _RUN_KEYWORDS and type(v) in (int, bool, float, str))
+    pos = capture.operator.itemgetter(*positions) if positions else capture._no_scalars
+
+    def key(a: tuple, kw: dict) -> tuple:
+        return (pos(a), tuple([kw.get(n) for n in names]))
+
+    return key
+
+
+def _bypass(obj: Any, orig: Any) -> None:
+    try:
+        obj.run = types.MethodType(orig, obj)
+    except Exception as exc:
+        capture.log_error(f"bypass {jit_name(obj)}", exc)
+
+
+def _new_state(obj: Any, walk: tuple) -> capture.KernelState:
+    st = capture.KernelState(obj, jit_name(obj))
+    capture._states[id(obj)] = st
+    site, owner, _heuristics = walk
+    if owner is not None:
+        st.frozen = True  # an autotuner's inner kernel: its own wrapper records it
+        st.standalone["owner"] = owner
+        return st
+    names, constexprs, defaults = param_info(obj)
+    filename, line, _src = def_location(obj)
+    st.standalone.update(names=names, constexprs=constexprs, defaults=defaults, def_file=filename,
+                         def_line=line, source_hash=source_hash(obj))
+    return st
+
+
+def on_jit_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> Any:
+    """The slow path of the ``run`` wrapper: a kernel or argument signature not seen yet."""
+    pending, st = None, None
+    try:
+        frame, walk = sys._getframe(2), None
+        st = capture._states.get(id(obj))
+        if st is None or st.obj is not obj:
+            walk = walk_launch_stack(frame)
+            st = _new_state(obj, walk)
+        if not st.frozen and not kwargs.get("warmup"):
+            if st.key is None:
+                st.key = _signature_key(args, kwargs)
+            sig = st.key(args, kwargs)
+            if sig not in st.signatures:
+                st.signatures.add(sig)
+                st.frozen = len(st.signatures) >= capture.settings().max_signatures
+                site, _owner, heuristics = walk or walk_launch_stack(frame)
+                pending = snapshot(obj, st, args, kwargs, site, heuristics)
+    except Exception as exc:
+        capture.log_error(f"JITFunction.run(enter) {jit_name(obj)}", exc)
+        capture._freeze(obj)
+        st = capture._states.get(id(obj))
+    result = orig(obj, *args, **kwargs)
+    if pending is not None:
+        try:
+            record_launch(obj, st, pending)
+        except Exception as exc:
+            capture.log_error(f"JITFunction.run(exit) {st.name}", exc)
+    if st is not None and st.frozen and getattr(type(obj).run, "_tko_capture", False):
+        _bypass(obj, orig)
+    return result
+
+
+def _wrap_jit(cls: Any) -> None:
+    orig_run = cls.run
+    states_get = capture._states.get
+
+    def run(self, *args, **kwargs):
+        # hot path: a kernel and signature already recorded cost one lookup, one key, one set test
+        st = states_get(id(self))
+        if st is not None:
+            if st.frozen:
+                return orig_run(self, *args, **kwargs)
+            key = st.key
+            if key is not None:
+                try:
+                    seen = key(args, kwargs) in st.signatures
+                except Exception:  # e.g. fewer arguments than the first launch: the slow path decides
+                    seen = False
+                if seen:
+                    return orig_run(self, *args, **kwargs)
+        return on_jit_run(self, args, kwargs, orig_run)
+
+    run.__wrapped__ = orig_run
+    run.__name__ = "run"
+    run._tko_capture = True
+    cls.run = run
+    capture._patches.append((cls, "run", orig_run, run))
+
+
+def install() -> dict:
+    """Wrap ``JITFunction.run`` and, when the interpreter module is importable, ``InterpretedFunction.run``."""
+    done = {}
+    for label, module, name in (("triton_jit", "triton.runtime.jit", "JITFunction"),
+                                ("triton_interpreter", "triton.runtime.interpreter", "InterpretedFunction")):
+        try:
+            import importlib
+
+            cls = getattr(importlib.import_module(module), name)
+            if not getattr(cls.run, "_tko_capture", False):
+                _wrap_jit(cls)
+            done[label] = True
+        except Exception as exc:
+            done[label] = False
+            capture.log_error(f"install {label}", exc)
+    return done
+
