@@ -254,7 +254,10 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
             env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
         repro_failed(chain, cap / CAPTURE_LOG)
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
-    chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
+    # the kernels the capture recorded are Triton kernels, hand-written @triton.jit ones included
+    logged = ["--capture-log", cap / CAPTURE_KERNELS / "autotune.log"] \
+        if (cap / CAPTURE_KERNELS / "autotune.log").is_file() else []
+    chain.run("profile", script("profile_kernels.py") + ["--record-shapes", *logged,
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
         "--", sys.executable, *argv], env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)},
         output=cap / PROFILE_DIR / "profile.json")
@@ -303,8 +306,12 @@ def _folder_name(name) -> bool:
 
 def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
     names: list[str] = []
+    # a kernel the capture recorded is Triton even where a profile made without --capture-log says other
+    captured = {n for n in (k.get("kernel") for k in evidence._objs((summary or {}).get("kernels")))
+                if isinstance(n, str)}
     if profile:
-        names = [k.get("name") for k in evidence._objs(profile.get("kernels")) if k.get("origin") == "triton"]
+        names = [k.get("name") for k in evidence._objs(profile.get("kernels"))
+                 if k.get("origin") == "triton" or (isinstance(k.get("name"), str) and k["name"] in captured)]
         names = [n for n in names if _folder_name(n)]
     if not names and summary:
         names = [n for n in (k.get("kernel") for k in evidence._objs(summary.get("kernels"))) if _folder_name(n)]
@@ -386,7 +393,8 @@ def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path
         collect += ["--cache-root", cap / INDUCTOR_CACHE]
     chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
     if traces:
-        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+        logged = ["--capture-log", kdir / "autotune.log"] if (kdir / "autotune.log").is_file() else []
+        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], *logged, "--json-out", out / "profile.json",
                   "--markdown-out", out / "profile.md"], output=out / "profile.json")
         profile_json = out / "profile.json"
     return kdir, profile_json
