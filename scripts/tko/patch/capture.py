@@ -1033,7 +1033,7 @@ def install(env: dict | None = None) -> dict:
         log_error("install triton autotuner", exc)
     from . import jit_capture  # plain @triton.jit launches (after the Autotuner: it owns its inner kernels)
 
-    _installed.update(jit_capture.install())
+    _installed.update(jit_capture.install(env))
     _installed["capture_dir"] = str(_settings.capture_dir)
     _installed["force_retune"] = _settings.force_retune
     return dict(_installed)

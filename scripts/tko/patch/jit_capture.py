@@ -27,6 +27,9 @@ from .jit_record import _RUN_KEYWORDS, KIND, def_location, jit_name, param_info,
 
 # Classes whose launches the capture records through their own wrappers (by class name).
 _OWNER_CLASSES = ("Autotuner", "CachingAutotuner", "DebugAutotuner")
+# Launches in a row with an already recorded signature after which a kernel's launches bypass the
+# wrapper (TRITON_CAPTURE_JIT_WATCH): the steady state of a launch-bound loop then pays nothing.
+DEFAULT_WATCH = 64
 _OWNER_METHODS = ("run", "_bench", "benchmark_all_configs", "bench", "kernel_call", "warmup", "precompile")
 _internal_dirs: tuple[str, ...] = ()
 
@@ -82,6 +85,42 @@ def _signature_key(args: tuple, kwargs: dict) -> Any:
     return key
 
 
+class JitState(capture.KernelState):
+    """A JIT kernel's state; ``quiet``: launches in a row whose signature was already recorded."""
+
+    __slots__ = ("quiet",)
+
+    def __init__(self, obj: Any, name: str):
+        super().__init__(obj, name)
+        self.quiet = 0
+
+
+_watch = DEFAULT_WATCH
+_rearm_classes: set = set()  # classes whose _do_compile is wrapped: a bypassed kernel can be re-armed
+
+
+def _quiet_bypass(obj: Any, st: JitState, orig: Any) -> None:
+    """``_watch`` launches in a row brought no new signature: bypass the wrapper (no cost at all
+    from here on) where a compile of a new specialization re-arms it (:func:`_rearm`)."""
+    if type(obj) in _rearm_classes and getattr(type(obj).run, "_tko_capture", False):
+        st.standalone["quiet_bypass"] = True
+        _bypass(obj, orig)
+    else:
+        st.quiet = -(1 << 62)  # no re-arm here (the interpreter, a Triton without _do_compile): keep watching
+
+
+def _rearm(obj: Any) -> None:
+    """A compile of a new specialization (dtype, alignment, constexprs) of a kernel bypassed for
+    quiet: its next launch passes through the wrapper again and is recorded."""
+    st = capture._states.get(id(obj))
+    if st is None or st.obj is not obj or not st.standalone.pop("quiet_bypass", False):
+        return
+    obj.__dict__.pop("run", None)
+    st.quiet = 0
+    st.standalone.update(force=True, key=st.key)
+    st.key = None  # the next launch takes the slow path, which records it
+
+
 def _bypass(obj: Any, orig: Any) -> None:
     try:
         obj.run = types.MethodType(orig, obj)
@@ -90,7 +129,7 @@ def _bypass(obj: Any, orig: Any) -> None:
 
 
 def _new_state(obj: Any, walk: tuple) -> capture.KernelState:
-    st = capture.KernelState(obj, jit_name(obj))
+    st = JitState(obj, jit_name(obj))
     capture._states[id(obj)] = st
     site, owner, _heuristics = walk
     if owner is not None:
@@ -115,9 +154,9 @@ def on_jit_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> Any:
             st = _new_state(obj, walk)
         if not st.frozen and not kwargs.get("warmup"):
             if st.key is None:
-                st.key = _signature_key(args, kwargs)
+                st.key = st.standalone.pop("key", None) or _signature_key(args, kwargs)
             sig = st.key(args, kwargs)
-            if sig not in st.signatures:
+            if sig not in st.signatures or st.standalone.pop("force", False):
                 st.signatures.add(sig)
                 st.frozen = len(st.signatures) >= capture.settings().max_signatures
                 site, _owner, heuristics = walk or walk_launch_stack(frame)
@@ -154,6 +193,9 @@ def _wrap_jit(cls: Any) -> None:
                 except Exception:  # e.g. fewer arguments than the first launch: the slow path decides
                     seen = False
                 if seen:
+                    quiet = st.quiet = st.quiet + 1
+                    if quiet >= _watch:
+                        _quiet_bypass(self, st, orig_run)
                     return orig_run(self, *args, **kwargs)
         return on_jit_run(self, args, kwargs, orig_run)
 
@@ -164,8 +206,32 @@ def _wrap_jit(cls: Any) -> None:
     capture._patches.append((cls, "run", orig_run, run))
 
 
-def install() -> dict:
-    """Wrap ``JITFunction.run`` and, when the interpreter module is importable, ``InterpretedFunction.run``."""
+def _wrap_compile(cls: Any) -> None:
+    """Wrap ``_do_compile`` (a compile-cache miss only, never the hot path) to re-arm the capture."""
+    orig = getattr(cls, "_do_compile", None)
+    if orig is None:
+        return
+
+    def _do_compile(self, *args, **kwargs):
+        try:
+            _rearm(self)
+        except Exception as exc:
+            capture.log_error(f"re-arm {jit_name(self)}", exc)
+        return orig(self, *args, **kwargs)
+
+    _do_compile.__wrapped__ = orig
+    _do_compile._tko_capture = True
+    cls._do_compile = _do_compile
+    capture._patches.append((cls, "_do_compile", orig, _do_compile))
+    _rearm_classes.add(cls)
+
+
+def install(env: dict | None = None) -> dict:
+    """Wrap ``JITFunction.run`` (and ``_do_compile``) and, when the interpreter module is importable,
+    ``InterpretedFunction.run``."""
+    global _watch
+    env = os.environ if env is None else env
+    _watch = max(1, int(env.get("TRITON_CAPTURE_JIT_WATCH") or DEFAULT_WATCH))
     done = {}
     for label, module, name in (("triton_jit", "triton.runtime.jit", "JITFunction"),
                                 ("triton_interpreter", "triton.runtime.interpreter", "InterpretedFunction")):
@@ -175,6 +241,8 @@ def install() -> dict:
             cls = getattr(importlib.import_module(module), name)
             if not getattr(cls.run, "_tko_capture", False):
                 _wrap_jit(cls)
+                if label == "triton_jit":
+                    _wrap_compile(cls)
             done[label] = True
         except Exception as exc:
             done[label] = False
