@@ -103,10 +103,18 @@ def split_params(info: dict, args: tuple, kwargs: dict) -> tuple[dict, list[str]
     return bound, positional, keyword, options
 
 
+def _plain(value: Any) -> Any:
+    """A ``tl.constexpr(0)`` passed as a launch argument (Liger's casting modes) as its value."""
+    if type(value).__name__ == "constexpr" and hasattr(value, "value"):
+        return value.value
+    return value
+
+
 def launch_flat(info: dict, bound: dict, options: dict) -> tuple[dict, list[str]]:
     """The launch as a flat config (constexprs, then the options passed, Triton's defaults for
     num_warps / num_stages when none was passed) and the names so defaulted."""
-    flat = {n: capture._jsonable_scalar(bound[n]) for n in info["names"] if n in info["constexprs"] and n in bound}
+    flat = {n: capture._jsonable_scalar(_plain(bound[n])) for n in info["names"]
+            if n in info["constexprs"] and n in bound}
     flat.update({k: capture._jsonable_scalar(v) for k, v in options.items()})
     defaulted = [k for k in ("num_warps", "num_stages") if flat.get(k) is None]
     if "num_warps" in defaulted:
