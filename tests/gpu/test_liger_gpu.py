@@ -57,7 +57,9 @@ def test_liger_investigation(run_script, tmp_path):
     print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
-    liger = [k for k in profile["kernels"] if k["name"].startswith("_") and "kernel" in k["name"]]
+    log = inv / "capture" / "autotune_kernels" / "autotune.log"
+    captured = {e["kernel"] for e in map(json.loads, log.read_text().splitlines()) if e.get("kind") == "triton_jit"}
+    liger = [k for k in profile["kernels"] if k["name"] in captured]
     print([(k["name"], k["origin"], k["share"]) for k in profile["kernels"][:10]])
     assert liger and all(k["origin"] == "triton" for k in liger)
     assert index["kernels"] and all(s["status"] in ("ok", "skipped") for s in index["steps"]), index["steps"]
