@@ -536,6 +536,8 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
                 facts["disable_targets"].append(frame["disable_target"])
     if pins_path is not None:
         facts["pins"] = str(pins_path.resolve())   # tko.chains.trial_plan: the pinned arm runs these
+    if (out / OVERRIDES_FILE).is_file():            # and these launch arguments of hand-written kernels
+        facts["launch_overrides"] = str((out / OVERRIDES_FILE).resolve())
     path = out / "trials" / "facts.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
@@ -598,22 +600,41 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
 
 def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:
     """``pins.json`` of every sweep whose best variant is a config (the pinned trial arm), or None."""
-    from ..patch import pins
+    from ..patch import launch_overrides, pins
     from ..base.artifact import read_artifact
 
-    found = []
+    found, launches = [], []
     for kernel in kernels:
         kd = ctx.out / "kernels" / kernel
         if not (kd / "sweep.json").is_file():
             continue
         try:
             doc = read_artifact(kd / "sweep.json", "variant_sweep")
+            spec = _standalone_spec(ctx.kdir / f"{kernel}.py")
+            if spec.get("kind") == "triton_jit":  # a plain launch: new launch arguments, not a config pin
+                launches.append(launch_overrides.overrides_from_sweep(doc, spec, origin=str(kd / "sweep.json")))
+                continue
             found += pins.pins_from_sweep(doc, ctx.kdir / f"{kernel}.py", origin=str(kd / "sweep.json"))["pins"]
         except InputError as exc:   # e.g. nothing beat the captured config: no pin, said in the log
             print(f"[investigate] no pin for {kernel}: {exc}", flush=True)
+    if launches:
+        launch_overrides.write_overrides(ctx.out / OVERRIDES_FILE, "investigate.py", launches)
     if not found:
         return None
     return pins.write_pins(ctx.out / "pins.json", "investigate.py", found)
+
+
+OVERRIDES_FILE = "launch_overrides.json"
+
+
+def _standalone_spec(path: Path) -> dict:
+    """The ``_TKO_SPEC`` of a captured standalone file ({} when there is none)."""
+    from ..measure import sweep
+
+    try:
+        return sweep.read_standalone(path)[2] if path.is_file() else {}
+    except InputError:
+        return {}
 
 
 def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,

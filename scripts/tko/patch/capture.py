@@ -12,7 +12,8 @@ workers and pickled back (torch >= 2.7) are covered too:
 * ``triton.runtime.autotuner.Autotuner.run`` (hand-written ``@triton.autotune``
   kernels outside torch.compile),
 * ``JITFunction.run`` / the interpreter's ``InterpretedFunction.run`` (every other hand-written
-  ``@triton.jit`` launch, ``@triton.heuristics`` ones included: ``tko.patch.jit_capture``).
+  ``@triton.jit`` launch, ``@triton.heuristics`` ones included: ``tko.patch.jit_capture``, which
+  ``autotune_capture_patch`` installs right after :func:`install`).
 
 Every wrapper forwards ``*args, **kwargs`` unchanged and returns what the
 original returned; an exception inside the capture code is written to
@@ -1031,9 +1032,6 @@ def install(env: dict | None = None) -> dict:
     except Exception as exc:
         _installed["triton_autotuner"] = False
         log_error("install triton autotuner", exc)
-    from . import jit_capture  # plain @triton.jit launches (after the Autotuner: it owns its inner kernels)
-
-    _installed.update(jit_capture.install(env))
     _installed["capture_dir"] = str(_settings.capture_dir)
     _installed["force_retune"] = _settings.force_retune
     return dict(_installed)

@@ -1,18 +1,23 @@
 """Capture of plain ``@triton.jit`` launches: ``kernel[grid](..., BLOCK=..., num_warps=...)``.
 
-Installed by :func:`tko.patch.capture.install` next to the Inductor and Autotuner wrappers. It wraps
-the CLASS method ``run`` of Triton's ``JITFunction`` (and of the interpreter's ``InterpretedFunction``
-under ``TRITON_INTERPRET=1``), which every launch of a JIT kernel passes through: ``kernel[grid](...)``
-is ``kernel.run(*args, grid=grid, warmup=False, **kwargs)`` on every Triton 3.x. ``@triton.heuristics``
-calls it with its computed constexprs added, so those launches are recorded with the final values.
+Installed by ``autotune_capture_patch`` after :func:`tko.patch.capture.install` (the Inductor and
+Autotuner wrappers). It wraps the CLASS method ``run`` of Triton's ``JITFunction`` (and of the
+interpreter's ``InterpretedFunction`` under ``TRITON_INTERPRET=1``), which every launch of a JIT kernel
+passes through: ``kernel[grid](...)`` is ``kernel.run(*args, grid=grid, warmup=False, **kwargs)`` on
+every Triton 3.x. ``@triton.heuristics`` calls it with its computed constexprs added, so those
+launches are recorded with the final values.
 
 Hot path: one dict lookup (the kernel object's state), one key of the launch's int arguments and
-one set lookup. Slow path (a new kernel or argument signature, at most
+scalar keywords, one set lookup. Slow path (a new kernel or argument signature, at most
 ``TRITON_CAPTURE_MAX_SIGNATURES`` per kernel): the first frame outside Triton, torch and this
 package is the launch site; a launch made from inside an ``Autotuner`` or Inductor's
 ``CachingAutotuner`` (which the capture already records) marks the kernel as theirs and it is
-never recorded here. A kernel with nothing more to record gets its original ``run`` bound on the
-instance, so later launches skip the wrapper. Every failure goes to ``capture_errors.log``.
+never recorded here. A kernel with nothing more to record (theirs, or at the signature cap) gets
+its original ``run`` bound on the instance, so later launches skip the wrapper; so does one whose
+last ``TRITON_CAPTURE_JIT_WATCH`` launches (default 64) brought no new signature, until a compile
+of a new specialization (``JITFunction._do_compile``, wrapped: a cache miss only) re-arms it and its
+next launch is recorded. The steady state of a launch-bound loop thus pays nothing.
+Every failure goes to ``capture_errors.log``.
 """
 
 from __future__ import annotations
