@@ -220,6 +220,9 @@ def test_summarize_reads_a_plain_jit_log(captured, tmp_path, run_script):
     scale = next(k for k in doc["kernels"] if k["kernel"] == "scale_add")
     assert scale["winner_from"] == "only_config" and len(scale["launches"]) == 2
     assert scale["standalone_file"].endswith("scale_add.py")
+    assert scale["launches"][0]["launch_site"]["line"] == site_line(captured["prog"].read_text(), "# SITE_A")
+    assert f"Launch site: `{captured['prog']}:{scale['launches'][0]['launch_site']['line']}`" in \
+        (tmp_path / "s.md").read_text()
 
 
 # ---------------------------------------------------------------------------- profile attribution
