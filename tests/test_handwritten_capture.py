@@ -359,3 +359,17 @@ def test_a_bypassed_kernel_launches_through_the_original_run(fake_capture):
     bound = k.__dict__["run"]
     assert bound.__self__ is k and bound.__func__ is FakeJIT.run
     assert getattr(cls.run, "_tko_capture", False) and cls.run.__wrapped__ is FakeJIT.run
+
+
+def test_launch_advice_names_the_site_the_arguments_and_a_heuristic():
+    from tko.measure import launch_advice
+
+    spec = {"kind": "triton_jit", "function": "rms", "source_file": "/p/k.py", "source_line": 12,
+            "launch_site": {"file": "/p/prog.py", "line": 30, "function": "main"}, "heuristics": ["BLOCK_N"]}
+    old = {"BLOCK_N": 1024, "num_warps": 4, "num_stages": 3}
+    text = launch_advice.launch_text(spec, dict(old, num_warps=8), old, [64], [64], 1.31)
+    assert text == ("change the launch at /p/prog.py:30 to rms[grid](..., num_warps=8) "
+                    "(measured 1.31x the captured launch's speed on the captured inputs)")
+    text = launch_advice.launch_text(spec, dict(old, BLOCK_N=2048), old, [32], [64], None)
+    assert text.startswith("change the @triton.heuristics of rms (/p/k.py:12) to give BLOCK_N=2048")
+    assert "the grid must follow: [64] -> [32]" in text

@@ -30,8 +30,18 @@ def changed_arguments(new: dict, old: dict) -> dict:
 def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, gain: float | None) -> str:
     """``change the launch at FILE:LINE to kernel[grid](..., BLOCK=256, num_warps=8)`` with the gain."""
     changed = changed_arguments(new, old)
-    args = ", ".join(f"{k}={v!r}" for k, v in changed.items())
-    text = f"change the launch at {site_text(spec)} to {spec.get('function')}[grid](..., {args})"
+    computed = [k for k in changed if k in (spec.get("heuristics") or [])]
+    passed = {k: v for k, v in changed.items() if k not in computed}
+    parts = []
+    if passed:
+        args = ", ".join(f"{k}={v!r}" for k, v in passed.items())
+        parts.append(f"change the launch at {site_text(spec)} to {spec.get('function')}[grid](..., {args})")
+    if computed:
+        # @triton.heuristics sets these at every launch: a value passed at the launch is overwritten
+        where = f"{spec.get('source_file')}:{spec.get('source_line')}" if spec.get("source_file") else "the kernel"
+        parts.append(f"change the @triton.heuristics of {spec.get('function')} ({where}) to give "
+                     + ", ".join(f"{k}={changed[k]!r}" for k in computed))
+    text = "; and ".join(parts)
     if gain:
         text += f" (measured {gain:.2f}x the captured launch's speed on the captured inputs)"
     if grid_new != grid_old:

@@ -166,7 +166,7 @@ def record_launch(obj: Any, st: capture.KernelState, snap: dict) -> None:
     path = None
     if capture.settings().standalone:
         extra_spec = {"kind": KIND, "launch_site": snap["site"], "source_hash": info.get("source_hash"),
-                      "source_line": info.get("def_line")}
+                      "source_line": info.get("def_line"), "heuristics": snap["heuristics"] or None}
         path = standalone.write_user_standalone(
             capture.settings().capture_dir, snap["stem"], obj, st.name, described[:npos],
             {d["name"]: d for d in described[npos:]}, [{"flat": flat, "grid": snap["grid"]}],
