@@ -373,3 +373,24 @@ def test_launch_advice_names_the_site_the_arguments_and_a_heuristic():
     text = launch_advice.launch_text(spec, dict(old, BLOCK_N=2048), old, [32], [64], None)
     assert text.startswith("change the @triton.heuristics of rms (/p/k.py:12) to give BLOCK_N=2048")
     assert "the grid must follow: [64] -> [32]" in text
+
+
+def test_the_reproducer_launches_the_jit_kernel_under_heuristics_and_autotune():
+    """A standalone file launches the @triton.jit kernel itself: through a @triton.heuristics (or an
+    Autotuner) the swept constexprs would be computed over again and never take effect."""
+    from tko.measure import standalone_runner
+
+    class Wrapper:
+        def __init__(self, fn, **attrs):
+            self.fn, self.arg_names = fn, ["x_ptr", "n", "BLOCK"]
+            self.__dict__.update(attrs)
+
+        def run(self, *a, **k):
+            pass
+
+    jit = Wrapper(fake_kernel)
+    heuristics = Wrapper(jit, values={"BLOCK": lambda args: 64})
+    autotuner = Wrapper(heuristics, configs=[])
+    assert standalone_runner._tko_jit_function(heuristics) is jit
+    assert standalone_runner._tko_jit_function(autotuner) is jit
+    assert standalone_runner._tko_jit_function(jit) is jit

@@ -73,8 +73,12 @@ def _tko_config(flat):
 
 
 def _tko_jit_function(obj):
+    # the @triton.jit kernel itself: the wrapper whose .fn is the Python function (an Autotuner's or
+    # a @triton.heuristics' .fn is another wrapper; launching those would redo their choices)
+    import inspect
+
     for _ in range(8):
-        if hasattr(obj, "arg_names") and hasattr(obj, "run") and not hasattr(obj, "configs"):
+        if hasattr(obj, "arg_names") and hasattr(obj, "run") and inspect.isfunction(getattr(obj, "fn", None)):
             return obj
         obj = getattr(obj, "fn", None)
     raise RuntimeError("no @triton.jit function found")

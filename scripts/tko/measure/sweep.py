@@ -899,6 +899,8 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
 
 
 def how_to_apply(row: dict, plan: Plan) -> str:
+    if row["kind"] == "baseline" and launch_advice.is_plain_launch(plan.spec):
+        return f"keep the launch at {launch_advice.site_text(plan.spec)} as it is"
     if row["kind"] == "baseline":
         return "keep the captured config: " + config_text(plan.variants[0].flat)
     if row["kind"] == "config" and launch_advice.is_plain_launch(plan.spec):
