@@ -73,12 +73,11 @@ def _tko_config(flat):
 
 
 def _tko_jit_function(obj):
-    # the @triton.jit kernel itself: the wrapper whose .fn is the Python function (an Autotuner's or
-    # a @triton.heuristics' .fn is another wrapper; launching those would redo their choices)
-    import inspect
-
+    # the @triton.jit kernel itself, not an Autotuner or a @triton.heuristics around it (their .fn is
+    # another launchable kernel; launching them would redo their choices over the swept values)
     for _ in range(8):
-        if hasattr(obj, "arg_names") and hasattr(obj, "run") and inspect.isfunction(getattr(obj, "fn", None)):
+        wrapper = hasattr(obj, "configs") or hasattr(getattr(obj, "fn", None), "run")
+        if hasattr(obj, "arg_names") and hasattr(obj, "run") and not wrapper:
             return obj
         obj = getattr(obj, "fn", None)
     raise RuntimeError("no @triton.jit function found")
