@@ -108,3 +108,37 @@ def test_capture_costs_under_one_percent_on_a_launch_bound_loop(tmp_path):
     events = [json.loads(line) for line in (tmp_path / "cap" / "autotune.log").read_text().splitlines()]
     assert [(e["event"], e["kernel"]) for e in events] == [("kernel", "tiny_a"), ("launch", "tiny_a")]
     assert result["bypassed"] and result["median"] < 1.01, result
+
+
+def test_sweep_of_the_poor_fixed_launch_and_its_launch_override(run_script, tmp_path):
+    """The captured poor launch (BLOCK=64, num_warps=1) swept on the GPU: the advice names the launch
+    site; the best arguments as a launch override run the unchanged example, which checks its outputs."""
+    from tko.patch import launch_overrides
+    from tko.measure import sweep as sweep_mod
+
+    cap = tmp_path / "cap"
+    env = dict(os.environ, TRITON_CAPTURE_DIR=str(cap))
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "autotune_capture_patch.py"), str(EXAMPLE),
+                           "--", "--steps", "3"], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kernel_file = cap / "scale_add_kernel.py"
+    res = run_script("sweep_captured_kernel.py", kernel_file, "--json-out", tmp_path / "sweep.json",
+                     "--markdown-out", tmp_path / "sweep.md", "--best-out", tmp_path / "best.py", timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads((tmp_path / "sweep.json").read_text())
+    print(doc["summary"]["text"], doc["best"])
+    site = f"{EXAMPLE}:{_site_line('BLOCK=64, num_warps=1)')}"
+    assert site in doc["best"]["apply"]
+    if doc["best"]["name"] == "baseline":
+        pytest.skip("nothing beat the captured launch on this GPU: no override to apply")
+    spec = sweep_mod.read_standalone(kernel_file)[2]
+    entry = launch_overrides.overrides_from_sweep(doc, spec, origin=str(tmp_path / "sweep.json"))
+    path = launch_overrides.write_overrides(tmp_path / "launch_overrides.json", "test", [entry])
+    timed = {}
+    for label, front in (("plain", []), ("override", [str(ROOT / "scripts" / "apply_config_pins.py"),
+                                                        "--launch-overrides", str(path)])):
+        cmd = [sys.executable, *front, str(EXAMPLE)] + (["--"] if front else []) + ["--steps", "50"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]  # the example checks both kernels' outputs
+        timed[label] = float(run.stdout.split("ms/step")[0].split(":")[-1])
+    print("ms/step", timed, "override applied:", entry["launch"])
