@@ -28,7 +28,7 @@ import types
 from typing import Any
 
 from . import capture
-from .jit_record import _RUN_KEYWORDS, KIND, def_location, jit_name, param_info, record_launch, snapshot, source_hash
+from .jit_record import _RUN_KEYWORDS, def_location, jit_name, param_info, record_launch, snapshot, source_hash
 
 # Classes whose launches the capture records through their own wrappers (by class name).
 _OWNER_CLASSES = ("Autotuner", "CachingAutotuner", "DebugAutotuner")
