@@ -276,7 +276,10 @@ def test_investigation_takes_captured_kernels_from_an_older_profile():
 
 # ---------------------------------------------------------------------------- the wrapper's own logic
 
-def fake_kernel(x_ptr, n, BLOCK: "tl.constexpr" = 8):  # noqa: F821 (the signature a FakeJIT launches)
+tl = __import__("types").SimpleNamespace(constexpr="constexpr")  # the annotation a JIT kernel carries
+
+
+def fake_kernel(x_ptr, n, BLOCK: tl.constexpr = 8):  # the signature a FakeJIT launches
     pass
 
 
