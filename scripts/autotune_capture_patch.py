@@ -20,6 +20,9 @@ Environment:
   TRITON_CAPTURE_MAX_SAVE_MB    bytes of integer (index) tensors saved per kernel (default 64)
   TRITON_CAPTURE_MAX_SIGNATURES argument signatures recorded per kernel (default 8)
   TRITON_CAPTURE_STANDALONE=0   record the log only, write no standalone files
+  TRITON_CAPTURE_JIT_WATCH      launches in a row with an already recorded signature after which a
+                                hand-written @triton.jit kernel's launches bypass the capture (default
+                                64); a compile of a new specialization brings it back
 
 A failure inside the capture goes to capture_errors.log and never reaches the program.
 """
@@ -36,9 +39,11 @@ if _HERE not in sys.path:
 
 def _install() -> dict:
     try:
-        from tko.patch import capture
+        from tko.patch import capture, jit_capture
 
-        return capture.install()
+        installed = capture.install()
+        # plain @triton.jit launches (after the Autotuner's wrapper: it owns its inner kernels)
+        return {**installed, **jit_capture.install()}
     except Exception as exc:  # never break the importing program
         try:
             print(f"autotune_capture_patch: capture disabled: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -48,6 +48,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--top", type=int, default=20, help="kernels listed (default 20; totals cover all)")
     p.add_argument("--triton-name", action="append", default=[], metavar="REGEX",
                    help="kernel names matching REGEX are Triton kernels (user @triton.jit names)")
+    p.add_argument("--capture-log", action="append", default=[], metavar="LOG",
+                   help="autotune.log of a capture of the same program: every kernel it recorded "
+                        "(hand-written @triton.jit ones included) is a Triton kernel (repeatable)")
     p.add_argument("--include-compile", action="store_true",
                    help="keep kernels launched during compilation/autotuning (Chrome trace)")
     p.add_argument("--within", metavar="REGEX",
@@ -248,6 +251,10 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
     from tko.read import profile_rank as pr
 
     triton_names = [_regex("--triton-name", pat) for pat in args.triton_name]
+    if args.capture_log:
+        from tko.read import captured_kernels
+
+        triton_names += captured_kernels.name_patterns(captured_kernels.captured_names(args.capture_log))
     problems: list[str] = []
     formats: list[dict] = []
     (path, parsed), api_stats = _read_sources(sources, run_info, problems, formats)

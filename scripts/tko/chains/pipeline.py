@@ -267,7 +267,10 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     if not chain.run("capture", run, env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
         repro_failed(chain, cap / CAPTURE_LOG)
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
-    chain.run("profile", script("profile_kernels.py") + ["--record-shapes",
+    # the kernels the capture recorded are Triton kernels, hand-written @triton.jit ones included
+    logged = ["--capture-log", cap / CAPTURE_KERNELS / "autotune.log"] \
+        if (cap / CAPTURE_KERNELS / "autotune.log").is_file() else []
+    chain.run("profile", script("profile_kernels.py") + ["--record-shapes", *logged,
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
         "--", *(list(cmd) if launcher else [sys.executable, *argv])],
         env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)}, output=cap / PROFILE_DIR / "profile.json")
@@ -332,8 +335,12 @@ def _folder_name(name) -> bool:
 
 def top_kernels(profile: dict | None, summary: dict | None, top: int) -> list[str]:
     names: list[str] = []
+    # a kernel the capture recorded is Triton even where a profile made without --capture-log says other
+    captured = {n for n in (k.get("kernel") for k in evidence._objs((summary or {}).get("kernels")))
+                if isinstance(n, str)}
     if profile:
-        names = [k.get("name") for k in evidence._objs(profile.get("kernels")) if k.get("origin") == "triton"]
+        names = [k.get("name") for k in evidence._objs(profile.get("kernels"))
+                 if k.get("origin") == "triton" or (isinstance(k.get("name"), str) and k["name"] in captured)]
         names = [n for n in names if _folder_name(n)]
     if not names and summary:
         names = [n for n in (k.get("kernel") for k in evidence._objs(summary.get("kernels"))) if _folder_name(n)]
@@ -415,7 +422,8 @@ def _prepare(chain: Chain, cap: Path, out: Path, logs: list[Path]) -> tuple[Path
         collect += ["--cache-root", cap / INDUCTOR_CACHE]
     chain.run("collect", collect, output=out / "artifacts" / "manifest.json")
     if traces:
-        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], "--json-out", out / "profile.json",
+        logged = ["--capture-log", kdir / "autotune.log"] if (kdir / "autotune.log").is_file() else []
+        chain.run("profile", script("profile_kernels.py") + ["--trace", traces[0], *logged, "--json-out", out / "profile.json",
                   "--markdown-out", out / "profile.md"], output=out / "profile.json")
         profile_json = out / "profile.json"
     return kdir, profile_json
@@ -557,6 +565,8 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
                 facts["disable_targets"].append(frame["disable_target"])
     if pins_path is not None:
         facts["pins"] = str(pins_path.resolve())   # tko.chains.trial_plan: the pinned arm runs these
+    if (out / OVERRIDES_FILE).is_file():            # and these launch arguments of hand-written kernels
+        facts["launch_overrides"] = str((out / OVERRIDES_FILE).resolve())
     path = out / "trials" / "facts.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
@@ -619,22 +629,41 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
 
 def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:
     """``pins.json`` of every sweep whose best variant is a config (the pinned trial arm), or None."""
-    from ..patch import pins
+    from ..patch import launch_overrides, pins
     from ..base.artifact import read_artifact
 
-    found = []
+    found, launches = [], []
     for kernel in kernels:
         kd = ctx.out / "kernels" / kernel
         if not (kd / "sweep.json").is_file():
             continue
         try:
             doc = read_artifact(kd / "sweep.json", "variant_sweep")
+            spec = _standalone_spec(ctx.kdir / f"{kernel}.py")
+            if spec.get("kind") == "triton_jit":  # a plain launch: new launch arguments, not a config pin
+                launches.append(launch_overrides.overrides_from_sweep(doc, spec, origin=str(kd / "sweep.json")))
+                continue
             found += pins.pins_from_sweep(doc, ctx.kdir / f"{kernel}.py", origin=str(kd / "sweep.json"))["pins"]
         except InputError as exc:   # e.g. nothing beat the captured config: no pin, said in the log
             print(f"[investigate] no pin for {kernel}: {exc}", flush=True)
+    if launches:
+        launch_overrides.write_overrides(ctx.out / OVERRIDES_FILE, "investigate.py", launches)
     if not found:
         return None
     return pins.write_pins(ctx.out / "pins.json", "investigate.py", found)
+
+
+OVERRIDES_FILE = "launch_overrides.json"
+
+
+def _standalone_spec(path: Path) -> dict:
+    """The ``_TKO_SPEC`` of a captured standalone file ({} when there is none)."""
+    from ..measure import sweep
+
+    try:
+        return sweep.read_standalone(path)[2] if path.is_file() else {}
+    except InputError:
+        return {}
 
 
 def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path | None, sweep: bool,

@@ -41,6 +41,7 @@ class Facts:
     disable_targets: list = field(default_factory=list)
     buffer_ops_smoke_ok: bool | None = None
     pins: str | None = None
+    launch_overrides: str | None = None            # launch_overrides/1 of hand-written kernels (pinned arm)
     device: str | None = None                      # the device the capture's kernels ran on
     given: bool = False
 
@@ -176,7 +177,11 @@ def _pinned_arm(facts: Facts, pins: str | None) -> ArmSpec:
                   change=f"pin the kernel configs of {path} (the sweep's best configs)")
     if path:
         arm.env = {"TKO_PINS": os.path.abspath(path)}
-    else:
+    if facts.launch_overrides:  # hand-written kernels: the sweep's best launch arguments
+        arm.env["TKO_LAUNCH_OVERRIDES"] = os.path.abspath(facts.launch_overrides)
+        arm.change = (arm.change + "; " if path else "") + \
+            f"launch the hand-written kernels with the arguments of {facts.launch_overrides}"
+    if not arm.env:
         arm.skip = "no pins file (--pins, or --pins-from-sweep SWEEP.json)"
     return arm
 
@@ -254,6 +259,8 @@ def _from_investigation(doc: dict, base: Path, facts: Facts) -> None:
             _from_triton_env(read_artifact(env, "triton_env"), facts)
     if (base / "pins.json").is_file():
         facts.pins = str(base / "pins.json")
+    if (base / "launch_overrides.json").is_file():
+        facts.launch_overrides = str(base / "launch_overrides.json")
 
 
 def _from_triton_env(doc: dict, facts: Facts) -> None:
@@ -277,6 +284,8 @@ def _from_plain(doc: dict, base: Path, facts: Facts) -> None:
         facts.buffer_ops_smoke_ok = bool(doc["buffer_ops_smoke_ok"])
     if doc.get("pins"):
         facts.pins = str(base / doc["pins"])
+    if isinstance(doc.get("launch_overrides"), str):
+        facts.launch_overrides = str(base / doc["launch_overrides"])
     if isinstance(doc.get("device"), str):
         facts.device = doc["device"]
 

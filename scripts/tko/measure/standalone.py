@@ -162,6 +162,8 @@ def runner_text(spec: dict) -> str:
         "# Standalone runner, stamped from tko/measure/standalone_runner.py. Needs only torch and triton:",
         "#   python THIS_FILE.py [--all-configs] [--warmup MS] [--rep MS] [--launch auto|inductor|jit] [--timer T]",
         "# One line per config: the prefix below + JSON (kernel, config, ms, bytes, gb_per_s), then a human line.",
+        "if \"_tko_own_file\" in globals():  # the copy's own path again (its saved inputs lie beside it)",
+        "    __file__ = _tko_own_file",
         f"_TKO_RUNNER_VERSION = {RUNNER_VERSION}",
         f"_TKO_RESULT_PREFIX = {RESULT_PREFIX!r}",
         f"_TKO_SPEC = __import__(\"json\").loads({blob!r})",
@@ -211,14 +213,19 @@ def write_inductor_standalone(capture_dir: Path, stem: str, obj: Any, kernel: st
     return path
 
 
-def user_module_source(source: str, module_dir: str) -> str:
+def user_module_source(source: str, module_dir: str, module_name: str | None = None) -> str:
     """A hand-written kernel's module made safe to run as a captured copy.
 
     Its own ``if __name__ == "__main__":`` entry point is disabled, and its folder
     goes on ``sys.path`` (after any ``from __future__`` line) so sibling imports resolve.
     """
     source = _MAIN_GUARD.sub('if False:  # the module\'s own entry point, disabled in the captured copy', source)
+    # the module's body sees its own __file__ (paths relative to it resolve as in the original);
+    # the runner appended after it gets the copy's back (runner_text's header)
+    original = os.path.join(module_dir, module_name) if module_name else None
     path_line = f"import sys as _tko_sys; _tko_sys.path.insert(0, {module_dir!r})\n"
+    if original:
+        path_line += f"_tko_own_file, __file__ = __file__, {original!r}\n"
     futures = list(_FUTURE.finditer(source))
     cut = futures[-1].end() + 1 if futures else 0
     return source[:cut] + path_line + source[cut:]
@@ -226,15 +233,19 @@ def user_module_source(source: str, module_dir: str) -> str:
 
 def write_user_standalone(capture_dir: Path, stem: str, jit: Any, kernel: str, args: list[dict],
                           extra_kwargs: dict, configs: list[dict], num_bytes: int | None,
-                          bytes_source: str | None, device: dict | None) -> Path | None:
+                          bytes_source: str | None, device: dict | None,
+                          extra_spec: dict | None = None) -> Path | None:
+    """A hand-written kernel's module with the runner appended; ``extra_spec`` adds fields to the
+    spec (a plain JIT launch: ``kind``, ``launch_site``, ``source_hash``, ``source_line``)."""
     code = getattr(getattr(jit, "fn", None), "__code__", None)
     filename = getattr(code, "co_filename", None)
     if not filename or not os.path.isfile(filename):
         return None
     source = user_module_source(Path(filename).read_text(encoding="utf-8"),
-                                os.path.dirname(os.path.abspath(filename)))
+                                os.path.dirname(os.path.abspath(filename)), os.path.basename(filename))
     function = getattr(jit, "__name__", None) or kernel
     spec = _spec(kernel, function, "jit", filename, args, extra_kwargs, configs, num_bytes, bytes_source, device)
+    spec.update({k: v for k, v in (extra_spec or {}).items() if k not in spec})
     path = Path(capture_dir) / f"{stem}.py"
     atomic.write_text(path, source.rstrip("\n") + "\n" + runner_text(spec))
     return path

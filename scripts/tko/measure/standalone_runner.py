@@ -73,8 +73,11 @@ def _tko_config(flat):
 
 
 def _tko_jit_function(obj):
+    # the @triton.jit kernel itself, not an Autotuner or a @triton.heuristics around it (their .fn is
+    # another launchable kernel; launching them would redo their choices over the swept values)
     for _ in range(8):
-        if hasattr(obj, "arg_names") and hasattr(obj, "run") and not hasattr(obj, "configs"):
+        wrapper = hasattr(obj, "configs") or hasattr(getattr(obj, "fn", None), "run")
+        if hasattr(obj, "arg_names") and hasattr(obj, "run") and not wrapper:
             return obj
         obj = getattr(obj, "fn", None)
     raise RuntimeError("no @triton.jit function found")

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from ..compile import offline_compile, probe_variants
 from ..read import kernel_source, triton_stack
-from . import standalone
+from . import launch_advice, standalone
 from ..base.config import OPTION_KEYS, TritonConfig
 from ..base.errors import InputError, ToolFailure
 from .sweep_worker import INTERPRETER_TIMER, MESSAGE_PREFIX
@@ -899,8 +899,14 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
 
 
 def how_to_apply(row: dict, plan: Plan) -> str:
+    if row["kind"] == "baseline" and launch_advice.is_plain_launch(plan.spec):
+        return f"keep the launch at {launch_advice.site_text(plan.spec)} as it is"
     if row["kind"] == "baseline":
         return "keep the captured config: " + config_text(plan.variants[0].flat)
+    if row["kind"] == "config" and launch_advice.is_plain_launch(plan.spec):
+        base = plan.variants[0]
+        return launch_advice.launch_text(plan.spec, row["config"], base.flat, row.get("grid"), base.grid,
+                                         row.get("x_vs_baseline"))
     if row["kind"] == "config":
         text = "pin " + config_text(row["config"])
         if plan.launch == "inductor":

@@ -10,7 +10,10 @@ workers and pickled back (torch >= 2.7) are covered too:
 * ``CachingAutotuner.benchmark_all_configs`` (per-config timings),
 * ``CachingAutotuner.coordinate_descent_tuning`` (coordinate-descent probes),
 * ``triton.runtime.autotuner.Autotuner.run`` (hand-written ``@triton.autotune``
-  kernels outside torch.compile).
+  kernels outside torch.compile),
+* ``JITFunction.run`` / the interpreter's ``InterpretedFunction.run`` (every other hand-written
+  ``@triton.jit`` launch, ``@triton.heuristics`` ones included: ``tko.patch.jit_capture``, which
+  ``autotune_capture_patch`` installs right after :func:`install`).
 
 Every wrapper forwards ``*args, **kwargs`` unchanged and returns what the
 original returned; an exception inside the capture code is written to

@@ -586,6 +586,10 @@ class _FileParser:
                                   "bytes_source": event.get("bytes_source"),
                                   "standalone_file": event.get("standalone_file"),
                                   "origin": self.where(lineno)})
+            site = event.get("launch_site")  # a plain @triton.jit launch: where the program launches it
+            if isinstance(site, dict) and isinstance(site.get("file"), str):
+                fact.launches[-1]["launch_site"] = {"file": site["file"], "line": site.get("line"),
+                                                    "function": site.get("function")}
         saved_inputs = fact.saved_inputs
         for saved in map(_arg_saved, args):  # each arg an object (checked on decoding)
             if saved is not None and isinstance(saved, str) and saved not in saved_inputs:
@@ -1345,6 +1349,10 @@ def render_markdown(summary: dict) -> str:
             lines.append(f"Inputs (first launch, grid {md.text(first['grid'])}): {md.text(args)}"
                          + (f"; {len(k['launches'])} argument signatures" if len(k["launches"]) > 1
                             else ""))
+            site = first.get("launch_site")
+            if isinstance(site, dict):
+                lines.append(f"Launch site: {md.code(str(site.get('file')) + ':' + str(site.get('line')))}"
+                             " (a plain `kernel[grid](...)` launch: its arguments are the config)")
         if k["configs"]:
             lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
                       "|---|---|---|---|---|---|---|---|"]

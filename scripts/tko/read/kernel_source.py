@@ -725,9 +725,11 @@ def _arg_problem(i: int, arg: Any) -> str | None:
 def _config_problem(i: int, cfg: Any) -> str | None:
     if not isinstance(cfg, dict) or not isinstance(cfg.get("flat"), dict):
         return f"configs[{i}] has no 'flat' object"
-    if not all(isinstance(k, str) and (_is_int(v) or isinstance(v, (str, bool)) or v is None)
+    # (a float: a hand-written kernel's float constexpr, e.g. eps: tl.constexpr = 1e-6)
+    if not all(isinstance(k, str) and (_is_int(v) or isinstance(v, (str, bool)) or v is None
+                                       or (isinstance(v, float) and math.isfinite(v)))
                for k, v in cfg["flat"].items()):
-        return f"configs[{i}].flat holds a value that is not an integer, string or boolean"
+        return f"configs[{i}].flat holds a value that is not an integer, finite float, string or boolean"
     if not all(_optional(cfg["flat"].get(k), _is_int) for k in ("num_warps", "num_stages", "num_ctas",
                                                                   "maxnreg")):
         return f"configs[{i}].flat has a num_warps, num_stages, num_ctas or maxnreg that is not an integer"

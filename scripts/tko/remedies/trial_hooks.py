@@ -201,6 +201,10 @@ def install_from_env(settings: dict, eager: bool, static: bool) -> None:
         from ..patch import pins
 
         _state["pins"] = pins.install_from_env(env)
+    if env.get("TKO_LAUNCH_OVERRIDES"):
+        from ..patch import launch_overrides
+
+        launch_overrides.install_from_env(env)
     if env.get("TKO_TRIAL_OUT"):
         wrap_compile(full=env.get("TKO_TRIAL_TIMING", "full") == "full", eager=eager, static=static)
         write_at_exit(env["TKO_TRIAL_OUT"], env.get("TKO_TRIAL_OUTPUTS"))

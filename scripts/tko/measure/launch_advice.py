@@ -1,0 +1,50 @@
+"""What to change at the launch of a hand-written ``@triton.jit`` kernel (kind ``triton_jit``).
+
+A plain ``kernel[grid](..., BLOCK=..., num_warps=...)`` launch has no config list to pin: the
+user changes the arguments at the launch site the capture recorded (``_TKO_SPEC["launch_site"]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SHOWN_FIRST = ("num_warps", "num_stages")
+
+
+def is_plain_launch(spec: dict) -> bool:
+    return spec.get("kind") == "triton_jit"
+
+
+def site_text(spec: dict) -> str:
+    site = spec.get("launch_site")
+    if isinstance(site, dict) and site.get("file"):
+        return f"{site['file']}:{site.get('line')}"
+    return "the kernel's launch (its site was not recorded)"
+
+
+def changed_arguments(new: dict, old: dict) -> dict:
+    """The launch arguments whose value differs from the captured launch's (added ones included)."""
+    return {k: v for k, v in new.items() if old.get(k) != v}
+
+
+def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, gain: float | None) -> str:
+    """``change the launch at FILE:LINE to kernel[grid](..., BLOCK=256, num_warps=8)`` with the gain."""
+    changed = changed_arguments(new, old)
+    computed = [k for k in changed if k in (spec.get("heuristics") or [])]
+    passed = {k: v for k, v in changed.items() if k not in computed}
+    parts = []
+    if passed:
+        args = ", ".join(f"{k}={v!r}" for k, v in passed.items())
+        parts.append(f"change the launch at {site_text(spec)} to {spec.get('function')}[grid](..., {args})")
+    if computed:
+        # @triton.heuristics sets these at every launch: a value passed at the launch is overwritten
+        where = f"{spec.get('source_file')}:{spec.get('source_line')}" if spec.get("source_file") else "the kernel"
+        parts.append(f"change the @triton.heuristics of {spec.get('function')} ({where}) to give "
+                     + ", ".join(f"{k}={changed[k]!r}" for k in computed))
+    text = "; and ".join(parts)
+    if gain:
+        text += f" (measured {gain:.2f}x the captured launch's speed on the captured inputs)"
+    if grid_new != grid_old:
+        text += (f"; the grid must follow: {grid_old} -> {grid_new} (a grid computed from the block "
+                 "size, e.g. lambda meta: (triton.cdiv(n, meta['BLOCK']),), does)")
+    return text

@@ -1,0 +1,35 @@
+"""The kernels a capture recorded, as the names a profiler shows them by.
+
+A hand-written ``@triton.jit`` kernel has no name Triton's prefix rule can recognise
+(``tko.read.profile_rank.TRITON_PREFIX``): a profile ranks it Triton when the capture of the same
+program recorded it (``profile_kernels.py --capture-log``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..base.errors import InputError
+from . import autotune_log
+
+
+def captured_names(paths: list[str | Path]) -> list[str]:
+    """Every kernel name (``kernel`` and ``function``) of the ``kernel`` events of capture logs,
+    first seen first; an unreadable log is an InputError."""
+    names: list[str] = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise InputError(f"{path}: no such capture log")
+        for event in autotune_log.read_events(path):
+            if event.get("event") != "kernel":
+                continue
+            for name in (event.get("kernel"), event.get("function")):
+                if isinstance(name, str) and name and name not in names:
+                    names.append(name)
+    return names
+
+
+def name_patterns(names: list[str]) -> list[re.Pattern]:
+    """One exact-name pattern per kernel name (``profile_rank.classify``'s ``triton_names``)."""
+    return [re.compile(rf"^{re.escape(n)}$") for n in names]

@@ -1,0 +1,144 @@
+"""On a GPU: hand-written @triton.jit kernels (examples/handwritten) through the whole investigation,
+and the JIT capture's steady-state cost on a launch-bound loop of tiny kernels.
+
+    python -m pytest -q -p no:cacheprovider tests/gpu/test_handwritten_gpu.py -m "slow or not slow" -s
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "handwritten" / "handwritten_kernels.py"
+KERNELS = ("scale_add_kernel", "rms_norm_kernel")
+
+
+def _site_line(marker: str) -> int:
+    return next(i for i, line in enumerate(EXAMPLE.read_text().splitlines(), 1) if marker in line)
+
+
+def test_investigation_of_handwritten_kernels(run_script, tmp_path):
+    inv = tmp_path / "inv"
+    proc = run_script("investigate.py", "--out", inv, "--top", "2", "--probe-arch", "none",
+                      "--trials-runs", "2", "--trials-budget-s", "200",
+                      "--", "python", EXAMPLE, "--steps", "20", cwd=tmp_path, timeout=1500)
+    index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
+    print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [s["status"] for s in index["steps"]] == ["ok"] * len(index["steps"]), index["steps"]
+    profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
+    origins = {k["name"]: k["origin"] for k in profile["kernels"]}
+    assert all(origins.get(k) == "triton" for k in KERNELS), origins
+    assert profile["summary"]["triton_share"] > 0.5
+    assert {k["kernel"] for k in index["kernels"]} == set(KERNELS)
+    events = [json.loads(line) for line in (inv / "capture" / "autotune_kernels" / "autotune.log").read_text().splitlines()]
+    launch = next(e for e in events if e["event"] == "launch" and e["kernel"] == "scale_add_kernel")
+    assert launch["kind"] == "triton_jit" and launch["winner"]["num_warps"] == 1
+    assert launch["launch_site"]["line"] == _site_line("BLOCK=64, num_warps=1)")
+    sweep = inv / "kernels" / "scale_add_kernel" / "sweep.json"
+    if sweep.is_file():  # swept when the rules said to tune it: the advice names the launch site
+        best = json.loads(sweep.read_text())["best"]
+        print("sweep best:", best)
+        if best.get("name") not in (None, "baseline"):
+            assert f"{EXAMPLE}:{launch['launch_site']['line']}" in best["apply"]
+
+
+OVERHEAD = textwrap.dedent('''
+    import json, os, sys, time
+    sys.path.insert(0, {scripts!r})
+    import autotune_capture_patch
+    from tko.patch import capture
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def tiny_a(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+    @triton.jit
+    def tiny_b(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
+
+    x = torch.zeros(1024, device="cuda")
+    def block(kernel, active, n=500):
+        capture.set_active(active)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(n):
+            kernel[(4,)](x, 1024, BLOCK=256)
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    for _ in range(3):          # warm both (compile); tiny_a is captured, then bypassed
+        block(tiny_a, True); block(tiny_b, False)
+    ratios = []
+    for i in range(41):
+        if i % 2:
+            a = block(tiny_a, True); b = block(tiny_b, False)
+        else:
+            b = block(tiny_b, False); a = block(tiny_a, True)
+        ratios.append(a / b)
+    capture.set_active(True)
+    ratios.sort()
+    print(json.dumps({{"median": ratios[len(ratios) // 2], "ratios": ratios,
+                      "bypassed": "run" in tiny_a.__dict__}}))
+''')
+
+
+def test_capture_costs_under_one_percent_on_a_launch_bound_loop(tmp_path):
+    """Paired ratios in one process: blocks of 500 launches of a captured tiny kernel against the
+    same kernel never captured, alternating; the median ratio is the capture's steady-state cost."""
+    prog = tmp_path / "overhead.py"
+    prog.write_text(OVERHEAD.format(scripts=str(ROOT / "scripts")))
+    env = dict(os.environ, TRITON_CAPTURE_DIR=str(tmp_path / "cap"))
+    proc = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(result)
+    events = [json.loads(line) for line in (tmp_path / "cap" / "autotune.log").read_text().splitlines()]
+    assert [(e["event"], e["kernel"]) for e in events] == [("kernel", "tiny_a"), ("launch", "tiny_a")]
+    assert result["bypassed"] and result["median"] < 1.01, result
+
+
+def test_sweep_of_the_poor_fixed_launch_and_its_launch_override(run_script, tmp_path):
+    """The captured poor launch (BLOCK=64, num_warps=1) swept on the GPU: the advice names the launch
+    site; the best arguments as a launch override run the unchanged example, which checks its outputs."""
+    from tko.patch import launch_overrides
+    from tko.measure import sweep as sweep_mod
+
+    cap = tmp_path / "cap"
+    env = dict(os.environ, TRITON_CAPTURE_DIR=str(cap))
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "autotune_capture_patch.py"), str(EXAMPLE),
+                           "--", "--steps", "3"], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    kernel_file = cap / "scale_add_kernel.py"
+    res = run_script("sweep_captured_kernel.py", kernel_file, "--json-out", tmp_path / "sweep.json",
+                     "--markdown-out", tmp_path / "sweep.md", "--best-out", tmp_path / "best.py", timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads((tmp_path / "sweep.json").read_text())
+    print(doc["summary"]["text"], doc["best"])
+    site = f"{EXAMPLE}:{_site_line('BLOCK=64, num_warps=1)')}"
+    assert site in doc["best"]["apply"]
+    if doc["best"]["name"] == "baseline":
+        pytest.skip("nothing beat the captured launch on this GPU: no override to apply")
+    spec = sweep_mod.read_standalone(kernel_file)[2]
+    entry = launch_overrides.overrides_from_sweep(doc, spec, origin=str(tmp_path / "sweep.json"))
+    path = launch_overrides.write_overrides(tmp_path / "launch_overrides.json", "test", [entry])
+    timed = {}
+    for label, front in (("plain", []), ("override", [str(ROOT / "scripts" / "apply_config_pins.py"),
+                                                        "--launch-overrides", str(path)])):
+        cmd = [sys.executable, *front, str(EXAMPLE)] + (["--"] if front else []) + ["--steps", "50"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-3000:]  # the example checks both kernels' outputs
+        timed[label] = float(run.stdout.split("ms/step")[0].split(":")[-1])
+    print("ms/step", timed, "override applied:", entry["launch"])
