@@ -2,8 +2,8 @@
 # Device checks of the whole-step, multi-process and hand-written-kernel work, each under its own
 # timeout, one archive back:  bash tests/gpu/drivers/run_round_checks.sh OUT STEP...
 # Steps: sdpa (the sdpa trial arm on examples/attention_by_hand), ranks (investigate.py under
-# torchrun, two ranks on one GPU), handwritten (investigate.py on examples/handwritten),
-# liger (investigate.py on examples/liger; needs the liger_kernel wheel under build/wheels),
+# torchrun, two ranks on one GPU), handwritten (tests/gpu/test_handwritten_gpu.py),
+# liger (the Liger-Kernel tests; needs the liger_kernel wheel in .whl/, carried),
 # gpu_fast (the GPU tests not marked slow).
 set -u
 out="${1:?usage: run_round_checks.sh OUT STEP...}"
@@ -24,15 +24,15 @@ for s in "$@"; do
     ranks) step ranks 300 python scripts/investigate.py --out "$work/inv_ddp" --top 1 --no-sweep \
              --trials-runs 2 --trials-budget-s 120 -- torchrun --standalone --nproc_per_node 2 \
              examples/ddp_two_ranks/train.py --steps 20 ;;
-    handwritten) step handwritten 300 python scripts/investigate.py --out "$work/inv_hand" --top 2 \
-                   --trials-runs 2 --trials-budget-s 120 -- python examples/handwritten/program.py ;;
-    liger) mkdir -p /tmp/liger && (cd /tmp/liger && python -m zipfile -e "$OLDPWD"/build/wheels/liger_kernel-*.whl .) \
-           && PYTHONPATH=/tmp/liger step liger 300 python scripts/investigate.py --out "$work/inv_liger" --top 3 \
-                --trials-runs 2 --trials-budget-s 120 -- python examples/liger/program.py ;;
+    handwritten) step handwritten 330 python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider \
+                   -o addopts="-ra" --basetemp "$work/pt_hand" tests/gpu/test_handwritten_gpu.py ;;
+    liger) pip install --no-deps -q .whl/liger_kernel-*.whl > "$work/liger_install.log" 2>&1
+           step liger 160 python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider -o addopts="-ra" \
+             --basetemp "$work/pt_liger" tests/gpu/test_liger_gpu.py -k "${LIGER_TESTS:-captured}" ;;
     gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
   esac
 done
-find "$work" -name "*.pt" -delete
+find "$work" \( -name "*.pt" -o -name "*.so" -o -name "*.cubin" \) -delete
 tar czf "$out/round.tar.gz" -C /tmp round
 cat "$work/steps.txt"
 for s in "$@"; do echo "---- $s"; tail -25 "$work/$s.log" 2>/dev/null; done
