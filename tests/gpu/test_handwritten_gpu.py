@@ -34,7 +34,9 @@ def test_investigation_of_handwritten_kernels(run_script, tmp_path):
     index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
     print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert [s["status"] for s in index["steps"]] == ["ok"] * len(index["steps"]), index["steps"]
+    # every step ok, but the compile probes this test turns off (--probe-arch none)
+    assert all(s["status"] == "ok" or (s["name"].startswith("probe ") and s["status"] == "skipped")
+               for s in index["steps"]), index["steps"]
     profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
     origins = {k["name"]: k["origin"] for k in profile["kernels"]}
     assert all(origins.get(k) == "triton" for k in KERNELS), origins
@@ -43,7 +45,7 @@ def test_investigation_of_handwritten_kernels(run_script, tmp_path):
     events = [json.loads(line) for line in (inv / "capture" / "autotune_kernels" / "autotune.log").read_text().splitlines()]
     launch = next(e for e in events if e["event"] == "launch" and e["kernel"] == "scale_add_kernel")
     assert launch["kind"] == "triton_jit" and launch["winner"]["num_warps"] == 1
-    assert launch["launch_site"]["line"] == _site_line("BLOCK=64, num_warps=1)")
+    assert launch["launch_site"]["line"] == _site_line("scale_add_kernel[")
     sweep = inv / "kernels" / "scale_add_kernel" / "sweep.json"
     if sweep.is_file():  # swept when the rules said to tune it: the advice names the launch site
         best = json.loads(sweep.read_text())["best"]

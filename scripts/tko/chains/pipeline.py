@@ -259,7 +259,11 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     chain.planned = len(chain.steps) + 4  # check_env, capture, profile, peak_bandwidth
     chain.run("check_env", script("check_env.py") + ["--out", cap / ENV_FILE, "--quiet"]
               + (["--smoke"] if smoke else []), output=cap / ENV_FILE)
-    env = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE), "TORCH_LOGS": "+inductor,output_code",
+    # Triton's own cache inside Inductor's: hand-written kernels compile there too, where the
+    # collect step finds their ISA (Inductor takes TRITON_CACHE_DIR as its Triton cache when set)
+    caches = {"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE),
+              "TRITON_CACHE_DIR": str(cap / INDUCTOR_CACHE / "triton" / "all")}
+    env = {**caches, "TORCH_LOGS": "+inductor,output_code",
            "TRITON_CAPTURE_DIR": str(cap / CAPTURE_KERNELS), "TRITON_CAPTURE_FORCE_RETUNE": "1",
            **site_route.site_env(["tko.patch.site_hooks:capture"])}
     run = list(cmd) if launcher else script("autotune_capture_patch.py") + [
@@ -273,7 +277,7 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     chain.run("profile", script("profile_kernels.py") + ["--record-shapes", *logged,
         "--json-out", cap / PROFILE_DIR / "profile.json", "--markdown-out", cap / PROFILE_DIR / "profile.md",
         "--", *(list(cmd) if launcher else [sys.executable, *argv])],
-        env={"TORCHINDUCTOR_CACHE_DIR": str(cap / INDUCTOR_CACHE)}, output=cap / PROFILE_DIR / "profile.json")
+        env=caches, output=cap / PROFILE_DIR / "profile.json")
     chain.run("peak_bandwidth", script("measure_peak_bandwidth.py") + ["--out", cap / PEAKS_FILE],
               output=cap / PEAKS_FILE)
 

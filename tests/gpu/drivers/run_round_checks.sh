@@ -24,10 +24,10 @@ for s in "$@"; do
     ranks) step ranks 300 python scripts/investigate.py --out "$work/inv_ddp" --top 1 --no-sweep \
              --trials-runs 2 --trials-budget-s 120 -- torchrun --standalone --nproc_per_node 2 \
              examples/ddp_two_ranks/train.py --steps 20 ;;
-    handwritten) step handwritten 330 python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider \
-                   -o addopts="-ra" --basetemp "$work/pt_hand" tests/gpu/test_handwritten_gpu.py ;;
-    liger) pip install --no-deps -q .whl/liger_kernel-*.whl > "$work/liger_install.log" 2>&1
-           step liger 160 python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider -o addopts="-ra" \
+    handwritten) step handwritten "${HANDWRITTEN_S:-330}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider \
+                   -o addopts="-ra" --basetemp "$work/pt_hand" tests/gpu/test_handwritten_gpu.py -k "${HANDWRITTEN_TESTS:-not nothing}" ;;
+    liger) python -m pip install --no-deps -q .whl/liger_kernel-*.whl > "$work/liger_install.log" 2>&1
+           step liger "${LIGER_S:-160}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider -o addopts="-ra" \
              --basetemp "$work/pt_liger" tests/gpu/test_liger_gpu.py -k "${LIGER_TESTS:-captured}" ;;
     gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
   esac
