@@ -149,3 +149,27 @@ def test_pinned_arm_runs_the_launch_overrides_of_the_facts(tmp_path):
     plain = trial_plan.Facts()
     trial_plan._from_plain({"launch_overrides": "lo.json"}, tmp_path, plain)
     assert plain.launch_overrides == str(tmp_path / "lo.json")
+
+
+def test_a_winning_override_decides_only_the_kernels_it_changes(tmp_path):
+    from tko.chains import trials
+    from tko.verdict import trial_evidence
+
+    path = tmp_path / "launch_overrides.json"
+    path.write_text(json.dumps({"schema": "launch_overrides/1", "overrides": [
+        {"kernel": "scale_add_kernel", "source_hash": "fb684dce5a21c799", "launch": {"BLOCK": 128, "num_warps": 2}}]}))
+    assert trials.arm_targets({"TKO_LAUNCH_OVERRIDES": str(path)}) == ["scale_add_kernel"]
+    assert trials.arm_targets({"OTHER": "1"}) is None
+    # the H200 trial of examples/handwritten: pinned 1.68x, baseline noise +-0.6 %
+    arm = {"status": "ok", "outputs": {"result": "equal"}, "spread": 1.006, "noise": 1.006}
+    doc = {"schema": "remedy_trials/1", "noise": 1.006, "runs": 2, "arms": [
+        dict(arm, name="baseline", median_ms=0.3858, x_baseline=1.0),
+        dict(arm, name="pinned", median_ms=0.2300, x_baseline=1.677, beyond_noise=True,
+             change="launch the hand-written kernels with the arguments of launch_overrides.json",
+             targets=["scale_add_kernel"])]}
+    own = trial_evidence.trial_facts(doc, "trials.json", "scale_add_kernel")
+    assert own["remedy_winner"].value == "pinned" and own["remedy_x"].value == pytest.approx(1.677)
+    other = trial_evidence.trial_facts(doc, "trials.json", "rms_norm_kernel")
+    assert "remedy_winner" not in other and "remedy_none_faster" not in other
+    assert "changing scale_add_kernel" in other["remedy_winner_elsewhere"].value
+    assert trial_evidence.trial_facts(doc, "trials.json")["remedy_winner"].value == "pinned"   # the program's

@@ -292,6 +292,22 @@ def _rows(arms: list[Arm]) -> list[dict]:
     return [summarize(a, base_ms, _spread(base)) for a in arms]
 
 
+def arm_targets(env: dict) -> list[str] | None:
+    """The kernels an arm changes when it changes named kernels only (a pins or launch-overrides
+    file in its environment); None for an arm that changes the whole program."""
+    from ..patch import launch_overrides, pins
+
+    named, found = [], False
+    for var, load in (("TKO_PINS", pins.load_pins), ("TKO_LAUNCH_OVERRIDES", launch_overrides.load_overrides)):
+        if env.get(var):
+            found = True
+            try:
+                named += list(load(env[var]))
+            except (InputError, OSError):   # the arm itself reports a file it cannot read
+                pass
+    return sorted(set(named)) if found else None
+
+
 def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dict:
     values = arm.ms()
     median = statistics.median(values) if values else None
@@ -318,6 +334,7 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
            or attention_rewrite.ENV in spec.env else {}),
         "peak_memory_mb": max((r["peak_memory_mb"] for r in arm.runs if r.get("peak_memory_mb") is not None),
                               default=None),
+        **({"targets": targets} if (targets := arm_targets(spec.env)) is not None else {}),
     }
 
 

@@ -37,6 +37,7 @@ class Arm:
     outputs_reason: str | None
     change: str | None
     proposed_by: str | None
+    targets: list[str] | None = None   # the kernels a pins / launch-overrides arm changes; None: all
 
     @classmethod
     def read(cls, index: int, a: dict) -> Arm:
@@ -46,7 +47,9 @@ class Arm:
                    spread=_num(a.get("spread")), noise=_num(a.get("noise")),
                    beyond_noise=_bool(a.get("beyond_noise")), outputs=_str(out.get("result")),
                    outputs_reason=_str(out.get("reason")), change=_str(a.get("change")),
-                   proposed_by=_str(a.get("proposed_by")))
+                   proposed_by=_str(a.get("proposed_by")),
+                   targets=[t for t in _list(a.get("targets")) if isinstance(t, str)]
+                   if isinstance(a.get("targets"), list) else None)
 
     def x_text(self) -> str:
         return f"{self.name} {self.x_baseline:.2f}x"
@@ -184,8 +187,10 @@ def trial_outcome(doc: dict) -> dict:
     return _outcome(RemedyTrials.read(doc))
 
 
-def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
-    """Facts of a ``remedy_trials/1`` document, for the kernel rules and the program rules."""
+def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict[str, Fact]:
+    """Facts of a ``remedy_trials/1`` document, for the kernel rules and the program rules. For
+    ``kernel``, a winner that changed other kernels only (its ``targets``) is no winner of this one:
+    it is given as ``remedy_winner_elsewhere``."""
     if not doc:
         return {}
     trials = RemedyTrials.read(doc)
@@ -201,6 +206,10 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
     if o["ran"]:
         put("remedy_tried", ", ".join(a.x_text() for a in o["ran"]), "arms[].x_baseline")
     w = o["winner"]
+    if w and kernel is not None and w.targets is not None and kernel not in w.targets:
+        put("remedy_winner_elsewhere", f"{w.change or w.name}: {w.x_baseline:.2f}x end to end, changing "
+            + ", ".join(w.targets), f"arms[{w.index}].targets")
+        w = None
     if w:
         i = w.index
         put("remedy_winner", w.name, f"arms[{i}] (fastest ok arm, beyond_noise, outputs equal)")
@@ -215,7 +224,7 @@ def trial_facts(doc: dict | None, label: str) -> dict[str, Fact]:
                                              for a in o["inside"]),
             "arms[] with x_baseline >= inside_noise_candidate_x, not beyond_noise")
         put("remedy_inside_noise_x", max(a.x_baseline for a in o["inside"]), "arms[].x_baseline (largest of those)")
-    elif o["ran"]:
+    elif o["ran"] and not o["winner"]:
         put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
     if o["not_equal"]:
         put("remedy_faster_outputs_differ", ", ".join(
@@ -254,6 +263,6 @@ def from_trials(ev: Evidence, doc: dict | None, label: str) -> None:
     if doc is None:
         return
     ev.sections["trials"] = trials_section(doc, label)
-    ev.facts.update(trial_facts(doc, label))
+    ev.facts.update(trial_facts(doc, label, ev.kernel))
 
 
