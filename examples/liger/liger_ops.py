@@ -11,7 +11,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/_repro.py
-os.environ.setdefault("LIGER_KERNEL_IMPL", "triton")  # Liger's Triton kernels, not a DSL alternative
+# LIGER_KERNEL_IMPL left unset: Liger 0.8.5 then runs its Triton kernels; it names only its other
+# backends (ascend, cute, cutedsl, cutile) and refuses "triton" (seen on the H200, 2026-12-04)
 
 import torch  # noqa: E402
 
