@@ -70,7 +70,7 @@ def build_parser() -> ArgumentParser:
 
 def read_launch_event(path: str, kernel_names: set[str]) -> dict:
     """The last 'launch' event for this kernel (plus the winner of its autotune event, if any)."""
-    from tko.read.autotune_log import read_events
+    from tko.read.autotune_events import read_events
 
     launch, winner = None, None
     for event in read_events(path):

@@ -19,8 +19,8 @@ import os
 import sys
 
 from tko.base import artifact, atomic, inputs
-from tko.read.autotune_log import (default_spread_threshold, parse_files, paused_gc, render_markdown,
-                              summarize)
+from tko.read.autotune_summary import default_spread_threshold, render_markdown, summarize
+from tko.read.autotune_log import parse_files, paused_gc
 from tko.base.errors import ArgumentParser, InputError, exit_now, run_main
 
 SCHEMA = "autotune_summary/2"

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tko.read.autotune_log import parse_files, summarize
+from tko.read.autotune_log import parse_files
+from tko.read.autotune_summary import summarize
 from tko.base.contracts import contract_problems
 
 H200 = Path(__file__).resolve().parent / "fixtures" / "inductor_h200"

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from fuzzing import JSON, SCALARS, assert_one_line_exit_2, fuzz_settings, run_script
 from tko.base import artifact, decide, errors
 from tko.read import kernel_source
-from tko.read.autotune_log import parse_files, render_markdown, summarize
+from tko.read.autotune_log import parse_files
+from tko.read.autotune_summary import render_markdown, summarize
 from tko.base.errors import InputError
 from tko.read.profile_formats import parse_chrome_trace
 from tko.read.profile_rank import attribute_launches, rank_profile
@@ -72,7 +73,7 @@ def test_a_timing_with_a_bad_config_is_skipped_but_the_rest_of_the_event_kept(tm
 
 
 def test_collect_and_probe_readers_skip_wrong_typed_events(tmp_path):
-    from tko.read.autotune_log import read_events
+    from tko.read.autotune_events import read_events
 
     log = tmp_path / "autotune.log"
     log.write_text("\n".join([json.dumps(GOOD)] + list(BAD_LINES.values())) + "\n")
@@ -83,7 +84,7 @@ def test_an_integer_past_a_floats_range_never_raises(tmp_path):
     # JSON integers have no bound: 10**400 in any numeric field of a real event line
     import re
 
-    from tko.read.autotune_log import read_events
+    from tko.read.autotune_events import read_events
 
     line = (RECORDED / "pointwise_chain" / "autotune_kernels" / "autotune.log").read_text().splitlines()[0]
     numbers = list(re.finditer(r"(?<=: )-?[0-9][0-9.e+-]*", line))

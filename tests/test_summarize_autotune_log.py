@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tko.base import artifact
-from tko.read.autotune_log import (HEADLINE_SHARED, _label, _same_config, config_key, config_label,
-                              full_tuning, parse_config_str, parse_files, summarize)
+from tko.read.autotune_summary import HEADLINE_SHARED, _label, full_tuning, summarize
+from tko.read.autotune_records import _same_config, config_key, config_label, parse_config_str
+from tko.read.autotune_log import parse_files
 from tko.base.contracts import contract_problems
 from tko.base.errors import InputError
 
@@ -105,7 +106,7 @@ def test_the_script_exits_without_teardown_yet_everything_reaches_the_pipe_and_t
     # the script leaves its parsed logs and summary to the process exit (errors.exit_now): stdout
     # is flushed first, so a pipe still gets the whole Markdown, and the files are complete
     logs = sorted(Path(__file__).resolve().parents[1].glob("examples/recorded_h200/*/autotune_kernels/autotune.log"))
-    from tko.read.autotune_log import render_markdown
+    from tko.read.autotune_summary import render_markdown
     summary = summarize(parse_files(logs))
     res = run_script("summarize_autotune_log.py", *logs)
     assert res.returncode == 0, res.stderr

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from ..base.errors import InputError
-from . import autotune_log
+from . import autotune_events
 
 
 def captured_names(paths: list[str | Path]) -> list[str]:
@@ -21,7 +21,7 @@ def captured_names(paths: list[str | Path]) -> list[str]:
     for path in paths:
         if not Path(path).is_file():
             raise InputError(f"{path}: no such capture log")
-        for event in autotune_log.read_events(path):
+        for event in autotune_events.read_events(path):
             if event.get("event") != "kernel":
                 continue
             for name in (event.get("kernel"), event.get("function")):

@@ -9,7 +9,6 @@ importing this module needs no GPU; which launch a call gets is :mod:`tko.remedi
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 
 
 try:  # the references and the refusal path work without Triton

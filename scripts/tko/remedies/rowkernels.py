@@ -100,7 +100,6 @@ from dataclasses import replace
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from ..base.errors import InputError
 

@@ -52,7 +52,7 @@ def run(cmd, env, log: Path, timeout: float):
 
 def captured_kernels(cap: Path) -> list[tuple[str, str]]:
     """(kernel, standalone file) of each captured kernel's first launch, in launch order."""
-    from tko.read.autotune_log import read_events
+    from tko.read.autotune_events import read_events
 
     seen, out = set(), []
     if not (cap / "autotune.log").is_file():
