@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     import time
     from pathlib import Path
 
-    from tko.measure import sweep
+    from tko.measure import sweep, sweep_plan, sweep_results
     from tko.base.artifact import read_artifact, write_artifact
     from tko.base.atomic import write_text
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
         work_ctx = tempfile.TemporaryDirectory(prefix="tko_sweep_")
         work = Path(work_ctx.name)
     try:
-        plan = sweep.build_plan(kernel, work, probe_doc=probe_doc, max_variants=opts.max_variants)
+        plan = sweep_plan.build_plan(kernel, work, probe_doc=probe_doc, max_variants=opts.max_variants)
         if not interpret:
             import torch
 
@@ -110,14 +110,14 @@ def main(argv=None) -> int:
                               timeout=opts.timeout, warm=warm)
         compile_info = run["compile"] if not interpret else {
             "jobs": 0, "seconds": 0.0, "failed": [], "note": "interpreter: nothing is compiled"}
-        payload = sweep.assemble(plan, run, devices=devices, workers_per_device=opts.workers_per_device,
+        payload = sweep_results.assemble(plan, run, devices=devices, workers_per_device=opts.workers_per_device,
                                  warmup_ms=opts.warmup, rep_ms=opts.rep, interpret=interpret,
                                  wall_s=time.time() - started, compile_info=compile_info,
                                  probe_file=str(Path(opts.probe).resolve()) if opts.probe else None)
-        sweep.write_best(plan, payload, opts.best_out)
+        sweep_results.write_best(plan, payload, opts.best_out)
         payload["work_dir"] = str(work) if opts.work_dir else None
         write_artifact(opts.json_out, "variant_sweep/1", TOOL, payload)
-        write_text(opts.markdown_out, sweep.markdown(payload))
+        write_text(opts.markdown_out, sweep_results.markdown(payload))
     finally:
         if work_ctx is not None:
             work_ctx.cleanup()

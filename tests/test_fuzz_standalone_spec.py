@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import FIXTURES, ROOT
 from fuzzing import JSON, assert_ok_or_one_line, fuzz_settings, json_paths, put, run_script
-from tko.measure import byte_model, standalone, sweep
+from tko.measure import byte_model, standalone, sweep_plan
 from tko.read import kernel_source
 from tko.compile import offline_compile
 from tko.base.errors import InputError
@@ -71,7 +71,7 @@ def test_the_seeds_are_real_standalone_files_and_read_as_today():
 def _readers(path: Path, text: str, work: Path) -> None:
     """Each spec reader on one file; an InputError is an accepted answer."""
     for read in (lambda: byte_model.model_for_file(text, path),
-                 lambda: sweep.build_plan(path, work / "sweep"),
+                 lambda: sweep_plan.build_plan(path, work / "sweep"),
                  lambda: _compile_plan(path)):
         try:
             read()
@@ -113,7 +113,7 @@ def test_a_spec_that_is_not_an_object_is_an_input_error(tmp_path, value):
     path = tmp_path / seed.name
     path.write_text(_with_spec(seed.read_text(encoding="utf-8"), value), encoding="utf-8")
     with pytest.raises(InputError):
-        sweep.read_standalone(path) if value != {"a": 1} else byte_model.model_for_file(path.read_text(), path)
+        sweep_plan.read_standalone(path) if value != {"a": 1} else byte_model.model_for_file(path.read_text(), path)
     assert standalone.runner_version(path.read_text()) == standalone.runner_version(seed.read_text())
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import loadable_by_this_torch
-from tko.measure import sweep
+from tko.measure import sweep, sweep_plan, sweep_results
 from tko.base.contracts import contract_problems
 from tko.base.versions import package_version, parse_version
 
@@ -62,7 +62,7 @@ def names(plan) -> list[str]:
 # --------------------------------------------------------------------------- variant generation
 
 def test_variant_set_from_captured_config(captured, tmp_path):
-    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=probe_doc(), hip=False)
+    plan = sweep_plan.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=probe_doc(), hip=False)
     assert plan.spec["configs"][0]["flat"] == {"BLOCK": 64, "num_stages": 3, "num_warps": 2}
     assert plan.spec["configs"][0]["grid"] == [5]                     # cdiv(300, 64)
     assert names(plan) == ["baseline", "BLOCK=128", "BLOCK=128,num_warps=4", "BLOCK=32", "BLOCK=32,num_warps=1",
@@ -87,12 +87,12 @@ def test_variant_set_from_captured_config(captured, tmp_path):
         assert f"probe variant {name}: same load/store code as baseline on every target; not swept" in notes
     assert "num_stages not swept: the kernel has no loop" in notes
 
-    hip = sweep.build_plan(captured / "gather_scale.py", tmp_path / "h", hip=True)
+    hip = sweep_plan.build_plan(captured / "gather_scale.py", tmp_path / "h", hip=True)
     assert names(hip) == names(plan) + WAVES
-    assert sweep.config_text(hip.variants[-1].flat) == \
+    assert sweep_plan.config_text(hip.variants[-1].flat) == \
         'triton.Config({"BLOCK": 64, "waves_per_eu": 4}, num_warps=2, num_stages=3)'
 
-    inplace = sweep.build_plan(captured / "add_inplace.py", tmp_path / "i", hip=False, max_variants=3)
+    inplace = sweep_plan.build_plan(captured / "add_inplace.py", tmp_path / "i", hip=False, max_variants=3)
     assert names(inplace) == ["baseline", "BLOCK=256", "BLOCK=256,num_warps=8"]
     assert inplace.dropped == ["BLOCK=64", "BLOCK=64,num_warps=2", "num_warps=8", "num_warps=2"]
     assert "--max-variants 3: not run: BLOCK=64, BLOCK=64,num_warps=2, num_warps=8, num_warps=2" in inplace.notes
@@ -104,7 +104,7 @@ def test_probe_source_edit_is_the_probes_edit(captured, tmp_path):
     for row in doc["results"]:
         if row["variant"] == "multiple_of":
             row["changes_vs_baseline"] = ["(marked changed by this test)"]
-    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=doc, hip=False)
+    plan = sweep_plan.build_plan(captured / "gather_scale.py", tmp_path, probe_doc=doc, hip=False)
     variant = next(v for v in plan.variants if v.name == "multiple_of")
     assert variant.kind == "source"
     inserted = next(v["inserted"] for v in doc["variants"] if v["name"] == "multiple_of")
@@ -112,12 +112,12 @@ def test_probe_source_edit_is_the_probes_edit(captured, tmp_path):
     assert added == [ln for lines in inserted.values() for ln in lines]
     assert added == ["offs = tl.max_contiguous(tl.multiple_of(offs, BLOCK), BLOCK)"]
     with pytest.raises(Exception, match="not 'add_inplace'"):
-        sweep.build_plan(captured / "add_inplace.py", tmp_path / "x", probe_doc=doc, hip=False)
+        sweep_plan.build_plan(captured / "add_inplace.py", tmp_path / "x", probe_doc=doc, hip=False)
 
 
 def test_variant_set_of_real_inductor_captures(tmp_path):
     red = CAP_H200 / "row_reduction" / "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0.py"
-    plan = sweep.build_plan(red, tmp_path, hip=True)
+    plan = sweep_plan.build_plan(red, tmp_path, hip=True)
     assert plan.launch == "inductor"
     assert plan.spec["configs"][0] == {"flat": {"R0_BLOCK": 2048, "XBLOCK": 1, "num_stages": 1, "num_warps": 16},
                                        "grid": [4096, 1, 1]}
@@ -128,7 +128,7 @@ def test_variant_set_of_real_inductor_captures(tmp_path):
     by = {v.name: v for v in plan.variants}
     assert by["XBLOCK=2"].grid == [2048, 1, 1] and by["R0_BLOCK=1024"].grid == [4096, 1, 1]
     per = CAP_H200 / "mlp_train_step" / "triton_per_fused_native_layer_norm_0.py"
-    plan = sweep.build_plan(per, tmp_path / "p", hip=False)
+    plan = sweep_plan.build_plan(per, tmp_path / "p", hip=False)
     # persistent: no loop, XBLOCK=1
     assert names(plan) == ["baseline", "XBLOCK=2", "XBLOCK=2,num_warps=2", "num_warps=2"]
     assert "num_stages not swept: the kernel has no loop, so software pipelining has nothing to do" in plan.notes
@@ -142,7 +142,7 @@ def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     tiny = loadable_by_this_torch(CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py",
                                   tmp_path / "captured")
-    plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=json.loads((FIX / "tiny_inductor_probe.json").read_text()))
+    plan = sweep_plan.build_plan(tiny, tmp_path, hip=True, probe_doc=json.loads((FIX / "tiny_inductor_probe.json").read_text()))
     assert names(plan) == ["baseline", "XBLOCK=512", "XBLOCK=512,num_warps=8", "XBLOCK=128", "XBLOCK=128,num_warps=2",
                            "num_warps=8", "num_warps=2", *WAVES,
                            "pointer_range"]
@@ -157,7 +157,7 @@ def test_inductor_capture_swept_in_the_interpreter(tmp_path, monkeypatch):
 def test_inductor_pointer_range_is_a_triton_meta_edit(tmp_path):
     tiny = CAP_H200 / "tiny_launches" / "triton_poi_fused_abs_mul_sign_sqrt_sub_0.py"
     doc = json.loads((FIX / "tiny_inductor_probe.json").read_text())
-    plan = sweep.build_plan(tiny, tmp_path, hip=True, probe_doc=doc)
+    plan = sweep_plan.build_plan(tiny, tmp_path, hip=True, probe_doc=doc)
     variant = plan.variants[-1]
     assert variant.name == "pointer_range" and variant.kind == "source"
     removed = [ln for ln in variant.diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
@@ -167,17 +167,17 @@ def test_inductor_pointer_range_is_a_triton_meta_edit(tmp_path):
            "['tt.pointer_range', 32]], (2,): [['tt.divisibility', 16], ['tt.pointer_range', 32]]}]" in added[0]
     assert [c.split(":")[0] for c in variant.claims] == ["in_ptr0", "in_ptr1", "out_ptr0"]
     assert "storage of 2108 bytes" in variant.claims[0]            # 17 x 31 float32
-    cuda = sweep.build_plan(tiny, tmp_path / "c", hip=False, probe_doc=doc)
+    cuda = sweep_plan.build_plan(tiny, tmp_path / "c", hip=False, probe_doc=doc)
     assert "pointer_range" not in names(cuda)
     assert "probe variant pointer_range: tt.pointer_range acts on AMD (HIP) only; not swept here" in cuda.notes
 
 
 def test_scaled_grid_and_grid_keys():
-    assert sweep.scaled_grid([5], 2) == [3] and sweep.scaled_grid([5], 0.5) == [10]
-    assert sweep.scaled_grid([1, 7, 1], 2) == [1, 4, 1]
-    assert sweep.scaled_grid([4, 4], 2) is None            # which axis the block drives is unknown
-    assert sweep.is_block_key("R0_BLOCK", 64) and sweep.is_block_key("BLOCK_K", 32)
-    assert not sweep.is_block_key("num_warps", 4) and not sweep.is_block_key("GROUP_M", 8)
+    assert sweep_plan.scaled_grid([5], 2) == [3] and sweep_plan.scaled_grid([5], 0.5) == [10]
+    assert sweep_plan.scaled_grid([1, 7, 1], 2) == [1, 4, 1]
+    assert sweep_plan.scaled_grid([4, 4], 2) is None            # which axis the block drives is unknown
+    assert sweep_plan.is_block_key("R0_BLOCK", 64) and sweep_plan.is_block_key("BLOCK_K", 32)
+    assert not sweep_plan.is_block_key("num_warps", 4) and not sweep_plan.is_block_key("GROUP_M", 8)
 
 
 def test_worker_device_visibility_is_relative_to_ours():
@@ -192,19 +192,19 @@ def test_worker_device_visibility_is_relative_to_ours():
 @pytest.mark.slow
 def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, hip=False)
+    plan = sweep_plan.build_plan(captured / "gather_scale.py", tmp_path, hip=False)
     text = Path(plan.kernel_file).read_text()
     broken = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * 2.5", 1)
     assert broken != text
     base = plan.variants[0]
-    plan.variants.append(sweep.source_variant("scale_2.5", "an edit that changes the result", plan.kernel_file,
+    plan.variants.append(sweep_plan.source_variant("scale_2.5", "an edit that changes the result", plan.kernel_file,
                                               plan.kernel, text, broken, base.flat, base.grid, tmp_path))
     raising = text.replace("tl.load(x_ptr + i, mask=m) * 2", "tl.load(x_ptr + i, mask=m) * not_defined", 1)
-    plan.variants.append(sweep.source_variant("raises", "an edit that does not compile", plan.kernel_file,
+    plan.variants.append(sweep_plan.source_variant("raises", "an edit that does not compile", plan.kernel_file,
                                               plan.kernel, text, raising, base.flat, base.grid, tmp_path))
     plan.variants.insert(1, plan.variants.pop())  # second: the variants after it need the replaced worker
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True)
-    payload = sweep.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,
+    payload = sweep_results.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,
                              interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
     rows = {r["name"]: r for r in payload["variants"]}
     assert rows["BLOCK=128"]["status"] == "failed"
@@ -232,7 +232,7 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
 @pytest.mark.slow
 def test_in_out_argument_is_restored_not_poisoned(captured, tmp_path, monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    plan = sweep.build_plan(captured / "add_inplace.py", tmp_path, hip=False)
+    plan = sweep_plan.build_plan(captured / "add_inplace.py", tmp_path, hip=False)
     run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, tmp_path, interpret=True, retime_baseline=False)
     slot = run["slots"][0]
     assert slot["outputs"] == ["x_ptr"] and slot["restored_in_out"] == ["x_ptr"] and slot["poisoned"] == []
@@ -441,7 +441,7 @@ def test_variants_on_two_gpus_are_judged_against_the_winner_on_their_own_gpu(cap
     """GPU 1 runs everything 2 % slower than GPU 0. A variant on GPU 1 that is 1 % faster than the
     winner there is a real 1 % gain, and one on GPU 0 that equals the winner is no gain; compared
     across GPUs both would read wrong. Noise is the larger of the re-time and half the p20-p80."""
-    plan = sweep.build_plan(captured / "gather_scale.py", tmp_path, hip=False, max_variants=3)
+    plan = sweep_plan.build_plan(captured / "gather_scale.py", tmp_path, hip=False, max_variants=3)
     a, b = plan.variants[1].name, plan.variants[2].name
 
     def rec(slot, ms, spread=0.002):
@@ -452,7 +452,7 @@ def test_variants_on_two_gpus_are_judged_against_the_winner_on_their_own_gpu(cap
            "slots": [{"slot": "dev0.w0", "baseline": {"median_ms": 1.000}},
                      {"slot": "dev1.w0", "baseline": {"median_ms": 1.020}}],
            "retime": {"slot": "dev0.w0", "timing": {"median_ms": 1.0005}}}
-    payload = sweep.assemble(plan, run, devices=[0, 1], workers_per_device=1, warmup_ms=25, rep_ms=100,
+    payload = sweep_results.assemble(plan, run, devices=[0, 1], workers_per_device=1, warmup_ms=25, rep_ms=100,
                              interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
     rows = {r["name"]: r for r in payload["variants"]}
     assert rows[a]["x_vs_baseline"] == pytest.approx(1.01) and rows[a]["baseline_ms_same_device"] == 1.020
@@ -489,15 +489,15 @@ def test_apply_text_warns_where_inductor_would_halve_r0_block():
     # a larger reduction block is timed with dynamic_scale_rblock off; in the program Inductor may
     # add the halved config back, so the apply text says so (and only there)
     winner = {"XBLOCK": 1, "R0_BLOCK": 1024, "num_warps": 16, "num_stages": 1}
-    assert sweep.larger_reduction_block({**winner, "R0_BLOCK": 2048}, winner)
-    assert sweep.larger_reduction_block({**winner, "XBLOCK": 2}, winner)
-    assert not sweep.larger_reduction_block({**winner, "R0_BLOCK": 512}, winner)
-    assert not sweep.larger_reduction_block({**winner, "num_warps": 8}, winner)
-    assert not sweep.larger_reduction_block({"XBLOCK": 2048, "num_warps": 8}, {"XBLOCK": 1024, "num_warps": 4})
+    assert sweep_results.larger_reduction_block({**winner, "R0_BLOCK": 2048}, winner)
+    assert sweep_results.larger_reduction_block({**winner, "XBLOCK": 2}, winner)
+    assert not sweep_results.larger_reduction_block({**winner, "R0_BLOCK": 512}, winner)
+    assert not sweep_results.larger_reduction_block({**winner, "num_warps": 8}, winner)
+    assert not sweep_results.larger_reduction_block({"XBLOCK": 2048, "num_warps": 8}, {"XBLOCK": 1024, "num_warps": 4})
     doc = json.loads((H200_SWEEPS / "long_row_softmax_scaling_2gpu_call6.json").read_text())
-    plan = sweep.Plan(kernel_file="k.py", kernel="k", launch="inductor", spec={}, notes=[], dropped=[],
-                      variants=[sweep.Variant(name="baseline", kind="baseline", description="", flat=winner, grid=None,
+    plan = sweep_plan.Plan(kernel_file="k.py", kernel="k", launch="inductor", spec={}, notes=[], dropped=[],
+                      variants=[sweep_plan.Variant(name="baseline", kind="baseline", description="", flat=winner, grid=None,
                                                     file="k.py")])
     rows = {v["name"]: v for v in doc["variants"]}
-    assert "halving off" in sweep.how_to_apply(rows["R0_BLOCK=2048"], plan)
-    assert "halving off" not in sweep.how_to_apply(rows["num_warps=8"], plan)
+    assert "halving off" in sweep_results.how_to_apply(rows["R0_BLOCK=2048"], plan)
+    assert "halving off" not in sweep_results.how_to_apply(rows["num_warps=8"], plan)

@@ -15,7 +15,7 @@ import pytest
 from tko.compile import compile_probe, offline_compile, probe_variants
 from tko.base import config
 from tko.patch import pins
-from tko.measure import sweep
+from tko.measure import sweep_plan
 from tko.read import triton_stack
 from tko.base.contracts import contract_problems
 
@@ -190,22 +190,22 @@ CAP = Path(__file__).resolve().parent / "fixtures" / "capture_h200"
 
 def test_sweep_offers_the_hcu_options_the_backend_has(tmp_path):
     red = CAP / "row_reduction" / "triton_red_fused__softmax_exp_native_layer_norm_prepare_softmax_online_sub_0.py"
-    das = sweep.build_plan(red, tmp_path / "d", hip=True, backend_options=(DAS, "hcu"))
+    das = sweep_plan.build_plan(red, tmp_path / "d", hip=True, backend_options=(DAS, "hcu"))
     names = [v.name for v in das.variants]
     assert names[-3:] == ["waves_per_eu=2", "waves_per_eu=4", "buffer_cache_swizzle=True"]
     assert das.variants[-1].flat["buffer_cache_swizzle"] is True
     assert any("matrix_instr_nonkdim, kpack, schedule_hint" in n and "tl.dot only" in n for n in das.notes)
     assert das.backend_options == {"backend": "hcu", "accepted": sorted(DAS)}
-    ft = sweep.build_plan(red, tmp_path / "f", hip=True, backend_options=(FT30, "hcu"))
+    ft = sweep_plan.build_plan(red, tmp_path / "f", hip=True, backend_options=(FT30, "hcu"))
     assert [v.name for v in ft.variants][-2:] == ["waves_per_eu=2", "waves_per_eu=4"]
     assert any("buffer_cache_swizzle" in n and "not options of the installed hcu backend" in n for n in ft.notes)
 
 
 def test_sweep_never_passes_an_option_the_backend_lacks():
-    variants = [sweep.Variant("baseline", "baseline", "", {"XBLOCK": 1, "schedule_hint": "attention"}, None, "f"),
-                sweep.Variant("waves_per_eu=2", "config", "", {"XBLOCK": 1, "waves_per_eu": 2}, None, "f")]
+    variants = [sweep_plan.Variant("baseline", "baseline", "", {"XBLOCK": 1, "schedule_hint": "attention"}, None, "f"),
+                sweep_plan.Variant("waves_per_eu=2", "config", "", {"XBLOCK": 1, "waves_per_eu": 2}, None, "f")]
     notes: list = []
-    sweep._without_unaccepted(variants, (FT30, "hcu"), notes)
+    sweep_plan._without_unaccepted(variants, (FT30, "hcu"), notes)
     assert variants[0].flat == {"XBLOCK": 1} and variants[1].flat == {"XBLOCK": 1, "waves_per_eu": 2}
     assert notes == ["baseline: left out schedule_hint='attention': not options of the installed hcu backend"]
 

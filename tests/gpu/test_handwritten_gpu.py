@@ -116,7 +116,7 @@ def test_sweep_of_the_poor_fixed_launch_and_its_launch_override(run_script, tmp_
     """The captured poor launch (BLOCK=64, num_warps=1) swept on the GPU: the advice names the launch
     site; the best arguments as a launch override run the unchanged example, which checks its outputs."""
     from tko.patch import launch_overrides
-    from tko.measure import sweep as sweep_mod
+    from tko.measure import sweep_plan
 
     cap = tmp_path / "cap"
     env = dict(os.environ, TRITON_CAPTURE_DIR=str(cap))
@@ -133,7 +133,7 @@ def test_sweep_of_the_poor_fixed_launch_and_its_launch_override(run_script, tmp_
     assert site in doc["best"]["apply"]
     if doc["best"]["name"] == "baseline":
         pytest.skip("nothing beat the captured launch on this GPU: no override to apply")
-    spec = sweep_mod.read_standalone(kernel_file)[2]
+    spec = sweep_plan.read_standalone(kernel_file)[2]
     entry = launch_overrides.overrides_from_sweep(doc, spec, origin=str(tmp_path / "sweep.json"))
     path = launch_overrides.write_overrides(tmp_path / "launch_overrides.json", "test", [entry])
     timed = {}

@@ -662,10 +662,10 @@ OVERRIDES_FILE = "launch_overrides.json"
 
 def _standalone_spec(path: Path) -> dict:
     """The ``_TKO_SPEC`` of a captured standalone file ({} when there is none)."""
-    from ..measure import sweep
+    from ..measure import sweep_plan
 
     try:
-        return sweep.read_standalone(path)[2] if path.is_file() else {}
+        return sweep_plan.read_standalone(path)[2] if path.is_file() else {}
     except InputError:
         return {}
 
