@@ -36,7 +36,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from pathlib import Path
 
-    from tko.read import kernel_source
+    from tko.read import kernel_ir, kernel_source
     from tko.base.artifact import write_artifact
     from tko.base import inputs
     from tko.base.atomic import check_outputs
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
         except UnicodeDecodeError:
             raise InputError(f"{ir_path}: not a text file") from None
         stage = p.suffix.lstrip(".") if p.suffix in (".ttir", ".ttgir", ".llir", ".mlir") else None
-        ir = kernel_source.parse_ir_text(text, stage)
+        ir = kernel_ir.parse_ir_text(text, stage)
         if not ir["functions"] and ir["stage"] != "llir":
             raise InputError(f"{ir_path}: no tt.func found; expected a .ttir or .ttgir file")
         names = {f["name"] for f in ir["functions"]}
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         if target is None:
             raise InputError(f"{ir_path}: its function ({', '.join(sorted(names)) or 'none'}) is not one of "
                              f"the file's kernels; name one with --kernel")
-        report = kernel_source.attach_ir(target, ir, str(p))
+        report = kernel_ir.attach_ir(target, ir, str(p))
         target.setdefault("ir", []).append(report)
         ir_reports.append({"file": str(p), "kernel": target["name"], "stage": report["stage"]})
     findings = []

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tko.base.contracts import contract_problems
-from tko.read.kernel_source import parse_ir_text, read_kernel_file
+from tko.read.kernel_ir import parse_ir_text
+from tko.read.kernel_source import read_kernel_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 KERNELS = FIXTURES / "kernels"

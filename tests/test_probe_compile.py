@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tko.compile import offline_compile, probe_variants
-from tko.read import kernel_source
+from tko.read import kernel_ir, kernel_source
 from tko.base.contracts import contract_problems
 from tko.base.errors import InputError
 from tko.base.versions import package_version, parse_version
@@ -374,7 +374,7 @@ def test_launch_event_specialises_like_the_real_jit_launch():
     assert plan.config_source == "captured winner" and plan.constexprs == {"BLOCK": 1024}
     ttir = sorted((H200 / "user_autotune_kernel").rglob("scale_bias_relu_kernel.ttir"))
     assert ttir, "the committed H200 Triton cache lost scale_bias_relu_kernel.ttir"
-    (func,) = kernel_source.parse_ir_text(ttir[0].read_text())["functions"]
+    (func,) = kernel_ir.parse_ir_text(ttir[0].read_text())["functions"]
     jit_div = {a["name"] for a in func["args"] if a["attrs"].get("tt.divisibility") == 16}
     assert jit_div == {name for name, pairs in plan.attrs.items() if ["tt.divisibility", 16] in pairs}
     assert jit_div == {"x_ptr", "bias_ptr", "out_ptr", "n_elements", "n_cols"}

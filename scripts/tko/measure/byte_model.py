@@ -19,7 +19,7 @@ import ast
 import os
 from pathlib import Path
 
-from ..read import kernel_source
+from ..read import kernel_ast, kernel_source
 from ..compile.offline_compile import ELEMENT_BYTES, TORCH_TO_TRITON_DTYPE
 
 ABOVE_PEAK_TEXT = "byte estimate above what the device can move: L2-resident or over-counted"
@@ -61,7 +61,7 @@ def access_facts(func: ast.FunctionDef, kernel: dict) -> dict:
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name):
                 out |= origin.get(sub.id, set())
-            if isinstance(sub, ast.Call) and kernel_source._tl_func(ast.unparse(sub.func)) == "load" and sub.args:
+            if isinstance(sub, ast.Call) and kernel_ast._tl_func(ast.unparse(sub.func)) == "load" and sub.args:
                 out |= {n.id for n in ast.walk(sub.args[0]) if isinstance(n, ast.Name) and n.id in pointers}
         return out
 
@@ -97,8 +97,8 @@ def access_facts(func: ast.FunctionDef, kernel: dict) -> dict:
 
 
 def _record_access(call: ast.Call, loop, pointers, facts, loaded_from) -> None:
-    fn = kernel_source._tl_func(ast.unparse(call.func))
-    if fn not in ("load", "store") and fn not in kernel_source.ATOMIC_FUNCS:
+    fn = kernel_ast._tl_func(ast.unparse(call.func))
+    if fn not in ("load", "store") and fn not in kernel_ast.ATOMIC_FUNCS:
         return
     kw = {k.arg: k.value for k in call.keywords if k.arg}
     ptr = call.args[0] if call.args else kw.get("pointer")

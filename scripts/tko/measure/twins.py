@@ -25,11 +25,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..read import kernel_source
+from ..read import kernel_ast, kernel_source
 from ..base.errors import InputError
 from ..base import inputs
 
-TL_MEMORY = {"load", "store"} | kernel_source.ATOMIC_FUNCS
+TL_MEMORY = {"load", "store"} | kernel_ast.ATOMIC_FUNCS
 # tl.* calls that cost arithmetic and have a data result of their argument's type
 TL_EXPENSIVE = {"exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt", "sigmoid", "erf",
                 "fdiv", "div_rn", "cos", "sin", "tanh", "fma", "softplus", "pow", "cdiv", "umulhi"}
@@ -37,7 +37,7 @@ TL_EXPENSIVE = {"exp", "exp2", "log", "log2", "log1p", "sqrt", "sqrt_rn", "rsqrt
 MATH_PREFIXES = ("libdevice.", "tl_math.", "tl.math.", "triton.language.math.",
                  "tl.extra.cuda.libdevice.", "tl.extra.hip.libdevice.", "tl.extra.libdevice.")
 # triton_helpers calls that are not elementwise math: reductions and tensor plumbing
-HELPER_KEEP = kernel_source.HELPER_REDUCTIONS | {
+HELPER_KEEP = kernel_ast.HELPER_REDUCTIONS | {
     "promote_to_tensor", "online_softmax_combine", "online_softmax_reduce", "welford_combine",
     "welford_reduce", "device_assert_then", "set_driver_to_gpu", "randint64", "bucketize_binary_search",
     "x_grid_barrier", "gpu_barrier", "any", "prod", "pack_value_flag", "unpack_value", "unpack_flag",
@@ -46,7 +46,7 @@ HELPER_KEEP = kernel_source.HELPER_REDUCTIONS | {
 # elementwise math whose result is a predicate or an integer of a float: cheap, and replacing it
 # with its (float) argument would change the dtype the code downstream expects
 _DTYPE_CHANGING = re.compile(r"(^is|signbit|finite|2(u?int|ll|ull|float|half|double)|^ilogb|^float_as|^int_as)")
-_VALUE_PRODUCERS = {"load"} | kernel_source.ATOMIC_FUNCS   # calls whose result is memory data
+_VALUE_PRODUCERS = {"load"} | kernel_ast.ATOMIC_FUNCS   # calls whose result is memory data
 ARITH_OPS = (ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow)
 _OP_TEXT = {ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 TWIN_MARK = "# memory twin (tko.measure.twins): data arithmetic replaced by additions; loads, stores, " \
@@ -78,7 +78,7 @@ def call_name(node: ast.Call) -> str:
 
 
 def _tl(name: str) -> str | None:
-    return kernel_source._tl_func(name)
+    return kernel_ast._tl_func(name)
 
 
 def memory_call(node: ast.AST) -> str | None:
