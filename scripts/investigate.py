@@ -72,13 +72,13 @@ def main(argv=None) -> int:
         raise InputError("--top must be at least 1")
     if a.trials_runs < 1 or a.trials_budget_s <= 0:
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
-    from tko.chains import pipeline
+    from tko.chains import chain_steps, investigation_index, pipeline
     from tko.base.atomic import check_outputs
 
     check_outputs(folders=(a.out,))  # before resolve(): a symlink loop there is the user's path
     out = Path(a.out).resolve()
-    pipeline.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)
-    chain = pipeline.Chain(out, timeout=a.timeout)
+    chain_steps.prepare_out(out, a.force, keep=Path(a.from_capture) if a.from_capture else None)
+    chain = chain_steps.Chain(out, timeout=a.timeout)
     if cmd:
         cap = out / "capture"
         pipeline.capture_online(chain, cmd, cap, a.smoke)
@@ -97,13 +97,13 @@ def main(argv=None) -> int:
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
               "repro": pipeline.repro_command(cap), "program": program, "trials": trial_summary, "kernels": kernels,
               "steps": [s.as_dict() for s in chain.steps]}
-    result["step"] = pipeline.step_section(cap, out, trial_summary)
-    result["rewrites"] = pipeline.rewrite_section(cap, out, result)
+    result["step"] = investigation_index.step_section(cap, out, trial_summary)
+    result["rewrites"] = investigation_index.rewrite_section(cap, out, result)
     ranks = pipeline.ranks_summary(cap, out)
     if ranks:
         result["ranks"] = ranks
-    result["next_steps"] = pipeline.next_steps(result)
-    pipeline.write_index(out, result)
+    result["next_steps"] = investigation_index.next_steps(result)
+    investigation_index.write_index(out, result)
     print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
     failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "

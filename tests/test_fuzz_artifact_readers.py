@@ -448,9 +448,9 @@ def capture_outputs(made, tmp_path_factory) -> dict[str, Path]:
 def pipeline_readers(cap: Path, out: Path) -> dict:
     """The in-process readers of investigate.py --from-capture, on a capture and its outputs."""
     from tko.verdict import program_evidence
-    from tko.chains import pipeline
+    from tko.chains import investigation_index, pipeline
 
-    profile, summary = pipeline._load(cap / "profile" / "profile.json"), pipeline._load(out / "autotune_summary.json")
+    profile, summary = pipeline.load_doc(cap / "profile" / "profile.json"), pipeline.load_doc(out / "autotune_summary.json")
     kernels = pipeline.top_kernels(profile, summary, 3)
     for name in kernels:  # each becomes a folder under --out/kernels
         assert isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name, name
@@ -459,10 +459,10 @@ def pipeline_readers(cap: Path, out: Path) -> dict:
     result = {"mode": "offline", "capture_dir": str(cap), "out_dir": str(out), "command": None,
               "repro": pipeline.repro_command(cap), "program": program,
               "trials": pipeline.trials_summary(trials, out, recorded=True),
-              "kernels": [pipeline._kernel_entry(k, out / "kernels" / k, out, pipeline._load(out / "report.json"),
+              "kernels": [pipeline._kernel_entry(k, out / "kernels" / k, out, pipeline.load_doc(out / "report.json"),
                                                  STANDALONE) for k in kernels], "steps": []}
-    result["next_steps"] = pipeline.next_steps(result)
-    pipeline.index_markdown(result)
+    result["next_steps"] = investigation_index.next_steps(result)
+    investigation_index.index_markdown(result)
     return result
 
 
@@ -645,7 +645,7 @@ def test_pipeline_reads_a_json_that_is_no_object_as_missing(tmp_path, text):
     from tko.chains import pipeline
 
     (tmp_path / "x.json").write_text(text)
-    assert pipeline._load(tmp_path / "x.json") is None
+    assert pipeline.load_doc(tmp_path / "x.json") is None
 
 
 @pytest.mark.parametrize("rows,names", [

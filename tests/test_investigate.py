@@ -146,7 +146,7 @@ def test_bundled_recorded_capture_gives_the_main_job_report(run_script, tmp_path
 
 
 def test_next_steps_name_the_command_for_each_decision(tmp_path):
-    from tko.chains import pipeline
+    from tko.chains import investigation_index
 
     result = {"capture_dir": str(tmp_path), "repro": ["python", "model.py", "--steps", "5"], "program": None,
               "kernels": [
@@ -156,7 +156,7 @@ def test_next_steps_name_the_command_for_each_decision(tmp_path):
                    "where": ["model.py:12"], "disable_targets": ["__main__:Block.forward"]},
                   {"kernel": "k_keep", "dir": "kernels/k_keep", "verdict": "leave_as_is"},
                   {"kernel": "k_unknown", "dir": "kernels/k_unknown", "verdict": None}]}
-    steps = pipeline.next_steps(result)
+    steps = investigation_index.next_steps(result)
     assert steps[0].startswith("`k_tune`: on a GPU, `python scripts/sweep_captured_kernel.py /c/k_tune.py --json-out "
                                "kernels/k_tune/sweep.json")
     assert steps[1] == "`k_swept`: swept, see `kernels/k_swept/sweep.json` and the report's best variant and how to apply it"

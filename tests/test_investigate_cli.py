@@ -77,7 +77,7 @@ def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
     under the hot_share cut of the rules; the probe runs for the first only, with the hint variants."""
     import json
 
-    from tko.chains import pipeline
+    from tko.chains import chain_steps, pipeline
     from tko.compile.probe_variants import HINT_VARIANTS
     from tko.base.decide import threshold
 
@@ -88,7 +88,7 @@ def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
     hot = [k for k in kernels if shares[k] >= threshold("hot_share")]
     assert 0 < len(hot) < len(kernels)  # the capture has both kinds
 
-    chain = pipeline.Chain(tmp_path)
+    chain = chain_steps.Chain(tmp_path)
     started = []
     monkeypatch.setattr(chain, "start", lambda name, cmd, output=None: started.append((name, cmd)))
     ctx = pipeline.KernelCtx(cap, tmp_path, cap / "autotune_kernels", ["gfx942"], None, False, False, None,

@@ -7,7 +7,7 @@ import json
 import shutil
 
 from tko.patch import pins
-from tko.chains import pipeline, trial_plan
+from tko.chains import chain_steps, pipeline, trial_plan
 
 
 def test_sweep_pins_are_written_for_the_pinned_arm(fixtures_dir, tmp_path, capsys):
@@ -22,7 +22,7 @@ def test_sweep_pins_are_written_for_the_pinned_arm(fixtures_dir, tmp_path, capsy
     (tmp_path / "kernels" / "triton_other_0").mkdir()
     (tmp_path / "kernels" / "triton_other_0" / "sweep.json").write_text(json.dumps(flat))
     ctx = pipeline.KernelCtx(tmp_path / "capture", tmp_path, kdir, [], None, True, True, None)
-    chain = pipeline.Chain(tmp_path)
+    chain = chain_steps.Chain(tmp_path)
     path = pipeline.write_sweep_pins(chain, ctx, [name, "triton_other_0", "triton_unswept_0"])
     assert path == tmp_path / "pins.json"
     loaded = pins.load_pins(path)
@@ -38,5 +38,5 @@ def test_sweep_pins_are_written_for_the_pinned_arm(fixtures_dir, tmp_path, capsy
 
 def test_no_sweep_no_pins(tmp_path):
     ctx = pipeline.KernelCtx(tmp_path, tmp_path, tmp_path, [], None, True, True, None)
-    assert pipeline.write_sweep_pins(pipeline.Chain(tmp_path), ctx, ["k"]) is None
+    assert pipeline.write_sweep_pins(chain_steps.Chain(tmp_path), ctx, ["k"]) is None
     assert not (tmp_path / "pins.json").exists()

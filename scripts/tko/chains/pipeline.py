@@ -14,201 +14,26 @@ fails under capture stops the chain: every later step needs its output. Every st
 ``scripts/``, so what ``investigate.py`` does can be repeated by hand from ``investigation.json``.
 """
 
+
 from __future__ import annotations
 
 import json
 import os
 import shlex
-import shutil
-import subprocess
 import sys
-import threading
-import time
-from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..base import fronts, resources
 from ..base import atomic
 from ..verdict import evidence, program_evidence, trial_evidence
-from ..base import markdown as md
-from ..base.artifact import dumps
 from ..base.errors import InputError, ToolFailure
-from ..verdict.report import DECISION_TEXT
-from tko.base.layout import (
-    CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR,
-    RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
+from ..base.layout import (CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR, RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
 from ..compile.probe_variants import HINT_VARIANTS
 from ..base.decide import threshold
+from .chain_steps import (Background, Chain)
 
 SCRIPTS = resources.scripts_dir()
-
-
-@dataclass
-class Step:
-    name: str
-    cmd: list[str]
-    status: str = "pending"
-    seconds: float | None = None
-    error: str | None = None
-    output: str | None = None
-
-    def as_dict(self) -> dict:
-        return {"name": self.name, "command": " ".join(shlex.quote(c) for c in self.cmd),
-                "status": self.status, "seconds": self.seconds, "error": self.error, "output": self.output}
-
-
-# What a run writes into --out (and what --force clears: nothing else there is touched).
-OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "autotune_summary.json", "autotune_summary.md",
-               "profile.json", "profile.md", "investigation.json", "investigation.md", "pins.json")
-HEARTBEAT_S = 15.0
-
-
-def prepare_out(out: Path, force: bool, keep: Path | None = None) -> None:
-    """Refuse an --out that holds files (an earlier run's files would be read as this run's)."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
-    if not out.is_dir() or not any(out.iterdir()):
-        return
-    ours = [out / n for n in OUT_ENTRIES if (out / n).exists()]
-    if not force:
-        raise InputError(f"--out {out} is not empty ({', '.join(sorted(p.name for p in out.iterdir())[:5])}"
-                         f"{', ...' if len(list(out.iterdir())) > 5 else ''}): give a new folder, or --force to "
-                         f"clear what this run writes there ({', '.join(OUT_ENTRIES)})")
-    for path in ours:
-        if keep is not None and (keep.resolve() == path.resolve() or path.resolve() in keep.resolve().parents):
-            continue  # the capture being read lives here: never delete the input
-        shutil.rmtree(path) if path.is_dir() and not path.is_symlink() else path.unlink()
-
-
-@dataclass
-class Chain:
-    out: Path
-    steps: list[Step] = field(default_factory=list)
-    timeout: float = 1800.0
-    planned: int = 0
-
-    def _add(self, step: Step) -> str:
-        """Record ``step``; its "step k/n" counter (a step past the plan raises the plan)."""
-        self.steps.append(step)
-        self.planned = max(self.planned, len(self.steps))
-        return f"[investigate] step {len(self.steps)}/{self.planned} {step.name}"
-
-    def skip(self, name: str, reason: str) -> None:
-        """A planned step that cannot apply to this input: recorded and counted, not a failure."""
-        print(f"{self._add(Step(name, [], status='skipped', error=reason))}: skipped ({reason})", flush=True)
-
-    def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
-            log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
-        """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
-        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
-        fronts.check(step.cmd)
-        print(f"{self._add(step)}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
-        t0 = time.perf_counter()
-        full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-        rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
-                                 label=f"[investigate] {name}")
-        return self.finish(step, rc, tail, time.perf_counter() - t0, log)
-
-    def start(self, name: str, cmd: list[str], output: Path | None = None) -> Background:
-        """Start one step in the background, for the steps after it that do not read its output;
-        :meth:`Background.wait` ends and records it."""
-        step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
-        fronts.check(step.cmd)
-        print(f"{self._add(step)} (in the background): {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
-        return Background(self, step)
-
-    def finish(self, step: Step, rc: int | None, tail: list[str], seconds: float, log: Path | None) -> bool:
-        """Record how a step ended (status, time, the error's last lines) and say so."""
-        name = step.name
-        step.seconds = round(seconds, 2)
-        if rc is None:
-            step.error = f"timed out after {self.timeout:.0f} s" + (f" (log: {log})" if log else "")
-        elif rc != 0:
-            step.error = f"exit {rc}: " + " | ".join(tail[-3:]) + (f" (log: {log})" if log else "")
-        step.status = "ok" if rc == 0 else "failed"
-        print(f"[investigate] {name}: {step.status} in {step.seconds:.1f} s"
-              + (f": {step.error}" if step.error else ""), flush=True)
-        return rc == 0
-
-
-class Background:
-    """A step running in a thread of its own (its child in its own process group, as every step's)."""
-
-    def __init__(self, chain: Chain, step: Step):
-        self.chain, self.step = chain, step
-        self.procs: list[subprocess.Popen] = []
-        self.result: tuple[int | None, list[str]] = (None, ["(did not start)"])
-        self.t0 = time.perf_counter()
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.thread = threading.Thread(target=self._work, args=(env,), daemon=True)
-        self.thread.start()
-
-    def _work(self, env: dict) -> None:
-        self.result = run_streaming(self.step.cmd, env, None, self.chain.timeout, None, False,
-                                    label=f"[investigate] {self.step.name}", started=self.procs.append)
-
-    def wait(self) -> bool:
-        """Wait for the step to end; True when it succeeded."""
-        self.thread.join()
-        return self.chain.finish(self.step, *self.result, time.perf_counter() - self.t0, None)
-
-    def cancel(self) -> None:
-        """End the step's whole process group now (the chain is stopping)."""
-        from ..base.subproc import kill_group
-
-        for proc in self.procs:
-            if proc.poll() is None:
-                kill_group(proc)
-        self.thread.join(timeout=10)
-
-
-def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
-                  stream: bool, label: str, started=None) -> tuple[int | None, list[str]]:
-    """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
-    heartbeat with the latest line while it runs, kill the whole group on timeout.
-    ``started`` (a callable) gets the child once it runs. Returns (exit code or None on timeout,
-    the last output lines)."""
-    from ..base.subproc import kill_group
-
-    tail: deque[str] = deque(maxlen=40)
-    fh = open(log, "w", encoding="utf-8") if log is not None else None
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            cwd=cwd, start_new_session=True, errors="replace")
-    if started is not None:
-        started(proc)
-
-    def pump() -> None:
-        for line in proc.stdout:
-            tail.append(line.rstrip("\n"))
-            if fh:
-                fh.write(line)
-                fh.flush()
-            if stream:
-                print(f"  | {line}", end="", flush=True)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    t0 = time.perf_counter()
-    rc: int | None = None
-    try:
-        while True:
-            try:
-                rc = proc.wait(timeout=HEARTBEAT_S)
-                break
-            except subprocess.TimeoutExpired:
-                elapsed = time.perf_counter() - t0
-                if elapsed > timeout:
-                    kill_group(proc)
-                    break
-                if not stream:
-                    last = tail[-1][:120] if tail else "(no output yet)"
-                    print(f"{label}: {elapsed:.0f} s, running; last line: {last}", flush=True)
-    finally:
-        reader.join(timeout=5)
-        if fh:
-            fh.close()
-    return rc, list(tail)
 
 
 LISTING_SUFFIXES = {".amdgcn", ".s", ".ptx", ".sass", ".cubin"}
@@ -286,7 +111,7 @@ def ranks_summary(cap: Path, out: Path) -> dict | None:
     """``investigation/1`` ``ranks``: the cross-rank view a multi-process profile run wrote
     (``profile.ranks.json``, ``rank_view/1``), without its per-rank collective lists."""
     for folder in (cap / PROFILE_DIR, out):
-        doc = _load(folder / "profile.ranks.json")
+        doc = load_doc(folder / "profile.ranks.json")
         if doc and str(doc.get("schema", "")).startswith("rank_view/"):
             keep = ("world_size", "slowest", "compute_spread", "communication_share", "communication_bound",
                     "threshold", "verdict")
@@ -316,12 +141,12 @@ def repro_failed(chain: Chain, log: Path) -> None:
 
 def repro_command(cap: Path) -> list[str] | None:
     """The command an online capture ran (``repro_command.json``), when recorded."""
-    command = (_load(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
+    command = (load_doc(cap / REPRO_FILE) or {}).get("command") if (cap / REPRO_FILE).is_file() else None
     # a command is a list of strings: anything else in the file reads as not recorded
     return command if isinstance(command, list) and all(isinstance(c, str) for c in command) else None
 
 
-def _load(path: Path) -> dict | None:
+def load_doc(path: Path) -> dict | None:
     """A JSON object read back; None when unreadable, not JSON, nested too deeply or not an object."""
     try:
         doc = json.loads(path.read_text())
@@ -608,13 +433,13 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
 
 def capture_device(cap: Path) -> str | None:
     """The device a capture's kernels ran on: its check_env record's, else its profile's."""
-    env = _load(cap / ENV_FILE)
+    env = load_doc(cap / ENV_FILE)
     return (evidence.Env.read(env).device if env else None) or \
-        program_evidence.profile_device(_load(cap / PROFILE_DIR / "profile.json"))[0]
+        program_evidence.profile_device(load_doc(cap / PROFILE_DIR / "profile.json"))[0]
 
 
 def load_trials(path: Path | None) -> dict | None:
-    doc = _load(path) if path else None
+    doc = load_doc(path) if path else None
     return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("remedy_trials/") else None
 
 
@@ -692,7 +517,7 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
     if not sweep and (kd / "sweep.json").is_file():
         report += ["--benchmark", kd / "sweep.json"]
     chain.run(f"report {kernel}", report, output=kd / "report.md", env=env)
-    rep = _load(kd / "report.json")
+    rep = load_doc(kd / "report.json")
     # A kernel the rules say to tune gets a correctness-gated sweep where a GPU can time it,
     # and its report is remade with the measured variants.
     verdict = ((rep or {}).get("decision") or {}).get("verdict")
@@ -707,7 +532,7 @@ def _report(chain: Chain, ctx: KernelCtx, kernel: str, args: dict, trials: Path 
             chain.planned += 1
             chain.run(f"report {kernel} (with sweep)", report + ["--benchmark", kd / "sweep.json"],
                       output=kd / "report.md", env=env)
-            rep = _load(kd / "report.json")
+            rep = load_doc(kd / "report.json")
     return _kernel_entry(kernel, kd, out, rep, standalone)
 
 
@@ -745,7 +570,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     if repro is None:
         repro = repro_command(cap)
     kdir, profile_json = _prepare(chain, cap, out, logs)
-    profile, summary = _load(profile_json), _load(out / "autotune_summary.json")
+    profile, summary = load_doc(profile_json), load_doc(out / "autotune_summary.json")
     label = str(profile_json.relative_to(cap) if profile_json.is_relative_to(cap) else profile_json.relative_to(out))
     kernels = top_kernels(profile, summary, top)
     ctx = KernelCtx(cap, out, kdir, probe_archs, probe_variants, run_kernels, gpu_available(), peak_gbps,
@@ -771,184 +596,3 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     return reports, program, trials_summary(trials_path, out, recorded=trials is None)
 
 
-def next_steps(result: dict) -> list[str]:
-    """What to run next, per kernel decision and for the whole program: commands, not advice."""
-    repro = " ".join(result.get("repro") or []) or "python <repro> ..."
-    before = Path(result.get("capture_dir") or ".") / PROFILE_DIR / "profile.json"
-    compare = (f"`python scripts/profile_kernels.py --json-out after.json -- {repro}`, then "
-               f"`python scripts/compare_profiles.py {before if before.is_file() else '<profile before>'} after.json`")
-    steps = []
-    program = result.get("program") or {}
-    trials = result.get("trials") or {}
-    measured = str(program.get("rule") or "").startswith("remedy_measured_faster")
-    if measured:
-        steps.append(f"whole program ({program['rule']}): {trials.get('what_to_change') or program.get('says')}; "
-                     f"apply it in the model's setup, then {compare}")
-    elif program.get("verdict") == "rewrite_model":
-        steps.append(f"whole program ({program['rule']}): change the model as its finding says, then {compare} "
-                     "(add --steps-before/--steps-after if the runs differ in steps)")
-    for k in result.get("kernels", []):
-        name, where = k["kernel"], ", ".join(k.get("where") or []) or "model code unknown"
-        if str(k.get("rule") or "").startswith("remedy_measured_faster"):
-            if not measured:
-                steps.append(f"`{name}`: apply the measured remedy: {trials.get('what_to_change') or k.get('rule')}")
-            continue
-        if k.get("verdict") == "tune_triton":
-            if k.get("sweep"):
-                steps.append(f"`{name}`: swept, see `{k['sweep']}` and the report's best variant and how to apply it")
-            elif k.get("standalone"):
-                steps.append(f"`{name}`: on a GPU, `python scripts/sweep_captured_kernel.py {k['standalone']} "
-                             f"--json-out {k['dir']}/sweep.json --markdown-out {k['dir']}/sweep.md --best-out "
-                             f"{k['dir']}/best.py`, then remake its report with `--benchmark {k['dir']}/sweep.json`")
-            else:
-                steps.append(f"`{name}`: capture it (no standalone file) and sweep it on a GPU")
-        elif k.get("verdict") == "disable_compiled_region":
-            targets = " ".join(f"--disable {t}" for t in k.get("disable_targets") or []) or "--disable <module>:<function>"
-            steps.append(f"`{name}` ({where}): `python scripts/eager_fallback_ab.py {targets} --json-out "
-                         f"{k['dir']}/ab.json -- {repro}`; keep the fallback only if it is faster end to end with "
-                         "equal outputs")
-        elif k.get("verdict") == "rewrite_model":
-            steps.append(f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}")
-        elif k.get("verdict") is None:
-            steps.append(f"`{name}`: undecided; its report lists the missing evidence")
-    offline = offline_step(result, repro)
-    return steps + ([offline] if offline else [])
-
-
-def offline_step(result: dict, repro: str) -> str | None:
-    """Offline, what only the program's GPU can add, with the command that adds it."""
-    if result.get("mode") != "offline":
-        return None
-    missing = [] if result.get("trials") else ["the remedies end to end, none ran or were recorded"]
-    if any(k.get("sol_class") in (None, "unmeasured") for k in result.get("kernels", [])):
-        missing.append("each kernel against its copy floor, not timed")
-    if not missing:
-        return None
-    return (f"on the GPU the program runs on, measure what this offline run could not ({'; '.join(missing)}): "
-            f"`python scripts/investigate.py --out investigation -- {repro}`")
-
-
-def trials_markdown(trials: dict | None) -> list[str]:
-    """The measured trial table the index leads with, and its "what to change" line."""
-    if not trials:
-        return []
-    def num(v, fmt):
-        return format(v, fmt) if isinstance(v, (int, float)) and not isinstance(v, bool) else "n/a"
-
-    how = "recorded with the capture" if trials.get("recorded") else "run by this investigation"
-    rows = []
-    for a in trials.get("arms") or []:
-        noise = f"+-{a['noise_pct']:.1f} %" if isinstance(a.get("noise_pct"), (int, float)) else "n/a"
-        mark = " (winner)" if a.get("name") == trials.get("winner") else ""
-        rows.append([md.text(a.get("name")) + mark, num(a.get("median_ms"), ".4f"), num(a.get("x_baseline"), ".3f"),
-                     noise, md.text(a.get("outputs") or "n/a"), md.text(a.get("status"))])
-    return (["## Measured end to end", "",
-             f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
-             f"{md.text(trials.get('device') or '?')}):", ""]
-            + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
-            + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
-
-
-def what_to_change_markdown(result: dict) -> list[str]:
-    """The index's "What to change" when no trials measured one (their table says it otherwise):
-    that nothing was measured end to end, and what the kernels' evidence says."""
-    if result.get("trials"):
-        return []
-    why = ("offline: no remedy trials ran here, and the capture recorded none" if result.get("mode") == "offline"
-           else "the remedy trials did not run; see Steps")
-    decided = "; ".join(f"`{k['kernel']}`: {k.get('decision_text') or 'undecided'}"
-                        + (f" (`{k['rule']}`)" if k.get("rule") else "") for k in result.get("kernels", []))
-    return ["## What to change", "",
-            f"Nothing was measured end to end ({why}), so no change is shown to help yet. By each kernel's "
-            f"evidence: {decided or 'no kernel investigated'}. Next steps says how to measure it.", ""]
-
-
-def _sol_text(r: dict) -> str:
-    """A kernel's speed of light in the index: its class and time over the floor, or the floor
-    it was not timed against."""
-    text = r.get("sol_class") or "n/a"
-    if isinstance(r.get("sol_over_floor"), (int, float)):
-        return text + f" ({r['sol_over_floor']:.2f}x floor)"
-    if isinstance(r.get("sol_copy_floor_ms"), (int, float)):
-        return text + f" (copy floor {r['sol_copy_floor_ms']:.4g} ms" + ("; offline, not timed)" if r.get("sol_offline")
-                                                                         else "; kernel not timed)")
-    return text
-
-
-def index_chart(result: dict) -> str | None:
-    """Each hot kernel's share of GPU time and its time over the copy floor (tko.base.svg_chart)."""
-    from ..base.svg_chart import hot_kernels_chart
-
-    rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else 0.0,
-             "gap": k.get("sol_over_floor"),
-             "missing": (f"not timed (floor {1000 * k['sol_copy_floor_ms']:.1f} us)"
-                         if isinstance(k.get("sol_copy_floor_ms"), (int, float)) else None)}
-            for k in result.get("kernels", [])]
-    return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
-
-
-def step_section(cap: Path, out: Path, trials: dict | None) -> dict | None:
-    """``investigation/1`` ``step``: where the step's time goes (tko.verdict.step_breakdown), from the
-    profile the kernels were ranked by (the one made here from a trace, else the capture's)."""
-    from ..verdict import step_breakdown
-
-    path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
-    label = str(path.relative_to(out) if path.is_relative_to(out) else path)
-    return step_breakdown.summarize(_load(path), label, trials)
-
-
-def rewrite_section(cap: Path, out: Path, result: dict) -> list[dict]:
-    """``investigation/1`` ``rewrites``: the catalog's model-level rewrites found (tko.chains.rewrites)."""
-    from . import rewrites
-
-    path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
-    return rewrites.section(result, out, _load(path))
-
-
-def index_markdown(result: dict) -> str:
-    from ..verdict.step_breakdown import markdown as step_markdown
-    from .rewrites import markdown as rewrite_markdown
-
-    lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
-    lines += step_markdown(result.get("step"))
-    lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...")
-    lines += trials_markdown(result.get("trials"))
-    lines += what_to_change_markdown(result)
-    program = result.get("program") or {}
-    if result.get("ranks"):
-        from ..read.rank_view import markdown_lines
-
-        lines += markdown_lines(result["ranks"]) + [""]
-    if program.get("verdict"):
-        lines += [f"**Whole program: {DECISION_TEXT.get(program['verdict'], program['verdict'])}** "
-                  f"(rule `{program['rule']}`): {md.text(program['says'])}", ""]
-    lines += md.table(["kernel", "share of GPU time", "model code", "decision", "rule", "speed of light", "gaps",
-                       "report"], [_index_row(r) for r in result["kernels"]])
-    if not result["kernels"]:  # a placeholder row under the header, written as it always was
-        lines.append("| (no Triton kernel found in the profile or the autotune log) | | | | | | | |")
-    chart = index_chart(result)
-    if chart:
-        lines += ["", chart]
-    lines += ["", "## Next steps", ""] + ([f"- {n}" for n in result["next_steps"]] if result.get("next_steps") else
-                                         ["- nothing to run: no kernel decision and no whole-program finding asks "
-                                          "for a change, and nothing is left to measure"])
-    lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
-        [s["name"], s["status"], "" if s["seconds"] is None else s["seconds"], md.text((s["error"] or "")[:200])]
-        for s in result["steps"]])
-    return "\n".join(lines) + "\n"
-
-
-def _index_row(r: dict) -> list[str]:
-    """One hot kernel of the index: its share, model code, decision, speed of light, report link."""
-    share = f"{100 * r['share']:.1f}%" if isinstance(r.get("share"), (int, float)) else "n/a"
-    where = ", ".join(r.get("where") or []) or "n/a"
-    return [f"`{r['kernel']}`", share, md.text(where), r.get("decision_text") or "n/a", r.get("rule") or "",
-            _sol_text(r),
-            r.get("gaps") if r.get("gaps") is not None else "", f"[{r['dir']}/report.md]({r['dir']}/report.md)"]
-
-
-def write_index(out: Path, result: dict) -> None:
-    from ..base.artifact import make_artifact
-
-    atomic.write_text(out / "investigation.json", dumps(make_artifact("investigation/1", "investigate.py", result)))
-    atomic.write_text(out / "investigation.md", index_markdown(result))
