@@ -160,7 +160,7 @@ USER_PROGRAM = textwrap.dedent('''
             def broken(*a, **k):
                 raise RuntimeError("capture broke")
             capture.emit = broken
-            capture.describe_arg = broken
+            capture.describe_arg = broken   # the name the capture calls
     import torch, triton, triton.language as tl
 
     def bench(fn, quantiles=None, **kw):

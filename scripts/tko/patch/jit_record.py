@@ -16,7 +16,7 @@ import textwrap
 from typing import Any
 
 from ..base.config import TritonConfig
-from . import capture
+from . import capture, capture_records
 
 KIND = "triton_jit"
 _RUN_KEYWORDS = ("grid", "warmup")
@@ -113,9 +113,9 @@ def _plain(value: Any) -> Any:
 def launch_flat(info: dict, bound: dict, options: dict) -> tuple[dict, list[str]]:
     """The launch as a flat config (constexprs, then the options passed, Triton's defaults for
     num_warps / num_stages when none was passed) and the names so defaulted."""
-    flat = {n: capture._jsonable_scalar(_plain(bound[n])) for n in info["names"]
+    flat = {n: capture_records._jsonable_scalar(_plain(bound[n])) for n in info["names"]
             if n in info["constexprs"] and n in bound}
-    flat.update({k: capture._jsonable_scalar(v) for k, v in options.items()})
+    flat.update({k: capture_records._jsonable_scalar(v) for k, v in options.items()})
     defaulted = [k for k in ("num_warps", "num_stages") if flat.get(k) is None]
     if "num_warps" in defaulted:
         flat["num_warps"] = DEFAULT_NUM_WARPS
@@ -131,16 +131,16 @@ def snapshot(obj: Any, st: capture.KernelState, args: tuple, kwargs: dict, site:
 
     info = st.standalone
     bound, positional, keyword, options = split_params(info, args, kwargs)
-    described = [capture.describe_arg(n, bound[n]) for n in positional + keyword]
+    described = [capture_records.describe_arg(n, bound[n]) for n in positional + keyword]
     values = [bound[n] for n in positional + keyword]
     stem = capture.unique_stem(standalone.standalone_stem(st.name, len(st.signatures)),
                                f"{info.get('def_file')}:{info.get('def_line')}")
     saved = standalone.save_index_tensors(capture.settings().capture_dir, stem, described, tuple(values),
                                           capture.settings().max_save_bytes, capture.log_error)
     flat, defaulted = launch_flat(info, bound, options)
-    num_bytes, source = capture.num_bytes_estimate(positional + keyword, tuple(values), None)
+    num_bytes, source = capture_records.num_bytes_estimate(positional + keyword, tuple(values), None)
     return {"described": described, "npos": len(positional), "keyword": keyword, "flat": flat,
-            "defaulted": defaulted, "options": {k: capture._jsonable_scalar(v) for k, v in options.items()},
+            "defaulted": defaulted, "options": {k: capture_records._jsonable_scalar(v) for k, v in options.items()},
             "grid": _grid(kwargs.get("grid"), bound, st.name), "num_bytes": num_bytes, "bytes_source": source,
             "stem": stem, "saved": saved, "site": site, "heuristics": heuristics}
 
@@ -154,14 +154,14 @@ def record_launch(obj: Any, st: capture.KernelState, snap: dict) -> None:
     from ..measure import standalone
 
     info, flat = st.standalone, snap["flat"]
-    winner = TritonConfig.from_flat(flat).mapped(capture._jsonable_scalar).record()
+    winner = TritonConfig.from_flat(flat).mapped(capture_records._jsonable_scalar).record()
     common = {"kind": KIND, "source_file": info.get("def_file"), "source_line": info.get("def_line"),
               "source_hash": info.get("source_hash"), "launch_site": snap["site"],
               "heuristics": snap["heuristics"] or None}
     if not info.get("kernel_emitted"):
         info["kernel_emitted"] = True
         capture.emit("kernel", st.name, function=jit_name(obj), configs=[winner],
-                     device=capture.device_record(), versions=capture.versions(), **common)
+                     device=capture.device_record(), versions=capture_records.versions(), **common)
     described, npos = snap["described"], snap["npos"]
     path = None
     if capture.settings().standalone:
