@@ -7,13 +7,13 @@ import sys
 import pytest
 
 from tko import cli
-from tko.base import fronts
+from tko.base import fronts, resources
 
 
 @pytest.mark.parametrize("name", cli.SCRIPTS)
 def test_every_front_builds_its_parser_without_running(name, monkeypatch):
     monkeypatch.delenv("TRITON_CAPTURE_DIR", raising=False)
-    parser = fronts.front_parser(str(fronts.SCRIPTS / f"{name}.py"))
+    parser = fronts.front_parser(str(resources.scripts_dir() / f"{name}.py"))
     assert parser is not None and parser.prog == f"{name}.py"
 
 
@@ -21,7 +21,7 @@ def test_reading_the_capture_patch_for_its_parser_installs_nothing():
     from tko.patch import capture
 
     before = dict(capture._installed)
-    fronts.front_parser(str(fronts.SCRIPTS / "autotune_capture_patch.py"))
+    fronts.front_parser(str(resources.scripts_dir() / "autotune_capture_patch.py"))
     assert capture._installed == before
 
 

@@ -19,13 +19,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parents[2]   # scripts/, where the fronts are
+from .resources import scripts_dir
+
 CHECK_ENV = "TKO_CHECK_STEP_ARGV"
 
 
 def front_argv(name: str, *args: Any) -> list[str]:
     """``[python, scripts/<name>, *args]``: how a chain starts the front ``name`` (``x.py``)."""
-    return [sys.executable, str(SCRIPTS / name), *(str(a) for a in args)]
+    return [sys.executable, str(scripts_dir() / name), *(str(a) for a in args)]
 
 
 @lru_cache(maxsize=None)
@@ -33,7 +34,7 @@ def front_parser(path: str):
     """The parser of the front script at ``path`` (its ``build_parser()``); None for a file
     that is not a front of this package."""
     file = Path(path)
-    if file.parent != SCRIPTS or not file.is_file():
+    if file.parent != scripts_dir() or not file.is_file():
         return None
     # this name tells a front that installs itself on import (the capture patch) not to
     spec = importlib.util.spec_from_file_location("__tko_front__", file)
