@@ -244,6 +244,11 @@ def install(env: dict | None = None) -> dict:
             import importlib
 
             cls = getattr(importlib.import_module(module), name)
+            if not hasattr(cls, "run"):
+                # Triton <= 3.3's interpreter launches through GridExecutor, not a run method: its
+                # launches are not recorded there (the GPU path is), and that is no capture error
+                done[label] = False
+                continue
             if not getattr(cls.run, "_tko_capture", False):
                 _wrap_jit(cls)
                 if label == "triton_jit":
