@@ -356,3 +356,16 @@ def test_trials_on_a_machine_without_the_programs_gpu_are_refused(run_script, fi
     assert len(lines) == 1 and "--allow-device-mismatch" in lines[0] and "cpu" in lines[0], lines
     assert ("NVIDIA H200" in lines[0]) == bool(facts)
     assert not (tmp_path / "t" / "trials.json").exists() and time.perf_counter() - t0 < 20
+
+
+def test_the_plan_says_what_it_costs_before_its_rounds():
+    from tko.chains import trials
+    from tko.chains.trial_plan import ArmSpec
+
+    # the two-rank H200 trial: a run about 33 s, 13 arms x 2 runs against a 120 s budget
+    arms = [trials.Arm(spec=ArmSpec(name=n)) for n in ["baseline"] + [f"arm{i}" for i in range(12)]]
+    arms[0].runs.append({"wall_s": 33.3})
+    plan = trials.plan_estimate(arms, 2, 120.0)
+    assert plan["estimate_s"] == pytest.approx(33.3 * 26, rel=1e-3) and not plan["fits"]
+    assert "about 866 s in all against --budget-s 120" in plan["text"] and "about 1 arm(s) fit" in plan["text"]
+    assert trials.plan_estimate(arms[:2], 2, 1800.0)["fits"]

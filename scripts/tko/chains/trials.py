@@ -72,6 +72,7 @@ class Context:
     max_runs: int = 0                 # rounds allowed for arms still undecided after --runs
     order: list = field(default_factory=list)
     launcher: list | None = None      # torchrun / shell command run as typed (tko.chains.trial_ranks)
+    plan: dict | None = None          # plan_estimate(), once the baseline's first run is timed
 
 
 def device_env() -> dict:
@@ -266,6 +267,20 @@ def extra_rounds(arms: list[Arm], runs: int, max_runs: int, budget_s: float, ctx
     return notes
 
 
+def plan_estimate(arms: list[Arm], runs: int, budget_s: float) -> dict:
+    """What the whole plan costs, said before its rounds start: the baseline's first run times one
+    process (compile included), every arm then runs ``runs`` times in rounds."""
+    run_s = max(r["wall_s"] for r in arms[0].runs)
+    need = run_s * (runs * len(arms) - 1)
+    fit = int(max(0.0, budget_s - run_s) // max(run_s * runs, 1e-9))
+    text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s: about "
+            f"{need + run_s:.0f} s in all against --budget-s {budget_s:g}"
+            + ("" if need <= budget_s else f": about {min(fit, len(arms))} arm(s) fit, the rest are skipped; "
+               f"--budget-s {1.1 * (need + run_s):.0f} would run them all"))
+    return {"arms": len(arms), "runs": runs, "run_s": round(run_s, 1), "estimate_s": round(need + run_s, 1),
+            "budget_s": budget_s, "fits": need <= budget_s, "text": text}
+
+
 def budget_advice(arms: list[Arm], runs: int, budget_s: float) -> list[str]:
     """When the baseline got under two counted runs no arm can be judged: say what budget would do."""
     base = arms[0]
@@ -364,6 +379,8 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
                       max_runs=max_runs, launcher=launcher)
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
+        ctx.plan = plan_estimate(live, runs, budget_s)
+        print(ctx.plan["text"], file=sys.stderr, flush=True)
         notes = run_rounds(live, runs, budget_s, ctx, t0)
         notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
         notes += budget_advice(live, runs, budget_s)
@@ -382,7 +399,7 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
                "winner": winner.name if winner else None, "what_to_change": outcome["what_to_change"],
-               "notes": notes}
+               "plan": ctx.plan, "notes": notes}
     from .trial_report import markdown
 
     doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)
