@@ -29,25 +29,17 @@ if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
 
 
-def _install(loaded: dict | None = None) -> int:
-    """Install the pins ``loaded`` from --pins, else those $TKO_PINS names."""
-    from tko.patch import pins
+def _install(kind: str, loaded: dict | None = None) -> int:
+    """Install ``kind`` (``pins`` or ``launch_overrides``, a module of tko.patch): the entries
+    ``loaded`` from the command line, else those its environment variable names."""
+    import importlib
 
+    module = importlib.import_module(f"tko.patch.{kind}")
     try:
-        return pins.install(loaded) if loaded is not None else pins.install_from_env()
-    except Exception as exc:  # a broken pins file must not break the program
-        print(f"apply_config_pins: pins not applied: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 0
-
-
-def _install_overrides(loaded: dict | None = None) -> int:
-    """Install the launch overrides ``loaded`` from --launch-overrides, else those $TKO_LAUNCH_OVERRIDES names."""
-    from tko.patch import launch_overrides
-
-    try:
-        return launch_overrides.install(loaded) if loaded is not None else launch_overrides.install_from_env()
-    except Exception as exc:  # a broken overrides file must not break the program
-        print(f"apply_config_pins: launch overrides not applied: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return module.install(loaded) if loaded is not None else module.install_from_env()
+    except Exception as exc:  # a broken file must not break the program
+        print(f"apply_config_pins: {kind.replace('_', ' ')} not applied: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
         return 0
 
 
@@ -94,10 +86,10 @@ def main(argv=None) -> int:
         parser.error(str(exc))
     if opts.pins:
         os.environ["TKO_PINS"] = os.path.abspath(opts.pins)
-        print(f"apply_config_pins: {_install(loaded)} pin(s) loaded from {opts.pins}", file=sys.stderr)
+        print(f"apply_config_pins: {_install('pins', loaded)} pin(s) loaded from {opts.pins}", file=sys.stderr)
     if opts.launch_overrides:
         os.environ["TKO_LAUNCH_OVERRIDES"] = os.path.abspath(opts.launch_overrides)
-        print(f"apply_config_pins: {_install_overrides(overrides)} launch override(s) loaded from "
+        print(f"apply_config_pins: {_install('launch_overrides', overrides)} launch override(s) loaded from "
               f"{opts.launch_overrides}", file=sys.stderr)
     from tko.cli import run_program
 
@@ -108,5 +100,5 @@ def main(argv=None) -> int:
 if __name__ == "__main__":
     raise SystemExit(main())
 elif __name__ != "__tko_front__":   # read for its parser only (tko.base.fronts)
-    PINS_LOADED = _install() if os.environ.get("TKO_PINS") else 0
-    LAUNCH_OVERRIDES_LOADED = _install_overrides() if os.environ.get("TKO_LAUNCH_OVERRIDES") else 0
+    PINS_LOADED = _install("pins") if os.environ.get("TKO_PINS") else 0
+    LAUNCH_OVERRIDES_LOADED = _install("launch_overrides") if os.environ.get("TKO_LAUNCH_OVERRIDES") else 0
