@@ -14,7 +14,7 @@ from conftest import ROOT
 from tko.base.errors import InputError
 from tko.chains import rewrites, trial_plan
 from tko.read import rewrite_catalog
-from tko.remedies import attention_rewrite
+from tko.remedies import attention_rewrite, graph_rewrites
 
 EXAMPLE = ROOT / "examples" / "attention_by_hand"
 
@@ -35,7 +35,7 @@ def _compiled_with_rewrite(module):
     counts = []
 
     def backend(gm, example_inputs):
-        counts.append(attention_rewrite.replace_attention(gm.graph))
+        counts.append(attention_rewrite.rewrite(gm.graph))
         gm.recompile()
         return gm
 
@@ -80,7 +80,7 @@ def test_symbolic_trace_with_a_runtime_scale_and_an_additive_mask():
     bias = torch.randn(8, 8)
     for mod, args in ((Additive(), (q, k, v, bias)), (RuntimeScale(), (q, k, v))):
         gm = torch.fx.symbolic_trace(mod)
-        assert attention_rewrite.replace_attention(gm.graph) == 1
+        assert attention_rewrite.rewrite(gm.graph) == 1
         gm.recompile()
         assert "scaled_dot_product_attention" in gm.code
         torch.testing.assert_close(gm(*args), mod(*args), atol=1e-5, rtol=1e-5)
@@ -109,7 +109,7 @@ def test_forms_that_are_not_equal_are_left_alone():
 
     for mod in (Dropout(), FiniteFill(), OtherDim(), Reused()):
         gm = torch.fx.symbolic_trace(mod)
-        assert attention_rewrite.replace_attention(gm.graph) == 0, type(mod).__name__
+        assert attention_rewrite.rewrite(gm.graph) == 0, type(mod).__name__
 
 
 def test_catalog_entries_have_sources_and_detect_the_example():
@@ -158,10 +158,10 @@ def test_sdpa_arm_planned_from_the_facts():
 
 def test_an_arm_that_replaced_nothing_is_not_applied():
     rec = {"status": "ok"}
-    attention_rewrite.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 0 attention pattern(s) in 2 graph(s)\n")
+    graph_rewrites.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 0 attention pattern(s) in 2 graph(s)\n")
     assert rec["status"] == "not applied" and "no attention pattern was replaced" in rec["error"]
     rec = {"status": "ok"}
-    attention_rewrite.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 1 attention pattern(s) in 1 graph(s)\n")
+    graph_rewrites.check_trial(rec, {"TKO_SDPA_REWRITE": "1"}, "TKO_SDPA: replaced 1 attention pattern(s) in 1 graph(s)\n")
     assert rec["status"] == "ok" and rec["replaced"].startswith("replaced 1")
 
 
@@ -181,3 +181,19 @@ def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path
     md = "\n".join(rewrites.markdown(found, "python step.py"))
     assert "`model.py:" in md and "F.softmax(att, dim=-1)" in md and "F.scaled_dot_product_attention(q, k, v" in md
     assert "1.850x (9.25 -> 5 ms/step, beyond run-to-run noise)" in md and "peak memory 2310 -> 820 MiB" in md
+
+
+def test_a_rewrite_pass_joins_a_pass_already_set(monkeypatch, capsys):
+    """The pre-grad pass a program set itself still runs, before the rewrite; the count is reported."""
+    import torch
+    import torch._inductor.config as cfg
+
+    seen = []
+    monkeypatch.setattr(cfg, "pre_grad_custom_pass", lambda graph: seen.append(graph))
+    monkeypatch.setattr("atexit.register", lambda fn: seen.append(fn))
+    graph_rewrites.install_from_env({"TKO_SDPA_REWRITE": "1"})
+    gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 4))
+    cfg.pre_grad_custom_pass(gm.graph)
+    assert seen[1] is gm.graph          # the program's own pass ran
+    seen[0]()                            # the exit report
+    assert "TKO_SDPA: replaced 0 attention pattern(s) in 1 graph(s)" in capsys.readouterr().err

@@ -142,22 +142,29 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
     return arm
 
 
-def _sdpa_arm(facts: Facts) -> ArmSpec:
-    """Hand-written attention to F.scaled_dot_product_attention (tko.remedies.attention_rewrite)."""
+def _rewrite_arm(facts: Facts, arm_name: str) -> ArmSpec:
+    """A model-level rewrite of references/rewrite_catalog.yaml, run as an FX pass inside the
+    unchanged program (tko.remedies.graph_rewrites); proposed when a kernel's name shows the pattern."""
     from ..read.rewrite_catalog import bundled, by_kernel_names
-    from ..remedies.attention_rewrite import ENV
+    from ..remedies import graph_rewrites
 
-    entry = next(e for e in bundled() if e["id"] == "attention_by_hand")
+    entry = next(e for e in bundled() if e.get("arm") == arm_name)
+    mod = graph_rewrites.module(arm_name)
     found = [f["kernel"] for f in by_kernel_names(entry, [(k, None) for k in facts.kernels])] if facts.given else []
-    arm = ArmSpec("sdpa", env={ENV: "1"},
-                  proposed_by=("attention by hand in " + ", ".join(found)) if found
-                  else ("facts: no softmax fused with a scale or mask" if facts.given else "no facts given: tried"),
-                  change="replace the hand-written attention (q @ k^T, scale, mask, softmax, @ v) with "
-                         "F.scaled_dot_product_attention (an Inductor pre-grad pass; in the model: "
-                         "references/rewrite_catalog.yaml attention_by_hand)")
+    arm = ArmSpec(arm_name, env={mod.ENV: "1"},
+                  proposed_by=(f"{entry['id']} in " + ", ".join(found)) if found
+                  else (f"facts: no kernel shows {entry['id']}" if facts.given else "no facts given: tried"),
+                  change=f"{entry['replacement']} (an Inductor pre-grad pass here; in the model: "
+                         f"references/rewrite_catalog.yaml {entry['id']})")
     if facts.given and not found:
-        arm.skip = "no Triton kernel fuses a softmax with a scale or mask (rewrite_catalog.yaml attention_by_hand)"
+        arm.skip = f"no Triton kernel's name shows {entry['id']} (rewrite_catalog.yaml kernel_names)"
     return arm
+
+
+def _rewrite_arms(facts: Facts) -> list[ArmSpec]:
+    from ..remedies import graph_rewrites
+
+    return [_rewrite_arm(facts, name) for name in graph_rewrites.REWRITES]
 
 
 def _buffer_ops_arm(facts: Facts, env: dict) -> ArmSpec:
@@ -193,7 +200,7 @@ def plan_arms(facts: Facts | None, env: dict, disable: list[str] | None = None,
     ``env``: ``gpu`` (a CUDA/HIP device is visible) and ``hip`` (torch.version.hip)."""
     facts = facts or Facts()
     return [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
-            _eager_arm(facts, disable or []), _replace_arm(facts, env), _sdpa_arm(facts), _buffer_ops_arm(facts, env),
+            _eager_arm(facts, disable or []), _replace_arm(facts, env), *_rewrite_arms(facts), _buffer_ops_arm(facts, env),
             _pinned_arm(facts, pins)]
 
 

@@ -28,7 +28,7 @@ from ..base import atomic, subproc
 from ..base.artifact import write_artifact
 from ..base.errors import InputError, ToolFailure
 from ..verdict.trial_evidence import trial_outcome
-from ..remedies import attention_rewrite
+from ..remedies import graph_rewrites
 from ..remedies.fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from ..base.subproc import failure_line
 from . import trial_ranks
@@ -170,7 +170,7 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
     else:
         _measure(record, stdout, meas, ctx)
         _check_replaced(record, arm, stderr)
-        attention_rewrite.check_trial(record, arm.spec.env, stderr)
+        graph_rewrites.check_trial(record, arm.spec.env, stderr)
     record["peak_memory_mb"] = meas.get("peak_memory_mb")
     record["outputs"] = [str(p) for p in (out_path, ab_path) if p.is_file()] + trial_ranks.rank_outputs(out_path, ab_path)
     ctx.done += 1
@@ -346,7 +346,7 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
         "metric_from": next((r["metric_from"] for r in arm.runs if r.get("metric_from")), None),
         "logs": [r["log"] for r in arm.runs],
         **({"replaced": [r.get("replaced") for r in arm.runs]} if "--replace-rows" in spec.bootstrap
-           or attention_rewrite.ENV in spec.env else {}),
+           or graph_rewrites.active(spec.env) else {}),
         "peak_memory_mb": max((r["peak_memory_mb"] for r in arm.runs if r.get("peak_memory_mb") is not None),
                               default=None),
         **({"targets": targets} if (targets := arm_targets(spec.env)) is not None else {}),

@@ -1,6 +1,6 @@
 """Hand-written attention -> ``F.scaled_dot_product_attention``, inside the unchanged program.
 
-:func:`replace_attention` rewrites an FX graph (the torch-level graph Dynamo hands Inductor, or a
+:func:`rewrite` rewrites an FX graph (the torch-level graph Dynamo hands Inductor, or a
 ``torch.fx.symbolic_trace``) where it finds, each intermediate used once::
 
     s = q @ k.transpose(-2, -1)          # matmul / torch.matmul / torch.bmm
@@ -13,22 +13,22 @@ into ``o = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask | bias, scale
 when the graph has none: SDPA's default is 1/sqrt(E)). Dropout between softmax and the second
 matmul, a softmax over another dim or with a dtype, and a finite mask fill are left alone.
 
-:func:`install` (the trial arm ``sdpa``, ``TKO_SDPA_REWRITE=1``) adds it to Inductor's
-``pre_grad_custom_pass``, so AOT autograd differentiates the replacement (SDPA's own backward),
-and prints ``TKO_SDPA: replaced N attention pattern(s)`` at exit on stderr.
+The trial arm ``sdpa`` (``TKO_SDPA_REWRITE=1``) runs it as an Inductor pre-grad pass
+(:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement (SDPA's own
+backward), and prints ``TKO_SDPA: replaced N attention pattern(s)`` at exit on stderr.
 """
 
 from __future__ import annotations
 
-import atexit
 import operator
-import re
-import sys
 
+ARM = "sdpa"
 PREFIX = "TKO_SDPA"
 ENV = "TKO_SDPA_REWRITE"
+NOUN = "attention pattern"
+NOT_FOUND = ("no torch.compile'd q @ k.transpose(-2, -1), scale, mask, softmax(dim=-1), @ v "
+             "with single-use intermediates")
 MASK_FILL_MAX = -1e4     # a fill at or under this is "masked out" (softmax weight exp(-1e4) == 0)
-_count = {"replaced": 0, "graphs": 0}
 
 
 def _targets():
@@ -149,42 +149,10 @@ def _rewrite(graph, m: dict) -> None:
         graph.erase_node(node)
 
 
-def replace_attention(graph) -> int:
+def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
     t = _targets()
     found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
     for m in found:
         _rewrite(graph, m)
-    if found:
-        graph.lint()
-    _count["replaced"] += len(found)
-    _count["graphs"] += 1
     return len(found)
-
-
-def _report() -> None:
-    print(f"{PREFIX}: replaced {_count['replaced']} attention pattern(s) in {_count['graphs']} graph(s)",
-          file=sys.stderr, flush=True)
-
-
-def install() -> None:
-    """Add :func:`replace_attention` to Inductor's pre-grad custom passes (kept: any already set)."""
-    import torch._inductor.config as cfg
-
-    current = cfg.pre_grad_custom_pass
-    passes = list(current) if isinstance(current, (list, tuple)) else ([current] if current else [])
-    cfg.pre_grad_custom_pass = passes + [replace_attention] if passes else replace_attention
-    atexit.register(_report)
-
-
-def check_trial(record: dict, env: dict, stderr: str) -> None:
-    """A trial arm with the rewrite on that replaced nothing measured the baseline again: not applied."""
-    if env.get(ENV) != "1":
-        return
-    lines = [ln for ln in stderr.splitlines() if ln.startswith(PREFIX + ":")]
-    record["replaced"] = lines[-1].split(":", 1)[1].strip() if lines else None
-    if not re.search(r"replaced [1-9]\d* attention", record["replaced"] or ""):
-        record["status"] = "not applied"
-        record["error"] = ("no attention pattern was replaced: " + (record["replaced"] or f"no {PREFIX} line")
-                           + " (no torch.compile'd q @ k.transpose(-2, -1), scale, mask, softmax(dim=-1), @ v "
-                           "with single-use intermediates)")

@@ -193,10 +193,9 @@ def install_from_env(settings: dict, eager: bool, static: bool) -> None:
     """Everything a trial process needs, driven by the bootstrap's flags and the environment."""
     env = os.environ
     apply_settings(settings)
-    if env.get("TKO_SDPA_REWRITE"):
-        from .attention_rewrite import install
+    from . import graph_rewrites
 
-        install()
+    graph_rewrites.install_from_env(env)
     if env.get("TKO_PINS"):
         from ..patch import pins
 

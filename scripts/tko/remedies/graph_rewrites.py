@@ -1,0 +1,91 @@
+"""Model-level rewrites applied inside the unchanged program: one registry of the FX graph passes
+that a trial arm turns on.
+
+Each rewrite is a module of ``tko.remedies`` holding ``ARM`` (the trial arm's name, also the
+``arm`` of its ``references/rewrite_catalog.yaml`` entry), ``ENV`` (the variable that turns it on in
+a trial process), ``PREFIX`` (its stderr line), ``NOUN`` (what it replaces, for that line) and
+``rewrite(graph) -> int`` (replace every match in a ``torch.fx.Graph``, return how many). Every pass
+runs as an Inductor pre-grad custom pass, so AOT autograd differentiates the replacement, and prints
+``<PREFIX>: replaced N <NOUN>(s) in G graph(s)`` at exit; a trial run whose pass replaced nothing
+measured the baseline again and is ``not applied``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib
+import re
+import sys
+
+# arm -> module under tko.remedies (each module's ARM is its key here)
+REWRITES = {
+    "sdpa": "attention_rewrite",
+}
+
+
+def module(arm: str):
+    return importlib.import_module(f"{__package__}.{REWRITES[arm]}")
+
+
+def modules() -> list:
+    return [module(arm) for arm in REWRITES]
+
+
+def env_names() -> set[str]:
+    return {m.ENV for m in modules()}
+
+
+def active(env: dict) -> list:
+    """The rewrite modules ``env`` turns on."""
+    return [m for m in modules() if env.get(m.ENV) == "1"]
+
+
+class _Counter:
+    def __init__(self, mod):
+        self.mod, self.replaced, self.graphs = mod, 0, 0
+
+    def __call__(self, graph) -> None:
+        found = self.mod.rewrite(graph)
+        if found:
+            graph.lint()
+        self.replaced += found
+        self.graphs += 1
+
+    def report(self) -> None:
+        print(f"{self.mod.PREFIX}: replaced {self.replaced} {self.mod.NOUN}(s) in {self.graphs} graph(s)",
+              file=sys.stderr, flush=True)
+
+
+def install(mod) -> None:
+    """Add ``mod.rewrite`` to Inductor's pre-grad custom passes (any pass already set is kept)."""
+    import torch._inductor.config as cfg
+
+    counter = _Counter(mod)
+    current = cfg.pre_grad_custom_pass
+    passes = list(current) if isinstance(current, (list, tuple)) else ([current] if current else [])
+    if passes:
+        def chained(graph, _passes=tuple(passes) + (counter,)):
+            for p in _passes:
+                p(graph)
+        cfg.pre_grad_custom_pass = chained
+    else:
+        cfg.pre_grad_custom_pass = counter
+    atexit.register(counter.report)
+
+
+def install_from_env(env: dict) -> None:
+    for mod in active(env):
+        install(mod)
+
+
+def check_trial(record: dict, env: dict, stderr: str) -> None:
+    """A run with a rewrite on that replaced nothing measured the baseline again: not applied."""
+    for mod in active(env):
+        lines = [ln for ln in stderr.splitlines() if ln.startswith(mod.PREFIX + ":")]
+        said = lines[-1].split(":", 1)[1].strip() if lines else None
+        record["replaced"] = said
+        if not re.search(rf"replaced [1-9]\d* {re.escape(mod.NOUN)}", said or ""):
+            record["status"] = "not applied"
+            record["error"] = (f"no {mod.NOUN} was replaced: " + (said or f"no {mod.PREFIX} line")
+                               + f" ({mod.NOT_FOUND})")
+            return
