@@ -397,3 +397,37 @@ def test_the_reproducer_launches_the_jit_kernel_under_heuristics_and_autotune():
     assert standalone_runner._tko_jit_function(heuristics) is jit
     assert standalone_runner._tko_jit_function(autotuner) is jit
     assert standalone_runner._tko_jit_function(jit) is jit
+
+
+TUTORIALS = ROOT / "examples" / "triton_tutorials" / "tutorial_kernels.py"
+
+
+def test_the_tutorial_classics_are_captured_with_their_launch_sites(tmp_path, run_script):
+    """The Triton tutorials' softmax, layer norm and autotuned matmul (the example checks its own
+    outputs against torch): each captured once, with its kind and the line that launches it; each
+    reproducer runs under the interpreter."""
+    cap = tmp_path / "cap"
+    env = dict(os.environ, TRITON_INTERPRET="1", TRITON_CAPTURE_DIR=str(cap))
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "autotune_capture_patch.py"), str(TUTORIALS), "--",
+                           "--device", "cpu", "--rows", "32", "--cols", "64", "--steps", "1", "--warmup", "1"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = TUTORIALS.read_text()
+    events = [json.loads(line) for line in (cap / "autotune.log").read_text().splitlines()]
+    launches = {e["kernel"]: e for e in events if e["event"] == "launch"}
+    assert sorted(launches) == ["_layer_norm_fwd_fused", "matmul_kernel", "softmax_kernel"]
+    sites = {"softmax_kernel": "softmax_kernel[(n_rows,)]", "_layer_norm_fwd_fused": "_layer_norm_fwd_fused[(M,)]",
+             "matmul_kernel": "matmul_kernel[grid]"}
+    for name, marker in sites.items():
+        assert launches[name]["launch_site"]["line"] == site_line(text, marker), name
+        assert launches[name]["launch_site"]["file"] == str(TUTORIALS)
+    assert launches["matmul_kernel"]["kind"] == "triton_autotune"
+    assert launches["softmax_kernel"]["kind"] == "triton_jit"
+    assert launches["softmax_kernel"]["winner"]["kwargs"] == {"BLOCK_SIZE": 64}
+    assert launches["_layer_norm_fwd_fused"]["winner"]["num_warps"] == 1      # min(max(64 // 256, 1), 8)
+    assert not (cap / "capture_errors.log").exists()
+    for name in sites:
+        res = run_script("run_captured_kernel.py", cap / f"{name}.py", "--rep", "1", "--json-out",
+                         tmp_path / f"{name}.json", env={"TRITON_INTERPRET": "1"})
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert json.loads((tmp_path / f"{name}.json").read_text())["status"] == "ok", name

@@ -40,3 +40,38 @@ def test_no_sweep_no_pins(tmp_path):
     ctx = pipeline.KernelCtx(tmp_path, tmp_path, tmp_path, [], None, True, True, None)
     assert pipeline.write_sweep_pins(chain_steps.Chain(tmp_path), ctx, ["k"]) is None
     assert not (tmp_path / "pins.json").exists()
+
+
+def _capture_log(cap, kinds: dict) -> None:
+    log = cap / "autotune_kernels" / "autotune.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("".join(json.dumps({"schema": "autotune_event/1", "event": "kernel", "kernel": k, "kind": v, "pid": 1,
+                                       "time": 0.0}) + "\n" for k, v in kinds.items()))
+
+
+def test_a_program_of_hand_written_kernels_only_skips_the_compile_arms(tmp_path):
+    """No torch.compile region: Inductor settings, Dynamo and FX passes change nothing, so those arms
+    are skipped with the reason; the arms that reach hand-written kernels stay."""
+    cap = tmp_path / "cap"
+    _capture_log(cap, {"scale_add_kernel": "triton_jit", "matmul_kernel": "triton_autotune"})
+    overrides = tmp_path / "launch_overrides.json"
+    overrides.write_text("{}")
+    facts_path = pipeline.trial_facts_file(tmp_path, {}, None, None, cap)
+    doc = json.loads(facts_path.read_text())
+    assert doc["program"]["hand_written_only"] is True
+    doc["launch_overrides"] = str(overrides)
+    facts_path.write_text(json.dumps(doc))
+    plan = {a.name: a for a in trial_plan.plan_arms(trial_plan.load_facts([str(facts_path)]), {"gpu": True})}
+    for name in ("coordinate_descent", "max_autotune_no_cudagraphs", "cudagraphs", "eager_fallback"):
+        assert "only hand-written Triton kernels" in plan[name].skip, name
+    assert plan["baseline"].skip is None and plan["pinned"].skip is None
+    assert "only hand-written" not in (plan["replace"].skip or "")
+
+
+def test_one_inductor_kernel_keeps_the_compile_arms(tmp_path):
+    cap = tmp_path / "cap"
+    _capture_log(cap, {"scale_add_kernel": "triton_jit", "triton_poi_fused_add_0": "pointwise"})
+    facts_path = pipeline.trial_facts_file(tmp_path, {}, None, None, cap)
+    assert json.loads(facts_path.read_text())["program"]["hand_written_only"] is False
+    plan = {a.name: a for a in trial_plan.plan_arms(trial_plan.load_facts([str(facts_path)]), {"gpu": True})}
+    assert plan["coordinate_descent"].skip is None and plan["cudagraphs"].skip is None

@@ -368,16 +368,21 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
 
 
 def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
-                     pins_path: Path | None = None) -> Path:
+                     pins_path: Path | None = None, cap: Path | None = None) -> Path:
     """A plain facts file for try_remedies.py --facts (tko.chains.trial_plan reads it): per kernel the
-    facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, and the
-    model-code regions an eager fallback can disable."""
+    facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, the
+    model-code regions an eager fallback can disable, and whether the capture saw only hand-written
+    Triton kernels (then no Inductor setting can change the program)."""
     from ..base.artifact import read_artifact
+    from ..read.captured_kernels import HAND_WRITTEN_KINDS, kernel_kinds
 
     facts: dict = {"kernels": {}, "program": {}, "program_rules": [], "disable_targets": []}
     if program:
         facts["program"] = {k: v.get("value") for k, v in (program.get("facts") or {}).items()}
         facts["program_rules"] = [f["rule"] for f in program.get("fired") or []]
+    kinds = kernel_kinds([cap / CAPTURE_KERNELS / "autotune.log"]) if cap is not None else {}
+    if kinds:
+        facts["program"]["hand_written_only"] = all(k in HAND_WRITTEN_KINDS for k in kinds.values())
     manifest = out / "artifacts" / "manifest.json"
     for kernel, args in gathered.items():
         ev = evidence.Evidence(kernel)
@@ -416,7 +421,7 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
     if not local_gpu:
         chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
         return None
-    facts = trial_facts_file(out, gathered, program, pins_path)
+    facts = trial_facts_file(out, gathered, program, pins_path, cap)
     tdir = out / "trials"
     cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(opts.budget_s),
                                        "--facts", facts, "--timeout", str(chain.timeout)]

@@ -199,9 +199,28 @@ def plan_arms(facts: Facts | None, env: dict, disable: list[str] | None = None,
 
     ``env``: ``gpu`` (a CUDA/HIP device is visible) and ``hip`` (torch.version.hip)."""
     facts = facts or Facts()
-    return [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
+    arms = [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
             _eager_arm(facts, disable or []), _replace_arm(facts, env), *_rewrite_arms(facts), _buffer_ops_arm(facts, env),
             _pinned_arm(facts, pins)]
+    _skip_without_compiled_region(arms, facts)
+    return arms
+
+
+# arms that act only through torch.compile (Inductor settings, Dynamo, FX passes): the row kernels'
+# replace, buffer ops (a Triton compile option) and launch overrides reach hand-written kernels too
+_COMPILE_ONLY = ("coordinate_descent", "max_autotune_no_cudagraphs", "cudagraphs", "multi_kernel",
+                 "mix_order_reduction", "cooperative_reductions", "static_shapes", "eager_fallback")
+
+
+def _skip_without_compiled_region(arms: list[ArmSpec], facts: Facts) -> None:
+    from ..remedies import graph_rewrites
+
+    if facts.program.get("hand_written_only") is not True:
+        return
+    for arm in arms:
+        if arm.skip is None and (arm.name in _COMPILE_ONLY or arm.name in graph_rewrites.REWRITES):
+            arm.skip = ("the capture saw only hand-written Triton kernels (no torch.compile region): "
+                        "an Inductor setting or FX pass changes nothing here")
 
 
 ARM_NAMES = [a.name for a in plan_arms(None, {})]

@@ -585,7 +585,11 @@ def on_triton_autotune_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> An
                            f"{getattr(code, 'co_filename', '')}:{getattr(code, 'co_firstlineno', '')}")
         saved = standalone.save_index_tensors(settings().capture_dir, stem, described, args,
                                               settings().max_save_bytes, log_error)
-        before.update(names=names, described=described, saved=saved, stem=stem, jit=jit)
+        from .jit_capture import walk_launch_stack
+
+        # the user's kernel[grid](...) call, as for a plain @triton.jit launch
+        site = walk_launch_stack(sys._getframe(2))[0]   # 1 is the run wrapper (its self: the Autotuner)
+        before.update(names=names, described=described, saved=saved, stem=stem, jit=jit, site=site)
     except Exception as exc:
         log_error("Autotuner.run(enter)", exc)
         _freeze(obj)
@@ -655,7 +659,7 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
     emit("launch", st.name, args=before["described"], grid=configs[0]["grid"] if configs else None,
          num_bytes=num_bytes, bytes_source=source, winner=config_record(best) if best else None,
          device=device_record(), standalone_file=str(path) if path else None,
-         saved_bytes=before["saved"] or None)
+         saved_bytes=before["saved"] or None, kind="triton_autotune", launch_site=before.get("site"))
 
 
 # ---------------------------------------------------------------------------

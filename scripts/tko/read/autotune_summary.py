@@ -351,8 +351,10 @@ def render_markdown(summary: dict) -> str:
                             else ""))
             site = first.get("launch_site")
             if isinstance(site, dict):
-                lines.append(f"Launch site: {md.code(str(site.get('file')) + ':' + str(site.get('line')))}"
-                             " (a plain `kernel[grid](...)` launch: its arguments are the config)")
+                what = (" (an `@triton.autotune` kernel: its config list decides the launch)"
+                        if k.get("kind") == "triton_autotune"
+                        else " (a plain `kernel[grid](...)` launch: its arguments are the config)")
+                lines.append(f"Launch site: {md.code(str(site.get('file')) + ':' + str(site.get('line')))}{what}")
         if k["configs"]:
             lines += ["", "| rank | config | ms | × fastest | n_regs | spills | shared | GB/s |",
                       "|---|---|---|---|---|---|---|---|"]

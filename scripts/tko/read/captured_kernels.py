@@ -30,6 +30,22 @@ def captured_names(paths: list[str | Path]) -> list[str]:
     return names
 
 
+HAND_WRITTEN_KINDS = ("triton_jit", "triton_autotune")
+
+
+def kernel_kinds(paths: list[str | Path]) -> dict[str, str]:
+    """kernel name -> the ``kind`` of its ``kernel`` event (``triton_jit``, ``triton_autotune`` for
+    hand-written kernels; Inductor's kinds otherwise); logs that are missing give nothing."""
+    kinds: dict[str, str] = {}
+    for path in paths:
+        if not Path(path).is_file():
+            continue
+        for event in autotune_events.read_events(path):
+            if event.get("event") == "kernel" and isinstance(event.get("kernel"), str):
+                kinds.setdefault(event["kernel"], str(event.get("kind") or "unknown"))
+    return kinds
+
+
 def name_patterns(names: list[str]) -> list[re.Pattern]:
     """One exact-name pattern per kernel name (``profile_rank.classify``'s ``triton_names``)."""
     return [re.compile(rf"^{re.escape(n)}$") for n in names]
