@@ -20,6 +20,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "handwritten" / "handwritten_kernels.py"
 KERNELS = ("scale_add_kernel", "rms_norm_kernel")
+TUTORIALS = ROOT / "examples" / "triton_tutorials" / "tutorial_kernels.py"
+TUTORIAL_KERNELS = ("softmax_kernel", "_layer_norm_fwd_fused", "matmul_kernel")
 
 
 def _site_line(marker: str) -> int:
@@ -52,6 +54,25 @@ def test_investigation_of_handwritten_kernels(run_script, tmp_path):
         print("sweep best:", best)
         if best.get("name") not in (None, "baseline"):
             assert f"{EXAMPLE}:{launch['launch_site']['line']}" in best["apply"]
+
+
+def test_investigation_of_the_tutorial_classics(run_script, tmp_path):
+    """The Triton tutorials' softmax, layer norm and autotuned matmul: all three ranked Triton, one
+    decision each, every step ok; the decisions are printed for the recorded table."""
+    inv = tmp_path / "inv"
+    proc = run_script("investigate.py", "--out", inv, "--top", "3", "--probe-arch", "none",
+                      "--trials-runs", "2", "--trials-budget-s", "150",
+                      "--", "python", TUTORIALS, "--steps", "20", cwd=tmp_path, timeout=1500)
+    index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
+    print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
+    print(json.dumps([(k["kernel"], k.get("share"), k.get("verdict"), k.get("rule")) for k in index.get("kernels", [])]))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert all(s["status"] == "ok" or (s["name"].startswith("probe ") and s["status"] == "skipped")
+               for s in index["steps"]), index["steps"]
+    profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
+    origins = {k["name"]: k["origin"] for k in profile["kernels"]}
+    assert all(origins.get(k) == "triton" for k in TUTORIAL_KERNELS), origins
+    assert {k["kernel"] for k in index["kernels"]} == set(TUTORIAL_KERNELS)
 
 
 OVERHEAD = textwrap.dedent('''

@@ -2,7 +2,8 @@
 # Device checks of the whole-step, multi-process and hand-written-kernel work, each under its own
 # timeout, one archive back:  bash tests/gpu/drivers/run_round_checks.sh OUT STEP...
 # Steps: sdpa (the sdpa trial arm on examples/attention_by_hand), ranks (investigate.py under
-# torchrun, two ranks on one GPU), handwritten (tests/gpu/test_handwritten_gpu.py),
+# torchrun, two ranks on one GPU), handwritten (tests/gpu/test_handwritten_gpu.py), tutorials (its
+# investigation of examples/triton_tutorials),
 # liger (the Liger-Kernel tests; needs the liger_kernel wheel in .whl/, carried),
 # gpu_fast (the GPU tests not marked slow).
 set -u
@@ -26,6 +27,8 @@ for s in "$@"; do
              examples/ddp_two_ranks/train.py --steps 20 ;;
     handwritten) step handwritten "${HANDWRITTEN_S:-330}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider \
                    -o addopts="-ra" --basetemp "$work/pt_hand" tests/gpu/test_handwritten_gpu.py -k "${HANDWRITTEN_TESTS:-not nothing}" ;;
+    tutorials) step tutorials "${TUTORIALS_S:-330}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider \
+                 -o addopts="-ra" --basetemp "$work/pt_tut" tests/gpu/test_handwritten_gpu.py -k tutorial ;;
     liger) python -m pip install --no-deps -q .whl/liger_kernel-*.whl > "$work/liger_install.log" 2>&1
            step liger "${LIGER_S:-160}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider -o addopts="-ra" \
              --basetemp "$work/pt_liger" tests/gpu/test_liger_gpu.py -k "${LIGER_TESTS:-captured}" ;;
