@@ -431,3 +431,38 @@ def test_the_tutorial_classics_are_captured_with_their_launch_sites(tmp_path, ru
                          tmp_path / f"{name}.json", env={"TRITON_INTERPRET": "1"})
         assert res.returncode == 0, res.stderr[-2000:]
         assert json.loads((tmp_path / f"{name}.json").read_text())["status"] == "ok", name
+
+
+DTYPE_PROGRAM = textwrap.dedent('''
+    import sys
+    sys.path.insert(0, {scripts!r})
+    import autotune_capture_patch
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def cast_copy(x_ptr, out_ptr, n, OUT_DTYPE: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m).to(OUT_DTYPE), mask=m)
+
+    x = torch.randn(100)
+    out = torch.empty(100, dtype=torch.float16)
+    cast_copy[(1,)](x, out, 100, OUT_DTYPE=tl.float16, BLOCK=128)
+    assert torch.equal(out, x.half())
+''')
+
+
+def test_a_dtype_constexpr_is_relaunched_as_a_dtype(tmp_path, run_script):
+    """Liger passes tl.bfloat16 as a constexpr: the record holds its repr, the reproducer the dtype."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(DTYPE_PROGRAM.format(scripts=str(SCRIPTS)))
+    env = dict(os.environ, TRITON_INTERPRET="1", TRITON_CAPTURE_DIR=str(tmp_path / "cap"))
+    proc = subprocess.run([sys.executable, str(prog)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launch = next(json.loads(line) for line in (tmp_path / "cap" / "autotune.log").read_text().splitlines()
+                  if json.loads(line)["event"] == "launch")
+    assert launch["winner"]["kwargs"]["OUT_DTYPE"] == "triton.language.float16"
+    res = run_script("run_captured_kernel.py", tmp_path / "cap" / "cast_copy.py", "--rep", "1", "--json-out",
+                     tmp_path / "run.json", env={"TRITON_INTERPRET": "1"})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "ok"

@@ -61,10 +61,21 @@ def _tko_make_arg(desc, here, device):
     return torch.as_strided(flat, shape, stride, offset)
 
 
+def _tko_constexpr(value):
+    # a tl.dtype constexpr (Liger's X_dtype) is recorded as its repr, "triton.language.bfloat16"
+    if isinstance(value, str) and value.startswith("triton.language."):
+        import triton.language as tl
+
+        found = getattr(tl, value[len("triton.language."):], None)
+        if isinstance(found, tl.dtype):
+            return found
+    return value
+
+
 def _tko_config(flat):
     import triton
 
-    flat = dict(flat)
+    flat = {k: _tko_constexpr(v) for k, v in flat.items()}
     opts = {k: flat.pop(k) for k in ("num_warps", "num_stages", "num_ctas", "maxnreg") if k in flat}
     try:
         return triton.Config(flat, **opts)
@@ -122,7 +133,7 @@ def _tko_inductor_call(spec, cfg, args, device):
 def _tko_jit_call(spec, cfg, args, here, device):
     jit = _tko_jit_function(globals()[spec["function"]])
     kwargs = {k: _tko_make_arg(d, here, device) for k, d in spec.get("extra_kwargs", {}).items()}
-    kwargs.update(cfg["flat"])
+    kwargs.update({k: _tko_constexpr(v) for k, v in cfg["flat"].items()})
     if not cfg.get("grid"):
         raise RuntimeError("no grid was recorded for this config")
     grid = tuple(cfg["grid"])
