@@ -6,8 +6,8 @@
 
 Online: env check, capture run (autotune_capture_patch + Inductor logs), profile run, peak copy
 bandwidth, then the offline part, and on a GPU the end-to-end remedy trials of the repro
-(try_remedies.py, once, within --trials-budget-s; OUT/trials/trials.json) before the reports, which
-decide from them first. A --from-capture folder with trials/trials.json (or trials.json) shows those.
+(try_remedies.py, once, within --trials-budget-s: by default what is left of --deadline-s, 10 minutes
+for the whole investigation; OUT/trials/trials.json) before the reports, which decide from them first. A --from-capture folder with trials/trials.json (or trials.json) shows those.
 Offline (--from-capture): summarize, collect, and for the top-N
 Triton kernels inspect, scan, compile-probe (offline, for --probe-arch targets; hot kernels only,
 compiles kept between runs), the standalone
@@ -47,9 +47,15 @@ def build_parser() -> ArgumentParser:
                    help="on a GPU, do not sweep variants of kernels the rules say to tune")
     p.add_argument("--no-trials", action="store_true",
                    help="online: do not run the end-to-end remedy trials (try_remedies.py) of the repro")
-    p.add_argument("--trials-budget-s", type=float, default=900.0,
-                   help="online: wall-time budget of all remedy trial runs (default 900)")
-    p.add_argument("--trials-runs", type=int, default=3, help="online: runs per remedy arm, interleaved (default 3)")
+    p.add_argument("--deadline-s", type=float, default=600.0,
+                   help="online: the whole investigation's target wall time; without --trials-budget-s the trials "
+                        "get what is left of it when they start, less 30 s for the reports, at least 180 s "
+                        "(default 600)")
+    p.add_argument("--trials-budget-s", type=float, default=None,
+                   help="online: wall-time budget of all remedy trial runs (default: from --deadline-s)")
+    p.add_argument("--trials-runs", type=int, default=2,
+                   help="online: runs per remedy arm, interleaved; arms still undecided get up to 2 more "
+                        "(default 2)")
     p.add_argument("--smoke", action="store_true", help="online: check_env --smoke")
     p.add_argument("--peak-gbps", type=float, default=None, help="copy bandwidth to judge GB/s against")
     p.add_argument("--timeout", type=float, default=1800.0, help="seconds per step")
@@ -70,8 +76,10 @@ def main(argv=None) -> int:
         raise InputError("give either --from-capture DIR or a repro command after '--', not both or neither")
     if a.top < 1:
         raise InputError("--top must be at least 1")
-    if a.trials_runs < 1 or a.trials_budget_s <= 0:
+    if a.trials_runs < 1 or (a.trials_budget_s is not None and a.trials_budget_s <= 0):
         raise InputError("--trials-runs must be at least 1 and --trials-budget-s positive")
+    if not a.deadline_s > 0:  # nan too
+        raise InputError(f"--deadline-s {a.deadline_s:g}: must be positive")
     from tko.chains import chain_steps, investigation_index, pipeline
     from tko.base.atomic import check_outputs
 
@@ -89,7 +97,8 @@ def main(argv=None) -> int:
             raise InputError(f"{a.from_capture}: no such capture directory")
         mode = "offline"
     archs = [x for x in (a.probe_arch or ["gfx942"]) if x.lower() != "none"]
-    trials = (pipeline.TrialOptions(cmd, runs=a.trials_runs, budget_s=a.trials_budget_s)
+    trials = (pipeline.TrialOptions(cmd, runs=a.trials_runs, budget_s=a.trials_budget_s, deadline_s=a.deadline_s,
+                                    started=started)
               if cmd and not a.no_trials else None)
     kernels, program, trial_summary = pipeline.offline(chain, cap, out, a.top, archs, not a.no_run, a.peak_gbps,
                                                        a.probe_variants, sweep=not a.no_sweep, repro=cmd or None,

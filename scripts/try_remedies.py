@@ -74,6 +74,8 @@ def write_pins(a) -> str:
 
 def main(argv=None) -> int:
     a, cmd = parse(list(sys.argv[1:] if argv is None else argv))
+    if not a.budget_s > 0 or not a.timeout > 0:  # nan too
+        raise InputError("--budget-s and --timeout must be positive")
     if a.pins_from_sweep:
         a.pins = write_pins(a)
         if not cmd:

@@ -194,8 +194,9 @@ def test_a_budget_that_leaves_one_baseline_run_says_what_budget_would_do():
     arm.runs = [{"run": 1, "ms": 0.2, "counted": True, "wall_s": 30.0}]
     late = tr.Arm(spec=trial_plan.ArmSpec(name="coordinate_descent"), status="skipped")  # never fit
     (note,) = tr.budget_advice([base, arm, late], 2, 100)
-    # reference 25 s + 2 rounds x (baseline 25 + cudagraphs 30 + coordinate_descent ~25, the baseline's walls)
-    assert "1 counted run(s) in 100 s" in note and f"--budget-s {(25 + 2 * (25 + 30 + 25)) * 1.1:.0f}" in note
+    # reference 25 s + 2 rounds x (baseline 20, its run after the cold reference; cudagraphs 30, its only
+    # run; coordinate_descent 25, not run yet: a cold compile, as the baseline's first run)
+    assert "1 counted run(s) in 100 s" in note and f"--budget-s {(25 + 2 * (20 + 30 + 25)) * 1.1:.0f}" in note
     base.runs.append({"run": 2, "ms": 1.01, "counted": True, "wall_s": 21.0})
     assert tr.budget_advice([base, arm, late], 2, 100) == []
 
@@ -366,6 +367,252 @@ def test_the_plan_says_what_it_costs_before_its_rounds():
     arms = [trials.Arm(spec=ArmSpec(name=n)) for n in ["baseline"] + [f"arm{i}" for i in range(12)]]
     arms[0].runs.append({"wall_s": 33.3})
     plan = trials.plan_estimate(arms, 2, 120.0)
-    assert plan["estimate_s"] == pytest.approx(33.3 * 26, rel=1e-3) and not plan["fits"]
-    assert "about 866 s in all against --budget-s 120" in plan["text"] and "about 1 arm(s) fit" in plan["text"]
+    # the reference run (33 s) and 13 arms x 2 runs
+    assert plan["estimate_s"] == pytest.approx(33.3 * 27, rel=1e-3) and not plan["fits"]
+    assert "about 899 s in all (33 s spent so far included) against --budget-s 120" in plan["text"]
+    assert "0 arm(s) besides the baseline fit" in plan["text"] and plan["kept"] == ["baseline"]
+    assert len(plan["dropped"]) == 12 and "--budget-s 989 would run them all" in plan["text"]
     assert trials.plan_estimate(arms[:2], 2, 1800.0)["fits"]
+
+
+def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_the_rest_are_dropped():
+    from tko.chains import trials
+    from tko.chains.trial_plan import ArmSpec
+
+    facts = Facts(kernels={"triton_red_0": {"multi_pass": True}}, program_rules=["many_tiny_launches"], given=True)
+    plan = [s for s in plan_arms(facts, {"gpu": True, "hip": False}, pins="pins.json") if not s.skip]
+    arms = [trials.Arm(spec=s) for s in plan]
+    assert [trials.arm_priority(a.spec) for a in arms[1:4]] == ["always", "always", "facts"]
+    assert trials.arm_priority(by_name(plan)["pinned"]) == "user"
+    assert trials.arm_priority(ArmSpec("x", proposed_by="one-flag remedy (always tried)", priority="facts")) == "facts"
+    arms[0].runs.append({"wall_s": 20.0})
+    # 20 s spent, a run 20 s, 2 runs: the baseline 40 s, each arm 40 s; 200 s holds 3 arms besides it
+    est = trials.plan_estimate(arms, 2, 200.0, elapsed_s=20.0, max_runs=4)
+    assert est["kept"] == ["baseline", "cudagraphs", "multi_kernel", "pinned"], est
+    # the other facts-proposed arms first, then the ones always tried, each in plan order
+    assert est["dropped"][-3:] == ["coordinate_descent", "max_autotune_no_cudagraphs", "eager_fallback"]
+    assert est["dropped"][0] == "mix_order_reduction" and "static_shapes" in est["dropped"]
+    kept = trials.apply_plan(arms, est)
+    assert [a.name for a in kept] == est["kept"]
+    cd = next(a for a in arms if a.name == "coordinate_descent")
+    assert cd.status == "skipped" and cd.reason.startswith(
+        f"budget: {len(arms)} arms x 2 runs x 20 s = {len(arms) * 40} s (+ 20 s spent) > --budget-s 200; "
+        "lower priority than cudagraphs (proposed by the facts), multi_kernel (proposed by the facts), "
+        "pinned (proposed by a user flag)") and cd.reason.endswith("this arm is always tried")
+    assert all(a.status == "ok" for a in kept)
+
+
+def test_later_runs_estimate_from_their_warm_cache_walls():
+    from tko.chains import trials as tr
+
+    base = tr.Arm(spec=trial_plan.ArmSpec(name="baseline"))
+    base.runs = [{"run": 0, "wall_s": 30.0}]
+    arm = tr.Arm(spec=trial_plan.ArmSpec(name="coordinate_descent"))
+    assert tr._estimate(arm, base) == 30.0          # not run: a cold compile, as the baseline's first run
+    arm.runs = [{"run": 1, "wall_s": 45.0}]
+    assert tr._estimate(arm, base) == 45.0          # its own cold run
+    arm.runs.append({"run": 2, "wall_s": 12.0})
+    assert tr._estimate(arm, base) == 12.0          # its caches warm: the run after the first
+
+
+def _arm(name, *ms):
+    from tko.chains import trials as tr
+
+    a = tr.Arm(spec=trial_plan.ArmSpec(name=name))
+    a.runs = [{"run": i + 1, "ms": m, "counted": True, "wall_s": 1.0} for i, m in enumerate(ms)]
+    return a
+
+
+def test_sequential_rule_needs_a_large_effect_at_two_runs_and_separation_at_three():
+    from tko.chains import trials as tr
+
+    base = _arm("baseline", 1.00, 1.01)
+    # 2 and 2 runs: p = 1/6, so only a large effect (>= 1.5x and the noise squared) decides
+    assert tr.sequential(_arm("a", 2.0, 2.02), base)["decision"] == "behind"
+    assert tr.sequential(_arm("a", 0.5, 0.51), base)["decision"] == "ahead"
+    two = tr.sequential(_arm("a", 1.2, 1.21), base)
+    assert two["decision"] is None and two["p"] == pytest.approx(1 / 6, rel=1e-3) and two["separated"]
+    # 3 and 3 runs, every one apart: p = 1/20 <= 0.05 decides an effect beyond the noise
+    three = tr.sequential(_arm("a", 1.2, 1.21, 1.2), _arm("baseline", 1.0, 1.01, 1.0))
+    assert three["decision"] == "behind" and three["p"] == pytest.approx(1 / 20, rel=1e-3) and not three["large_effect"]
+    # inside the noise or overlapping: never decided, however many runs
+    assert tr.sequential(_arm("a", 1.0, 1.02, 1.01), _arm("baseline", 1.0, 1.01, 1.0))["decision"] is None
+    # a noisy baseline (1.5x spread): 2x is not large against its square (2.25x)
+    assert tr.sequential(_arm("a", 2.0, 2.02), _arm("baseline", 1.0, 1.5))["decision"] is None
+    assert tr.sequential(_arm("a", 2.0), base) is None    # one run: nothing to test
+
+
+def test_an_arm_stopped_ahead_that_later_baseline_runs_unsettle_loses_the_claim(monkeypatch, tmp_path):
+    from tko.chains import trials as tr
+
+    arms = _scripted_arms(monkeypatch, {"baseline": [1.0, 1.01, 0.6], "cudagraphs": [0.5, 0.51, 0.5],
+                                        "coordinate_descent": [1.0, 1.02, 1.01]})
+    ctx = _ctx(tmp_path, 3)
+    notes = tr.run_rounds(arms, 3, 100.0, ctx, time.perf_counter())
+    # cudagraphs sat round 3 out (2x ahead after two runs); the baseline's third run (0.6) undoes that
+    assert "cudagraphs#3" not in ctx.order and any("cudagraphs: stopped after 2 run(s)" in n for n in notes)
+    tr.stop_records(arms, notes)
+    assert arms[1].stopped is None and "no longer decide it" in notes[-1]
+    assert tr._rows(arms)[1]["stopped_early"] is None
+
+
+STEPS = "repros/trial_steps.sh"   # a shell repro: its ms/step set by the arm's settings, a run in milliseconds
+
+
+def _steps_env(tmp_path, **factors):
+    import torch
+
+    out = tmp_path / "out.pt"
+    torch.save({"y": torch.arange(4.0)}, out)
+    return {"STEP_MS": "10", "STEP_OUTPUT": str(out), **{k: str(v) for k, v in factors.items()}}
+
+
+def test_trials_stop_an_arm_clearly_behind_or_ahead_and_keep_one_inside_the_noise(run_script, fixtures_dir, tmp_path):
+    # coordinate descent 2x slower, multi-kernel 3x faster, max-autotune within the +-0.4 % jitter
+    env = _steps_env(tmp_path, STEP_X_CD=2.0, STEP_X_MK=1 / 3, STEP_X_MAT=1.001)
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "t", "--runs", "3",
+                      "--arms", "coordinate_descent,max_autotune_no_cudagraphs,multi_kernel",
+                      "--", "sh", fixtures_dir / STEPS, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "t" / "trials.json").read_text())
+    assert contracts.contract_problems(doc) == []
+    arms = {a["name"]: a for a in doc["arms"]}
+    runs = {n: sum(o.startswith(n + "#") for o in doc["order"]) for n in arms}
+    slow, fast, level = arms["coordinate_descent"], arms["multi_kernel"], arms["max_autotune_no_cudagraphs"]
+    # clearly behind after two runs: no third; status stays measured, the table still shows it
+    assert runs["coordinate_descent"] == 2 and slow["status"] == "ok" and slow["stopped_early"] == "behind"
+    # stopped at 2 runs of each (p = 1/6 with a 2x effect); the record reads all runs (the baseline's 3)
+    assert slow["x_baseline"] == pytest.approx(0.5, rel=0.02) and "p = 1/10" in slow["stop_reason"]
+    assert slow["sequential"]["decision"] == "behind"
+    # clearly ahead after two runs: no third round, and no extra round (--max-runs defaults to 5)
+    assert runs["multi_kernel"] == 2 and fast["stopped_early"] == "ahead" and doc["max_runs"] == 5
+    assert fast["x_baseline"] == pytest.approx(3.0, rel=0.02)
+    # inside the noise: every round, never stopped, and no extra round (it is not faster)
+    assert runs["max_autotune_no_cudagraphs"] == 3 and level["stopped_early"] is None
+    assert level["beyond_noise"] is False and level["sequential"]["decision"] is None
+    assert runs["baseline"] == 4 and len(doc["order"]) == 11
+    assert doc["winner"] == "multi_kernel" and "3.0" in doc["what_to_change"]
+    _check_winner(doc)
+    err = proc.stderr
+    # the plan is said after the baseline's first run, before any arm runs
+    assert err.index("plan: 4 arm(s)") < err.index("coordinate_descent run 1:")
+    assert "coordinate_descent: stopped after 2 run(s), clearly behind the baseline (2 runs against the " \
+           "baseline's 2, every one slower: 0.50x" in err and "p = 1/6 = 0.167 with a large effect" in err
+    md = (tmp_path / "t" / "trials.md").read_text()
+    assert "ok, stopped early: behind" in md and "Plan (said before the rounds): plan: 4 arm(s)" in md
+
+
+def test_a_budget_too_small_drops_the_arms_always_tried_up_front(fixtures_dir, tmp_path):
+    from tko.chains import trials
+
+    facts = Facts(kernels={"triton_red_0": {"multi_pass": True}}, given=True)
+    specs = trial_plan.restrict(plan_arms(facts, CPU), ["coordinate_descent", "max_autotune_no_cudagraphs",
+                                                          "multi_kernel"])
+    env = _steps_env(tmp_path, STEP_SLEEP_S=1.5, STEP_X_MK=0.5)
+    mp = pytest.MonkeyPatch()
+    for k, v in env.items():
+        mp.setenv(k, v)
+    try:
+        # a run about 1.5 s, 2 runs: the baseline's rounds 3 s, each arm 3 s, after 1.5 s spent: 9.3 s
+        # holds one arm (6 runs x 1.5 = 9 s), the whole plan (13.5 s) does not
+        doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t", specs, runs=2, max_runs=2,
+                                budget_s=9.3)
+    finally:
+        mp.undo()
+    arms = {a["name"]: a for a in doc["arms"]}
+    plan = doc["plan"]
+    assert not plan["fits"] and plan["kept"] == ["baseline", "multi_kernel"], plan
+    assert plan["dropped"] == ["coordinate_descent", "max_autotune_no_cudagraphs"]
+    assert plan["priority"]["multi_kernel"] == "facts" and plan["priority"]["coordinate_descent"] == "always"
+    for name in plan["dropped"]:
+        assert arms[name]["status"] == "skipped" and not arms[name]["ms"]
+        assert arms[name]["reason"].startswith("budget: 4 arms x 2 runs x ")
+        assert "> --budget-s 9.3; lower priority than multi_kernel (proposed by the facts)" in arms[name]["reason"]
+    assert doc["order"] == ["baseline#0", "baseline#1", "multi_kernel#1", "baseline#2", "multi_kernel#2"]
+    assert arms["multi_kernel"]["status"] == "ok" and len(arms["multi_kernel"]["ms"]) == 2
+    assert doc["winner"] == "multi_kernel"
+
+
+def test_each_arm_compiles_into_caches_of_its_own_kept_across_its_runs(fixtures_dir, tmp_path, monkeypatch):
+    from tko.chains import trials
+
+    for k, v in _steps_env(tmp_path, STEP_X_CD=1.5).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    specs = trial_plan.restrict(plan_arms(None, CPU), ["coordinate_descent", "multi_kernel"])
+    out = tmp_path / "t"
+
+    def trial():
+        doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], out, specs, runs=2, max_runs=2)
+        seen = {}
+        for arm in doc["arms"]:
+            for log in arm["logs"]:
+                line = next(ln for ln in open(log) if ln.startswith("cache: "))
+                seen.setdefault(arm["name"], []).append(line.split())
+        return doc, seen
+
+    doc, seen = trial()
+    dirs = {name: {words[1] for words in lines} for name, lines in seen.items()}
+    assert all(len(d) == 1 for d in dirs.values()) and len({d.pop() for d in dirs.values()}) == 3
+    for name, lines in seen.items():
+        assert lines[0][1] == str(out / "caches" / name) and lines[0][3] == str(out / "caches" / name / "triton")
+        assert [words[5] for words in lines] == [str(i + 1) for i in range(len(lines))]   # the cache persisted
+    assert doc["caches"]["source"] == "the trials' output folder"
+    for arm in doc["arms"]:
+        # the first run compiled (2 s in the fake), the later ones read the cache (0.2 s)
+        assert arm["first_step_s"] == 2.0 and arm["first_step_cached_s"] == 0.2
+        assert arm["first_step_run"] == (0 if arm["name"] == "baseline" else 1)
+        assert arm["cache_dir"] == str(out / "caches" / arm["name"])
+    # a second trial in the same folder starts from empty caches again: its first runs compile
+    doc, seen = trial()
+    assert all(lines[0][5] == "1" for lines in seen.values()) and doc["arms"][1]["first_step_s"] == 2.0
+    # a cache folder the user set stays where caches go: one folder per arm inside it, theirs untouched
+    user = tmp_path / "my_cache"
+    (user / "mine").mkdir(parents=True)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(user))
+    doc, seen = trial()
+    places = {name: lines[0][1] for name, lines in seen.items()}
+    assert all(p.startswith(str(user / "tko_trials")) and p.endswith("/" + n) for n, p in places.items())
+    assert len(set(places.values())) == 3 and (user / "mine").is_dir()
+    assert doc["caches"]["source"] == "inside the user's TORCHINDUCTOR_CACHE_DIR"
+
+
+def test_the_default_investigation_gives_the_trials_what_is_left_of_its_deadline(monkeypatch):
+    from tko.chains import pipeline
+
+    now = [1000.0]
+    monkeypatch.setattr(pipeline.time, "perf_counter", lambda: now[0])
+    opts = pipeline.TrialOptions(["python", "r.py"], started=1000.0 - 200.0)   # 200 s of steps before the trials
+    assert opts.runs == 2 and opts.deadline_s == 600.0
+    budget, why = opts.budget()
+    assert budget == 600 - 200 - pipeline.REPORTS_S and "what is left of --deadline-s 600 after 200 s" in why
+    opts.started = 1000.0 - 590.0                                             # the deadline is nearly spent
+    assert opts.budget()[0] == pipeline.TRIALS_MIN_BUDGET_S and "at least 180 s" in opts.budget()[1]
+    opts.budget_s = 900.0                                                     # --trials-budget-s as before
+    assert opts.budget() == (900.0, "--trials-budget-s")
+
+
+def test_a_steps_plan_line_reaches_the_console(tmp_path, capsys):
+    import sys
+
+    from tko.chains import chain_steps
+
+    chain = chain_steps.Chain(tmp_path, timeout=30)
+    code = "import sys; print('[1/3] baseline run 0'); print('plan: 3 arm(s) ...', file=sys.stderr); print('done')"
+    assert chain.run("trials", [sys.executable, "-c", code], log=tmp_path / "t.log", echo="plan: ")
+    out = capsys.readouterr().out
+    assert "[investigate] trials: plan: 3 arm(s) ..." in out.splitlines()
+    assert not any(line.endswith("baseline run 0") for line in out.splitlines())   # the rest: the log only
+    assert "baseline run 0" in (tmp_path / "t.log").read_text()
+
+
+@pytest.mark.parametrize("flags,needle", [(["--deadline-s", "0"], "--deadline-s 0"),
+                                          (["--deadline-s", "nan"], "--deadline-s nan"),
+                                          (["--trials-budget-s", "-1"], "--trials-budget-s positive")])
+def test_bad_deadline_or_budget_is_one_line_exit_2(run_script, tmp_path, flags, needle):
+    proc = run_script("investigate.py", "--out", tmp_path / "inv", *flags, "--", "python", "r.py", cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
+    proc = run_script("try_remedies.py", "--out", tmp_path / "t", "--budget-s", "nan", "--", "python", "r.py")
+    assert proc.returncode == 2 and "--budget-s and --timeout must be positive" in proc.stderr

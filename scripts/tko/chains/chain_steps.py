@@ -73,15 +73,17 @@ class Chain:
         print(f"{self._add(Step(name, [], status='skipped', error=reason))}: skipped ({reason})", flush=True)
 
     def run(self, name: str, cmd: list[str], output: Path | None = None, env: dict | None = None,
-            log: Path | None = None, cwd: Path | None = None, stream: bool = False) -> bool:
-        """Run one step; its output goes to ``log`` (and to the console with ``stream``)."""
+            log: Path | None = None, cwd: Path | None = None, stream: bool = False,
+            echo: str | None = None) -> bool:
+        """Run one step; its output goes to ``log`` (and to the console with ``stream``; without it,
+        the lines that start with ``echo``)."""
         step = Step(name, [str(c) for c in cmd], output=str(output) if output else None)
         fronts.check(step.cmd)
         print(f"{self._add(step)}: {' '.join(shlex.quote(c) for c in step.cmd)}", flush=True)
         t0 = time.perf_counter()
         full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
         rc, tail = run_streaming(step.cmd, full_env, cwd, self.timeout, log, stream,
-                                 label=f"[investigate] {name}")
+                                 label=f"[investigate] {name}", echo=echo)
         return self.finish(step, rc, tail, time.perf_counter() - t0, log)
 
     def start(self, name: str, cmd: list[str], output: Path | None = None) -> Background:
@@ -138,7 +140,7 @@ class Background:
 
 
 def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, log: Path | None,
-                  stream: bool, label: str, started=None) -> tuple[int | None, list[str]]:
+                  stream: bool, label: str, started=None, echo: str | None = None) -> tuple[int | None, list[str]]:
     """Run ``cmd`` in its own process group; tee its output to ``log`` (and the console), print a
     heartbeat with the latest line while it runs, kill the whole group on timeout.
     ``started`` (a callable) gets the child once it runs. Returns (exit code or None on timeout,
@@ -160,6 +162,8 @@ def run_streaming(cmd: list[str], env: dict, cwd: Path | None, timeout: float, l
                 fh.flush()
             if stream:
                 print(f"  | {line}", end="", flush=True)
+            elif echo and line.startswith(echo):
+                print(f"{label}: {line}", end="", flush=True)
 
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()

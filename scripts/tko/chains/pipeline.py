@@ -21,6 +21,7 @@ import json
 import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -192,12 +193,35 @@ def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
 TRIALS_FILE = "trials.json"
 
 
+# The default online investigation of a typical single-GPU program (<= 3 hot kernels) fits
+# DEADLINE_S: the trials, last before the reports, get what is left of it (less REPORTS_S), at least
+# TRIALS_MIN_BUDGET_S. On an H200 the steps before the trials took 115-130 s for one and two kernels
+# (examples/recorded_h200/ddp_two_ranks and handwritten, investigation.json), a trial run 18-30 s
+# (examples/recorded_h200/trials): about 400 s are left, a reference run and 2 rounds of 6 arms.
+DEADLINE_S = 600.0
+REPORTS_S = 30.0
+TRIALS_MIN_BUDGET_S = 180.0   # the reference run and 2 rounds of the baseline and one arm, at 30 s a run
+
+
 @dataclass
 class TrialOptions:
-    """investigate.py's remedy trials: run once per repro, online, on a GPU."""
+    """investigate.py's remedy trials: run once per repro, online, on a GPU. ``budget_s`` None: what
+    is left of ``deadline_s`` (counted from ``started``, a ``time.perf_counter()``) when they start."""
     cmd: list[str]
-    runs: int = 3
-    budget_s: float = 900.0
+    runs: int = 2
+    budget_s: float | None = None
+    deadline_s: float = DEADLINE_S
+    started: float | None = None
+
+    def budget(self) -> tuple[float, str]:
+        """(the trials' budget, where it comes from, in words)."""
+        if self.budget_s is not None:
+            return self.budget_s, "--trials-budget-s"
+        spent = time.perf_counter() - self.started if self.started is not None else 0.0
+        left = self.deadline_s - spent - REPORTS_S
+        budget = max(TRIALS_MIN_BUDGET_S, left)
+        return round(budget), (f"what is left of --deadline-s {self.deadline_s:g} after {spent:.0f} s, less {REPORTS_S:g} s "
+                               f"for the reports" + (f", at least {TRIALS_MIN_BUDGET_S:g} s" if left < budget else ""))
 
 
 def recorded_trials(cap: Path) -> Path | None:
@@ -423,14 +447,17 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
         return None
     facts = trial_facts_file(out, gathered, program, pins_path, cap)
     tdir = out / "trials"
-    cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(opts.budget_s),
+    budget_s, why = opts.budget()
+    print(f"[investigate] trials: --budget-s {budget_s:g} ({why})", flush=True)
+    cmd = script("try_remedies.py") + ["--out", tdir, "--runs", str(opts.runs), "--budget-s", str(budget_s),
                                        "--facts", facts, "--timeout", str(chain.timeout)]
     if (cap / ENV_FILE).is_file():
         cmd += ["--facts", cap / ENV_FILE]
     saved = chain.timeout
-    chain.timeout = max(saved, opts.budget_s + saved)   # the last round may start just before the budget ends
-    try:
-        ok = chain.run("trials", cmd + ["--", *opts.cmd], output=tdir / TRIALS_FILE, log=tdir / "trials.log")
+    chain.timeout = max(saved, budget_s + saved)   # the last round may start just before the budget ends
+    try:  # the plan line (what the trials cost, which arms run) reaches the console before the rounds
+        ok = chain.run("trials", cmd + ["--", *opts.cmd], output=tdir / TRIALS_FILE, log=tdir / "trials.log",
+                       echo="plan: ")
     finally:
         chain.timeout = saved
     return tdir / TRIALS_FILE if ok and (tdir / TRIALS_FILE).is_file() else None

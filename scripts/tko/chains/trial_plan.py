@@ -30,6 +30,7 @@ class ArmSpec:
     proposed_by: str = ""
     change: str = ""                               # the concrete change, for "what to change"
     skip: str | None = None                        # why it does not run, when it does not
+    priority: str | None = None                    # user / facts / always (tko.chains.trials.arm_priority)
 
 
 @dataclass

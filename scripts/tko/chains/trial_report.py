@@ -15,7 +15,7 @@ def _yes_no(value) -> str:
 
 def _status(arm: dict) -> str:
     if arm["status"] == "ok":
-        return "ok"
+        return f"ok, stopped early: {arm['stopped_early']}" if arm.get("stopped_early") else "ok"
     reason = arm.get("reason") or ""
     return f"{arm['status']}: {reason}" if reason else str(arm["status"])
 
@@ -25,6 +25,9 @@ def markdown(doc: dict) -> str:
              f"Device: {md.text(doc['device'].get('name', '?'))}; {doc['runs']} run(s) per arm, interleaved"
              f"{_extra_runs(doc)}; "
              f"step time from: {md.text(doc.get('metric_from') or 'n/a')}", ""]
+    plan = doc.get("plan")
+    if isinstance(plan, dict) and plan.get("text"):
+        lines += [f"Plan (said before the rounds): {md.text(plan['text'])}", ""]
     rows = []
     for arm in doc["arms"]:
         out = arm["outputs"]
@@ -34,6 +37,8 @@ def markdown(doc: dict) -> str:
                      md.text(outputs), _num(arm["first_step_s"], ".2f"), md.text(arm["proposed_by"] or "")])
     lines += md.table(["arm", "status", "ms/step", "x baseline", "spread", "beyond noise", "outputs",
                        "first step s", "proposed by"], rows)
+    lines += ["", "First step s: the arm's first run, its compile into empty caches of its own (later runs "
+              "read those caches)."]
     lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
     lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]
     return "\n".join(lines) + "\n"

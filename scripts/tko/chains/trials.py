@@ -10,11 +10,23 @@ median steady-state call, ``tko.remedies.trial_hooks``) is the metric and the re
 baseline run. Outputs (the compiled callables' last outputs, plus ``$TKO_AB_OUTPUT`` when the
 repro saves one) are compared with the reference run's, the tolerance widened by the baseline's
 own run-to-run difference (float atomics).
+
+Every arm compiles into caches of its own (``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``,
+:func:`cache_env`), emptied when the trials start and kept across that arm's runs: its first run
+compiles (its first-step time is the compile cost reported), later runs read the cache. After the
+baseline's first run :func:`plan_estimate` says what the whole plan costs and, when it does not fit
+``--budget-s``, which arms run (:func:`arm_priority`: arms a user flag or a fact proposed before
+arms always tried); the others are skipped up front with the estimate as their reason. After each
+round :func:`sequential` stops an arm clearly behind or clearly ahead of the baseline (thresholds
+``trial_sequential_stop`` of ``references/decision_rules.yaml``); extra rounds go to the faster arms
+it has not decided.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import os
 import re
 import statistics
@@ -48,6 +60,8 @@ class Arm:
     status: str = "ok"
     reason: str | None = None
     outputs: dict = field(default_factory=lambda: {"result": "unknown", "reason": "not run"})
+    stopped: dict | None = None   # the sequential() decision it sits out the rounds with
+    cache: dict = field(default_factory=dict)     # TORCHINDUCTOR_CACHE_DIR / TRITON_CACHE_DIR of its runs
 
     @property
     def name(self) -> str:
@@ -73,6 +87,7 @@ class Context:
     order: list = field(default_factory=list)
     launcher: list | None = None      # torchrun / shell command run as typed (tko.chains.trial_ranks)
     plan: dict | None = None          # plan_estimate(), once the baseline's first run is timed
+    caches: dict | None = None        # where the arms' compile caches are (cache_env)
 
 
 def device_env() -> dict:
@@ -100,6 +115,43 @@ def resolve_settings(spec: ArmSpec) -> Arm:
     if spec.skip:
         arm.status, arm.reason = "skipped", spec.skip
     return arm
+
+
+CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def cache_env(arm_name: str, out: Path, env: dict | None = None) -> dict:
+    """The compile caches of one arm's runs: ``OUT/caches/<arm>`` (Inductor) and its ``triton``
+    folder. A cache folder the user set (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``) stays
+    where the caches go: the arm's is a folder of its own inside it (``tko_trials/<key>/<arm>``, the
+    key naming this trials folder), so arms never share one and the user's own entries are untouched."""
+    env = os.environ if env is None else env
+    key = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:10]
+    user = {var: env.get(var) for var in CACHE_VARS}
+    ind = (Path(user["TORCHINDUCTOR_CACHE_DIR"]) / "tko_trials" / key / arm_name
+           if user["TORCHINDUCTOR_CACHE_DIR"] else out / "caches" / arm_name)
+    tri = (Path(user["TRITON_CACHE_DIR"]) / "tko_trials" / key / arm_name
+           if user["TRITON_CACHE_DIR"] else ind / "triton")
+    return {"TORCHINDUCTOR_CACHE_DIR": str(ind), "TRITON_CACHE_DIR": str(tri)}
+
+
+def prepare_caches(arms: list[Arm], out: Path) -> dict:
+    """Give every arm that runs empty caches of its own (a first run compiles, as the user's first run
+    does); returns ``remedy_trials/1`` ``caches``."""
+    import shutil
+
+    for arm in arms:
+        arm.cache = cache_env(arm.name, out)
+        for folder in dict.fromkeys(arm.cache.values()):
+            try:
+                shutil.rmtree(folder, ignore_errors=True)
+                Path(folder).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise InputError(f"cannot make the compile cache {folder} of arm {arm.name}: {exc}") from None
+    given = [v for v in CACHE_VARS if os.environ.get(v)]
+    return {"source": ("inside the user's " + " and ".join(given)) if given else "the trials' output folder",
+            "root": str(Path(cache_env("baseline", out)["TORCHINDUCTOR_CACHE_DIR"]).parent),
+            "kept_across_runs": True}
 
 
 def _command(arm: Arm, ctx: Context) -> list[str]:
@@ -150,7 +202,7 @@ def run_once(arm: Arm, index: int, ctx: Context) -> dict:
     tag = f"{arm.name}_{index}"
     meas_path, out_path = ctx.work / f"{tag}.json", ctx.work / f"{tag}.pt"
     ab_path = ctx.work / f"{tag}.ab.pt"
-    env = dict(os.environ, **arm.spec.env, TKO_TRIAL_OUT=str(meas_path), TKO_TRIAL_OUTPUTS=str(out_path),
+    env = dict(os.environ, **arm.cache, **arm.spec.env, TKO_TRIAL_OUT=str(meas_path), TKO_TRIAL_OUTPUTS=str(out_path),
                TKO_AB_OUTPUT=str(ab_path), TKO_TRIAL_TIMING=ctx.timing, PYTHONUNBUFFERED="1",
                **trial_ranks.site_env(arm.spec, arm.settings))
     log = ctx.out_dir / "logs" / f"{tag}.log"
@@ -193,8 +245,13 @@ def reference_run(base: Arm, ctx: Context) -> None:
 
 
 def _estimate(arm: Arm, base: Arm) -> float:
-    walls = [r["wall_s"] for r in arm.runs] or [r["wall_s"] for r in base.runs]
-    return max(walls)
+    """A run's wall time: the slowest of the arm's runs after its first (its caches are warm then),
+    its first while it has one, and before it ran the baseline's first (a cold compile, as the arm's
+    first run will be)."""
+    walls = [r["wall_s"] for r in arm.runs]
+    if walls:
+        return max(walls[1:] or walls)
+    return base.runs[0]["wall_s"] if base.runs else 0.0
 
 
 def round_order(arms: list[Arm]) -> list[Arm]:
@@ -211,11 +268,18 @@ def round_order(arms: list[Arm]) -> list[Arm]:
 
 
 def run_rounds(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: float) -> list[str]:
-    """Interleaved rounds (A B C A B C ...); returns notes on what the budget cut."""
+    """Interleaved rounds (A B C A B C ...); before each round after the first, the arms that
+    :func:`sequential` decides sit it out, and when every arm is decided the rounds end. Returns
+    notes on what the budget cut and which arms stopped early."""
     notes = []
     for index in range(1, runs + 1):
+        if index > 1 and not settle(arms, runs, index, ctx, notes):
+            if arms[0].status == "ok" and any(a.stopped for a in arms[1:]):
+                notes.append(f"round(s) {index}-{runs} not run: every arm was decided after {index - 1} run(s)")
+            break
         for arm in (arms if index == 1 else round_order(arms)):
-            _run_in_budget(arm, arms[0], index, budget_s, ctx, t0, notes)
+            if arm.stopped is None:
+                _run_in_budget(arm, arms[0], index, budget_s, ctx, t0, notes)
     return notes
 
 
@@ -238,15 +302,84 @@ def _run_in_budget(arm: Arm, base: Arm, index: int, budget_s: float, ctx: Contex
         arm.status, arm.reason = record["status"], record["error"]
 
 
+# ----------------------------------------------------------------------------- sequential stop
+
+
+def _stop_rule() -> dict:
+    from ..base.decide import threshold
+
+    rule = threshold("trial_sequential_stop")
+    return {k: float(rule[k]) for k in ("alpha", "alpha_large_effect", "large_effect_x")}
+
+
+def sequential(arm: Arm, base: Arm) -> dict | None:
+    """The sequential test of ``arm`` against the baseline on their counted runs (two or more each;
+    None before): ``decision`` ``behind`` / ``ahead`` when every run of one is slower than every run
+    of the other, the ratio of medians is beyond the run-to-run noise (``beyond_noise``, as the table
+    reads it) and the exact one-sided permutation probability of that separation, 1/C(m+n, m), is at
+    most ``alpha``, or at most ``alpha_large_effect`` with a large effect (at least
+    ``large_effect_x`` and the noise squared); else ``decision`` None."""
+    a, b = arm.ms(), base.ms()
+    if arm is base or len(a) < 2 or len(b) < 2:
+        return None
+    x, noise, beyond = against_baseline(a, statistics.median(b), _spread(b))
+    if x is None or noise is None:
+        return None
+    rule = _stop_rule()
+    side = "ahead" if max(a) < min(b) else "behind" if min(a) > max(b) else None
+    ways = math.comb(len(a) + len(b), len(a))
+    p = 1.0 / ways
+    effect = max(x, 1.0 / x)
+    large = effect >= max(rule["large_effect_x"], noise ** 2)
+    decided = bool(side and beyond
+                   and (p <= rule["alpha"] or (p <= rule["alpha_large_effect"] and large)))
+    found = {"decision": side if decided else None, "runs": [len(a), len(b)], "p": round(p, 4),
+             "x_baseline": round(x, 4), "noise": round(noise, 4), "separated": side is not None,
+             "large_effect": large}
+    if decided:
+        found["text"] = (f"{len(a)} runs against the baseline's {len(b)}, every one "
+                         f"{'faster' if side == 'ahead' else 'slower'}: {x:.2f}x, beyond the run-to-run noise "
+                         f"(+-{100 * (noise - 1):.1f} %); exact rank test p = 1/{ways} = {p:.3f}"
+                         + (f" <= {rule['alpha']:g}" if p <= rule["alpha"] else
+                            f" with a large effect ({effect:.2f}x >= {max(rule['large_effect_x'], noise ** 2):.2f}x)"))
+    return found
+
+
+def _decided(arm: Arm, base: Arm) -> dict | None:
+    found = sequential(arm, base) if arm.status == "ok" else None
+    return found if found and found["decision"] else None
+
+
+def settle(arms: list[Arm], runs: int, index: int, ctx: Context, notes: list[str]) -> bool:
+    """Before round ``index``: every arm the sequential test decides sits the round out (and the
+    ones it no longer decides run again); returns whether any arm still runs."""
+    base = arms[0]
+    for arm in arms[1:]:
+        was, arm.stopped = arm.stopped, _decided(arm, base)
+        if arm.stopped and not was:
+            where = "behind" if arm.stopped["decision"] == "behind" else "ahead of"
+            line = f"{arm.name}: stopped after {len(arm.ms())} run(s), clearly {where} the baseline ({arm.stopped['text']})"
+            notes.append(line)
+            print(line, file=sys.stderr, flush=True)
+        elif was and not arm.stopped:
+            print(f"{arm.name}: runs again: the baseline's latest runs no longer decide it", file=sys.stderr)
+    active = sum(a.status == "ok" and a.stopped is None for a in arms[1:])
+    ctx.total = ctx.done + ((runs - index + 1) * (1 + active) if active and base.status == "ok" else 0)
+    return bool(active) and base.status == "ok"
+
+
 def undecided_arms(arms: list[Arm]) -> list[Arm]:
-    """The arms faster than the baseline that the table cannot decide yet (one counted baseline run,
-    or inside the run-to-run noise by at least ``inside_noise_candidate_x``), fastest first, as
-    :func:`tko.verdict.evidence.trial_outcome` reads them."""
+    """The faster arms that the runs do not decide yet, fastest first: faster by the table but
+    without a counted second baseline run, inside the run-to-run noise by at least
+    ``inside_noise_candidate_x`` (:func:`tko.verdict.evidence.trial_outcome`), or beyond the noise
+    but not yet by the sequential test (:func:`sequential`). Arms it decides are not among them."""
     outcome = trial_outcome({"arms": _rows(arms)})
     if outcome["winner"]:
         return []
-    pending = sorted(outcome["undecided"] + outcome["inside"], key=lambda a: -a.x_baseline)
-    return [arms[a.index] for a in pending if arms[a.index].status == "ok"]
+    found = {a.index: a for a in outcome["undecided"] + outcome["inside"]
+             + [a for a in outcome["faster"] if a.outputs != "different"]}
+    pending = sorted(found.values(), key=lambda a: -a.x_baseline)
+    return [arms[a.index] for a in pending if arms[a.index].status == "ok" and not _decided(arms[a.index], arms[0])]
 
 
 def extra_rounds(arms: list[Arm], runs: int, max_runs: int, budget_s: float, ctx: Context,
@@ -263,22 +396,92 @@ def extra_rounds(arms: list[Arm], runs: int, max_runs: int, budget_s: float, ctx
                      f"{index - 1} runs)")
         ctx.total += 1 + len(pending)
         for arm in [arms[0]] + pending:
+            arm.stopped = None
             _run_in_budget(arm, arms[0], index, budget_s, ctx, t0, notes)
     return notes
 
 
-def plan_estimate(arms: list[Arm], runs: int, budget_s: float) -> dict:
+def stop_records(arms: list[Arm], notes: list[str]) -> None:
+    """After the last round: an arm keeps ``stopped_early`` only while all the runs still decide it
+    as they did when it stopped (the baseline ran on); otherwise the claim is withdrawn, with a note."""
+    for arm in arms[1:]:
+        if arm.stopped is None:
+            continue
+        now = _decided(arm, arms[0])
+        if not now or now["decision"] != arm.stopped["decision"]:
+            notes.append(f"{arm.name}: stopped after {len(arm.ms())} run(s) as clearly {arm.stopped['decision']}, "
+                         "but the baseline's later runs no longer decide it: read its row as measured")
+            arm.stopped = None
+        else:
+            arm.stopped = now
+
+
+# ----------------------------------------------------------------------------- the plan
+
+PRIORITIES = ("user", "facts", "always")
+PRIORITY_WORDS = {"user": "proposed by a user flag", "facts": "proposed by the facts", "always": "always tried"}
+ALWAYS_TRIED = ("always tried", "no facts given", "no region named")
+
+
+def arm_priority(spec: ArmSpec) -> str:
+    """``user`` (a flag the user gave: ``--pins``, ``--disable``), ``facts`` (a kernel fact, a program
+    rule, a smoke record) or ``always`` (tried without a fact); ``ArmSpec.priority`` when set."""
+    if spec.priority in PRIORITIES:
+        return spec.priority
+    by = spec.proposed_by or ""
+    if by.startswith("--"):
+        return "user"
+    if not by or any(words in by for words in ALWAYS_TRIED):
+        return "always"
+    return "facts"
+
+
+def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float | None = None,
+                  max_runs: int | None = None) -> dict:
     """What the whole plan costs, said before its rounds start: the baseline's first run times one
-    process (compile included), every arm then runs ``runs`` times in rounds."""
+    process (compile included), every arm (the baseline too) then runs ``runs`` times in rounds.
+    When that does not fit the budget (``elapsed_s``, the time spent so far, included), the arms
+    that fit are kept in priority order (:func:`arm_priority`; the plan's order among equals) and the
+    others are named in ``dropped``, lowest priority last."""
     run_s = max(r["wall_s"] for r in arms[0].runs)
-    need = run_s * (runs * len(arms) - 1)
-    fit = int(max(0.0, budget_s - run_s) // max(run_s * runs, 1e-9))
+    spent = run_s if elapsed_s is None else elapsed_s
+    per_arm = runs * run_s
+    need = spent + per_arm * len(arms)
+    fits = need <= budget_s
+    ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
+    room = budget_s - spent - per_arm
+    n_fit = len(arms) - 1 if fits else (int(room // per_arm) if room >= 0 and per_arm > 0 else 0)
+    kept = ranked[:1 + n_fit]
+    dropped = [a.name for a in ranked[1 + n_fit:]]
+    kept_need = spent + per_arm * len(kept)
+    extra = (max_runs or runs) - runs
     text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s: about "
-            f"{need + run_s:.0f} s in all against --budget-s {budget_s:g}"
-            + ("" if need <= budget_s else f": about {min(fit, len(arms))} arm(s) fit, the rest are skipped; "
-               f"--budget-s {1.1 * (need + run_s):.0f} would run them all"))
-    return {"arms": len(arms), "runs": runs, "run_s": round(run_s, 1), "estimate_s": round(need + run_s, 1),
-            "budget_s": budget_s, "fits": need <= budget_s, "text": text}
+            f"{need:.0f} s in all ({spent:.0f} s spent so far included) against --budget-s {budget_s:g}")
+    if fits:
+        text += (f"; then up to {extra} extra round(s) of the faster arms not yet decided, while the budget lasts"
+                 if extra > 0 else "")
+    else:
+        text += (f": {n_fit} arm(s) besides the baseline fit (about {kept_need:.0f} s); dropped up front, lowest "
+                 f"priority last: {', '.join(dropped)}; --budget-s {1.1 * need:.0f} would run them all")
+    return {"arms": len(arms), "runs": runs, "max_runs": max_runs or runs, "run_s": round(run_s, 1),
+            "elapsed_s": round(spent, 1), "estimate_s": round(need, 1), "budget_s": budget_s, "fits": fits,
+            "kept": [a.name for a in arms if any(a is k for k in kept)], "dropped": dropped, "kept_estimate_s": round(kept_need, 1),
+            "priority": {a.name: arm_priority(a.spec) for a in arms[1:]}, "text": text}
+
+
+def apply_plan(arms: list[Arm], plan: dict) -> list[Arm]:
+    """Skip the arms ``plan`` dropped, each with the estimate as its reason; returns the arms kept."""
+    kept = [a for a in arms if a.name in plan["kept"]]
+    ahead = [f"{a.name} ({PRIORITY_WORDS[plan['priority'][a.name]]})" for a in kept[1:]]
+    for arm in arms:
+        if arm.name in plan["dropped"]:
+            arm.status = "skipped"
+            arm.reason = (f"budget: {plan['arms']} arms x {plan['runs']} runs x {plan['run_s']:.0f} s = "
+                          f"{plan['arms'] * plan['runs'] * plan['run_s']:.0f} s (+ {plan['elapsed_s']:.0f} s spent) > "
+                          f"--budget-s {plan['budget_s']:g}; "
+                          + (f"lower priority than {', '.join(ahead)}" if ahead else "no arm fits beside the baseline")
+                          + f": this arm is {PRIORITY_WORDS[plan['priority'][arm.name]]}")
+    return kept
 
 
 def budget_advice(arms: list[Arm], runs: int, budget_s: float) -> list[str]:
@@ -304,7 +507,10 @@ def _rows(arms: list[Arm]) -> list[dict]:
     """Every arm summarized against the baseline (``arms[0]``): the ``arms`` of ``remedy_trials/1``."""
     base = arms[0].ms()
     base_ms = statistics.median(base) if base else None
-    return [summarize(a, base_ms, _spread(base)) for a in arms]
+    rows = [summarize(a, base_ms, _spread(base)) for a in arms]
+    for arm, row in zip(arms, rows):
+        row["sequential"] = sequential(arm, arms[0])
+    return rows
 
 
 def arm_targets(env: dict) -> list[str] | None:
@@ -323,17 +529,30 @@ def arm_targets(env: dict) -> list[str] | None:
     return sorted(set(named)) if found else None
 
 
+def against_baseline(values: list[float], base_ms: float | None,
+                     base_spread: float | None) -> tuple[float | None, float | None, bool | None]:
+    """(x_baseline, noise, beyond_noise) of an arm's counted ms against the baseline's median and
+    spread: the noise is the larger max/min spread of the two, beyond it when max(x, 1/x) exceeds it."""
+    median = statistics.median(values) if values else None
+    x = base_ms / median if base_ms and median else None
+    # The baseline's own process-to-process spread is required: an arm's spread alone says nothing
+    # of the baseline (on the H200 one baseline moved 13 % between device calls at a 1.3 % arm spread).
+    known = [s for s in (base_spread, _spread(values)) if s is not None]
+    noise = max(known) if base_spread is not None else None
+    beyond = None if x is None or noise is None else max(x, 1 / x) > noise
+    return x, noise, beyond
+
+
 def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dict:
     values = arm.ms()
     median = statistics.median(values) if values else None
     spread = _spread(values)
-    x = base_ms / median if base_ms and median else None
-    # The baseline's own process-to-process spread is required: an arm's spread alone says nothing
-    # of the baseline (on the H200 one baseline moved 13 % between device calls at a 1.3 % arm spread).
-    known = [s for s in (base_spread, spread) if s is not None]
-    noise = max(known) if base_spread is not None else None
-    beyond = None if x is None or noise is None or arm.name == "baseline" else max(x, 1 / x) > noise
-    firsts = [r["first_step_s"] for r in arm.runs if r.get("first_step_s") is not None]
+    x, noise, beyond = against_baseline(values, base_ms, base_spread)
+    beyond = None if arm.name == "baseline" else beyond
+    # the first run compiles into the arm's empty caches: its first step is the compile cost; later
+    # runs read those caches (first_step_cached_s)
+    firsts = [(r["run"], r["first_step_s"]) for r in arm.runs if r.get("first_step_s") is not None]
+    stop = arm.stopped
     spec = arm.spec
     return {
         "name": arm.name, "status": arm.status, "reason": arm.reason,
@@ -341,7 +560,10 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
                      "bootstrap": spec.bootstrap},
         "proposed_by": spec.proposed_by, "change": spec.change, "ms": values, "median_ms": median,
         "spread": spread, "x_baseline": x, "beyond_noise": beyond, "noise": noise,
-        "first_step_s": statistics.median(firsts) if firsts else None,
+        "first_step_s": firsts[0][1] if firsts else None, "first_step_run": firsts[0][0] if firsts else None,
+        "first_step_cached_s": statistics.median(f for _, f in firsts[1:]) if len(firsts) > 1 else None,
+        "stopped_early": stop["decision"] if stop else None, "stop_reason": stop["text"] if stop else None,
+        "cache_dir": arm.cache.get("TORCHINDUCTOR_CACHE_DIR"),
         "wall_s": [r["wall_s"] for r in arm.runs], "outputs": arm.outputs,
         "metric_from": next((r["metric_from"] for r in arm.runs if r.get("metric_from")), None),
         "logs": [r["log"] for r in arm.runs],
@@ -363,7 +585,7 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
     max_runs = runs if max_runs is None else max_runs
     if max_runs < runs:
         raise InputError(f"--max-runs {max_runs} is below --runs {runs}")
-    if budget_s <= 0 or timeout <= 0:
+    if not budget_s > 0 or not timeout > 0:  # nan too
         raise InputError("--budget-s and --timeout must be positive")
     try:
         metric = re.compile(metric_regex)
@@ -377,13 +599,21 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
     with tempfile.TemporaryDirectory(prefix=".trials_", dir=out) as work:
         ctx = Context(script, args, out, Path(work), metric, timeout, total=1 + runs * len(live),
                       max_runs=max_runs, launcher=launcher)
+        ctx.caches = prepare_caches(live, out)
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
-        ctx.plan = plan_estimate(live, runs, budget_s)
+        ctx.plan = plan_estimate(live, runs, budget_s, time.perf_counter() - t0, max_runs)
         print(ctx.plan["text"], file=sys.stderr, flush=True)
-        notes = run_rounds(live, runs, budget_s, ctx, t0)
-        notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
-        notes += budget_advice(live, runs, budget_s)
+        live = apply_plan(live, ctx.plan)
+        ctx.total = ctx.done + runs * len(live)
+        notes = []
+        if ctx.plan["dropped"] and len(live) == 1:  # no arm left beside it: more baseline runs decide nothing
+            notes.append("no arm fits the budget beside the baseline: " + ctx.plan["text"])
+        else:
+            notes += run_rounds(live, runs, budget_s, ctx, t0)
+            notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
+            stop_records(live, notes)
+            notes += budget_advice(live, runs, budget_s)
         noise_note = compare_arms(arms)
     return finish(cmd, out, arms, runs, budget_s, device or {}, ctx, notes + noise_note, tool)
 
@@ -399,7 +629,7 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
                "winner": winner.name if winner else None, "what_to_change": outcome["what_to_change"],
-               "plan": ctx.plan, "notes": notes}
+               "plan": ctx.plan, "caches": ctx.caches, "notes": notes}
     from .trial_report import markdown
 
     doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)
