@@ -17,15 +17,23 @@ def main():
         p.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16")
         p.add_argument("--functional", action="store_true",
                        help="torch.nn.functional.rms_norm instead of the hand-written formula")
+        p.add_argument("--train", action="store_true", help="forward + backward (gradients of x and w)")
 
     args = parse_args(__doc__, extra)
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     torch.manual_seed(0)
-    x = torch.randn(args.rows, args.cols, device=args.device, dtype=dtype)
-    w = torch.randn(args.cols, device=args.device, dtype=dtype)
+    x = torch.randn(args.rows, args.cols, device=args.device, dtype=dtype, requires_grad=args.train)
+    w = torch.randn(args.cols, device=args.device, dtype=dtype, requires_grad=args.train)
     fn = (lambda a, b: torch.nn.functional.rms_norm(a, (args.cols,), b, 1e-6)) if args.functional else rms_norm
     g = maybe_compile(fn, args)
-    run_steps(lambda: g(x, w), args, "rms_norm")
+
+    def train_step():
+        x.grad = w.grad = None
+        y = g(x, w)
+        y.backward(torch.ones_like(y))
+        return y.detach(), x.grad, w.grad
+
+    run_steps(train_step if args.train else (lambda: g(x, w)), args, "rms_norm")
 
 
 if __name__ == "__main__":

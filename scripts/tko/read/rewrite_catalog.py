@@ -69,9 +69,54 @@ def _functions(tree: ast.AST):
             yield node
 
 
+CHECK_CALLS = ("assert_close", "assert_allclose", "allclose", "isclose", "assert_equal", "equal")
+
+
+def _is_check(call: ast.AST) -> bool:
+    """A call of an output check: torch.testing.assert_close, torch.allclose, np.testing.assert_allclose..."""
+    if not isinstance(call, ast.Call):
+        return False
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name in CHECK_CALLS
+
+
+def _inside_checks(fn: ast.AST) -> list[tuple[int, int]]:
+    """(first, last) line of each ``assert`` statement and output-check call in ``fn``."""
+    return [(n.lineno, n.end_lineno) for n in ast.walk(fn) if isinstance(n, ast.Assert) or _is_check(n)]
+
+
+def check_only_lines(fn: ast.AST) -> set[int]:
+    """Lines of ``fn`` that only check outputs: assert statements, output-check calls, and assignments
+    whose names are read only inside those (``ref = x * torch.rsqrt(...)`` then
+    ``torch.testing.assert_close(out, ref)``). A catalog pattern written there is a reference, not the
+    model: detection skips these lines."""
+    checks = _inside_checks(fn)
+
+    def in_check(node) -> bool:
+        return any(a <= node.lineno and node.end_lineno <= b for a, b in checks)
+
+    lines = {ln for a, b in checks for ln in range(a, b + 1)}
+    loads: dict[str, list[ast.Name]] = {}
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            loads.setdefault(n.id, []).append(n)
+    for st in ast.walk(fn):
+        if not isinstance(st, (ast.Assign, ast.AnnAssign)) or st.value is None:
+            continue
+        targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+        names = [t.id for t in targets if isinstance(t, ast.Name)]
+        if names and len(names) == len(targets) and all(loads.get(n) and all(in_check(u) for u in loads[n])
+                                                        for n in names):
+            lines.update(range(st.lineno, st.end_lineno + 1))
+    return lines
+
+
 def by_model_code(entry: dict, path: Path) -> list[dict]:
     """``[{"how": "model_code", "file", "line", "function", "snippet"}]``: each function of ``path``
-    holding every ``model_code.all`` expression (innermost functions first; each anchor line once)."""
+    holding every ``model_code.all`` expression (innermost functions first; each anchor line once).
+    Lines that only check outputs (:func:`check_only_lines`: an assert, ``assert_close`` /
+    ``allclose``, a reference computed for them) are not model code and are skipped."""
     mc = entry["detect"].get("model_code")
     if not mc:
         return []
@@ -85,10 +130,11 @@ def by_model_code(entry: dict, path: Path) -> list[dict]:
     anchor = re.compile(mc.get("anchor") or mc["all"][0])
     found, seen = [], set()
     for fn in sorted(_functions(tree), key=lambda f: f.end_lineno - f.lineno):
-        body = lines[fn.lineno - 1:fn.end_lineno]
-        if not all(p.search("\n".join(body)) for p in alls):
+        skip = check_only_lines(fn)
+        body = [(n, lines[n - 1]) for n in range(fn.lineno, min(fn.end_lineno, len(lines)) + 1) if n not in skip]
+        if not all(p.search("\n".join(ln for _, ln in body)) for p in alls):
             continue
-        at = next((fn.lineno + i for i, ln in enumerate(body) if anchor.search(ln)), None)
+        at = next((n for n, ln in body if anchor.search(ln)), None)
         if at is None or at in seen:
             continue
         seen.add(at)

@@ -20,6 +20,8 @@ import sys
 # arm -> module under tko.remedies (each module's ARM is its key here)
 REWRITES = {
     "sdpa": "attention_rewrite",
+    "rms_norm_fn": "norm_rewrite",
+    "gate_up_fused": "gate_rewrite",
 }
 
 
@@ -43,6 +45,11 @@ def active(env: dict) -> list:
 class _Counter:
     def __init__(self, mod):
         self.mod, self.replaced, self.graphs = mod, 0, 0
+
+    def __deepcopy__(self, memo):
+        """torch.compile deep-copies Inductor's config, this pass with it: one counter, not a copy
+        (a module does not copy, and a copy's counts would never be reported)."""
+        return self
 
     def __call__(self, graph) -> None:
         found = self.mod.rewrite(graph)
