@@ -189,11 +189,11 @@ def test_a_rewrite_pass_joins_a_pass_already_set(monkeypatch, capsys):
     import torch._inductor.config as cfg
 
     seen = []
-    monkeypatch.setattr(cfg, "pre_grad_custom_pass", lambda graph: seen.append(graph))
     monkeypatch.setattr("atexit.register", lambda fn: seen.append(fn))
-    graph_rewrites.install_from_env({"TKO_SDPA_REWRITE": "1"})
-    gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 4))
-    cfg.pre_grad_custom_pass(gm.graph)
+    with cfg.patch(pre_grad_custom_pass=lambda graph: seen.append(graph)):
+        graph_rewrites.install_from_env({"TKO_SDPA_REWRITE": "1"})
+        gm = torch.fx.symbolic_trace(torch.nn.Linear(4, 4))
+        cfg.pre_grad_custom_pass(gm.graph)
     assert seen[1] is gm.graph          # the program's own pass ran
     seen[0]()                            # the exit report
     assert "TKO_SDPA: replaced 0 attention pattern(s) in 1 graph(s)" in capsys.readouterr().err

@@ -386,13 +386,13 @@ def test_the_installed_pass_survives_torch_compiles_config_copy(monkeypatch, cap
     import torch._inductor.config as cfg
 
     reports = []
-    monkeypatch.setattr(cfg, "pre_grad_custom_pass", None)
     monkeypatch.setattr("atexit.register", reports.append)
-    graph_rewrites.install_from_env({"TKO_NORM_REWRITE": "1"})
-    assert copy.deepcopy(cfg.pre_grad_custom_pass) is cfg.pre_grad_custom_pass
-    cfg.get_config_copy()
-    torch._dynamo.reset()
-    torch.compile(_norm_forms()["rms_plain"])(torch.randn(2, 8), torch.randn(8))
+    with cfg.patch(pre_grad_custom_pass=None):   # a ConfigModule: monkeypatch's undo deletes the key
+        graph_rewrites.install_from_env({"TKO_NORM_REWRITE": "1"})
+        assert copy.deepcopy(cfg.pre_grad_custom_pass) is cfg.pre_grad_custom_pass
+        cfg.get_config_copy()
+        torch._dynamo.reset()
+        torch.compile(_norm_forms()["rms_plain"])(torch.randn(2, 8), torch.randn(8))
     reports[0]()
     assert "TKO_NORM: replaced 1 normalization(s) in 1 graph(s)" in capsys.readouterr().err
 
