@@ -20,8 +20,8 @@ EX = ROOT / "examples"
 # (label, arm, the example's command line)
 CASES = [
     ("attention_by_hand", "sdpa", [EX / "attention_by_hand" / "step.py", "--train", "--steps", "20"]),
-    ("rms_norm", "rms_norm_fn", [EX / "rms_norm.py", "--steps", "50"]),
-    ("gated_mlp", "gate_fused", [EX / "gated_mlp.py", "--train", "--steps", "20"]),
+    ("rms_norm", "rms_norm_fn", [EX / "rms_norm.py", "--dtype", "bf16", "--train", "--steps", "50"]),
+    ("gated_mlp", "gate_up_fused", [EX / "gated_mlp.py", "--train", "--steps", "20"]),
     ("large_vocab_ce", "ce_chunked", [EX / "large_vocab_ce.py", "--steps", "10"]),
     ("scatter_index_add", "segment_reduce", [EX / "scatter_index_add.py", "--steps", "20"]),
 ]
