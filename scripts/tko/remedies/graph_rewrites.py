@@ -20,6 +20,7 @@ import sys
 # arm -> module under tko.remedies (each module's ARM is its key here)
 REWRITES = {
     "sdpa": "attention_rewrite",
+    "ce_chunked": "cross_entropy_rewrite",
 }
 
 
