@@ -21,6 +21,7 @@ import sys
 REWRITES = {
     "sdpa": "attention_rewrite",
     "ce_chunked": "cross_entropy_rewrite",
+    "segment_reduce": "scatter_rewrite",
 }
 
 
