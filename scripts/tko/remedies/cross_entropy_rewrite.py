@@ -9,7 +9,7 @@
 
 into ``loss = linear_cross_entropy(h, W, b, y, i, reduction)``: the op ``tko::linear_cross_entropy``
 (a ``torch.library.custom_op`` with its own fake and autograd) loops over chunks of rows, computing
-each chunk's logits (in the input dtype, as ``F.linear`` does), its logsumexp and loss in fp32 (as
+each chunk's logits (in the input dtype, as ``F.linear`` does), its log-softmax and loss in fp32 (as
 ``F.cross_entropy`` does for fp16/bf16 logits) and, when the loss needs gradients, the chunk's
 gradient of the logits, from which it makes grad h and accumulates grad W (in W's dtype, in place,
 one rounding per chunk, as Liger does: an fp32 V x D accumulator would cost what it saves) in the forward; the
@@ -23,7 +23,8 @@ Left alone: ``label_smoothing``, a class ``weight``, ``reduction='none'``, the d
 a view that does not keep the class dim last, probability (floating) targets, logits of another
 dtype than h and W (autocast: the cast is not the op's), and a projection other than the forms above.
 Where the graph carries Dynamo's ``example_value`` metadata these are checked on it; a symbolically
-traced graph has none, and the op then checks h is 2-D and the targets are class indices at run time.
+traced graph has none: a view of the logits is then left alone, and the op checks h is 2-D and the
+targets are class indices at run time.
 
 The trial arm ``ce_chunked`` (``TKO_CE_CHUNKED_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`); AOT autograd differentiates the op through its registered
