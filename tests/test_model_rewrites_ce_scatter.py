@@ -146,6 +146,7 @@ def test_ce_op_never_holds_the_full_logits():
     rows = ce_rw.default_chunk_rows(128256)
     assert 0 < rows * 128256 * 4 <= ce_rw.CHUNK_BYTES and rows % 64 == 0
     assert ce_rw.default_chunk_rows(10 ** 9) == 1
+    assert ce_rw.default_chunk_rows(32000, 8192) == 1024 and ce_rw.default_chunk_rows(128256, 8192) == 512
 
 
 def _real_inductor(mod, fn, *args):

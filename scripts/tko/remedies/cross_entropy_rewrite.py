@@ -15,7 +15,7 @@ gradient of the logits, from which it makes grad h and accumulates grad W (in W'
 one rounding per chunk, as Liger does: an fp32 V x D accumulator would cost what it saves) in the forward; the
 backward only scales them by the loss's gradient (Liger-Kernel's FusedLinearCrossEntropy). The
 N x V logits never exist at once: a chunk holds ``chunk_rows`` x V of them, by default <= 256 MiB in
-fp32 (:func:`default_chunk_rows`). ``mean`` divides by the count of targets not equal to
+fp32 and at most an eighth of the rows (:func:`default_chunk_rows`). ``mean`` divides by the count of targets not equal to
 ``ignore_index``, as ``F.cross_entropy`` does; the loss has the logits' dtype.
 
 Left alone: ``label_smoothing``, a class ``weight``, ``reduction='none'``, the deprecated
@@ -25,6 +25,13 @@ dtype than h and W (autocast: the cast is not the op's), and a projection other 
 Where the graph carries Dynamo's ``example_value`` metadata these are checked on it; a symbolically
 traced graph has none: a view of the logits is then left alone, and the op checks h is 2-D and the
 targets are class indices at run time.
+
+What it costs (H200, torch 2.11, compiled, bf16, 8192 tokens, hidden 2048, forward + grad h and
+grad W, the op called directly): vocabulary 128256, peak memory over the inputs 1537 MiB against
+2538 MiB for Inductor's F.cross_entropy(h @ W.T, y), at 31.6 ms against 20.9 ms a step (smaller
+GEMMs, the chunk's softmax in eager ops, grad W read and written once per chunk); vocabulary 32000,
+level memory (660 against 658 MiB) at 8.0 against 4.7 ms. Memory is the gain, not speed; the loss
+was equal and the gradients within one bf16 ulp.
 
 The trial arm ``ce_chunked`` (``TKO_CE_CHUNKED_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`); AOT autograd differentiates the op through its registered
@@ -43,13 +50,17 @@ NOUN = "cross-entropy pattern"
 NOT_FOUND = ("no torch.compile'd F.cross_entropy(F.linear(h, W[, b]) or h @ W.T[, .view(-1, V)], y) "
              "with mean or sum reduction, no weight or label smoothing, logits used only by the loss")
 CHUNK_BYTES = 256 << 20     # a chunk's fp32 logits at most this (one row at least)
+MIN_CHUNKS = 8
 OP_NAME = "tko::linear_cross_entropy"
 _OP = []
 
 
-def default_chunk_rows(vocab: int) -> int:
-    """Rows per chunk: the chunk's fp32 logits within CHUNK_BYTES, a multiple of 64 when >= 64."""
+def default_chunk_rows(vocab: int, rows_total: int | None = None) -> int:
+    """Rows per chunk: the chunk's fp32 logits within CHUNK_BYTES and at most an eighth of the rows
+    (else a chunk's temporaries outweigh what it saves), a multiple of 64 when >= 64."""
     rows = max(1, CHUNK_BYTES // (4 * max(1, int(vocab))))
+    if rows_total:
+        rows = min(rows, max(1, -(-int(rows_total) // MIN_CHUNKS)))
     return rows - rows % 64 if rows >= 64 else rows
 
 
@@ -66,7 +77,7 @@ def _forward(h, weight, bias, target, ignore_index: int, reduction: str, chunk_r
         raise ValueError(f"{OP_NAME}: reduction must be 'mean' or 'sum', not {reduction!r}")
     n, d = h.shape
     v = weight.shape[0]
-    rows = chunk_rows if chunk_rows > 0 else default_chunk_rows(v)
+    rows = chunk_rows if chunk_rows > 0 else default_chunk_rows(v, n)
     valid = target != ignore_index
     count = valid.sum()
     total = torch.zeros((), dtype=torch.float32, device=h.device)
