@@ -22,6 +22,8 @@ REWRITES = {
     "sdpa": "attention_rewrite",
     "rms_norm_fn": "norm_rewrite",
     "gate_up_fused": "gate_rewrite",
+    "ce_chunked": "cross_entropy_rewrite",
+    "segment_reduce": "scatter_rewrite",
 }
 
 
