@@ -585,7 +585,7 @@ def on_triton_autotune_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> An
                            f"{getattr(code, 'co_filename', '')}:{getattr(code, 'co_firstlineno', '')}")
         saved = standalone.save_index_tensors(settings().capture_dir, stem, described, args,
                                               settings().max_save_bytes, log_error)
-        from .jit_capture import walk_launch_stack
+        from .launch_site import walk_launch_stack
 
         # the user's kernel[grid](...) call, as for a plain @triton.jit launch
         site = walk_launch_stack(sys._getframe(2))[0]   # 1 is the run wrapper (its self: the Autotuner)

@@ -28,53 +28,12 @@ import types
 from typing import Any
 
 from . import capture
+from .launch_site import walk_launch_stack
 from .jit_record import _RUN_KEYWORDS, def_location, jit_name, param_info, record_launch, snapshot, source_hash
 
-# Classes whose launches the capture records through their own wrappers (by class name).
-_OWNER_CLASSES = ("Autotuner", "CachingAutotuner", "DebugAutotuner")
 # Launches in a row with an already recorded signature after which a kernel's launches bypass the
 # wrapper (TRITON_CAPTURE_JIT_WATCH): the steady state of a launch-bound loop then pays nothing.
 DEFAULT_WATCH = 64
-_OWNER_METHODS = ("run", "_bench", "benchmark_all_configs", "bench", "kernel_call", "warmup", "precompile")
-_internal_dirs: tuple[str, ...] = ()
-
-
-def internal_dirs() -> tuple[str, ...]:
-    """Folders whose frames are never a launch site: triton, torch and this package."""
-    global _internal_dirs
-    if not _internal_dirs:
-        dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # scripts/tko
-        for mod in ("triton", "torch"):
-            m = sys.modules.get(mod)
-            if m is not None and getattr(m, "__file__", None):
-                dirs.append(os.path.dirname(os.path.abspath(m.__file__)))
-        _internal_dirs = tuple(d + os.sep for d in dirs)
-    return _internal_dirs
-
-
-def walk_launch_stack(frame: Any) -> tuple[dict | None, str | None, list[str]]:
-    """(launch site ``{file, line, function}``, owner class name, heuristics names) from ``frame``
-    outward. The site is the first frame outside :func:`internal_dirs`; the ``self`` of the
-    internal frames says whether ``@triton.heuristics`` (below the site) or an autotuner (anywhere:
-    a custom ``do_bench`` of the user's sits between an Autotuner and its kernel) made the launch."""
-    skip = internal_dirs()
-    site, owner, heuristics = None, None, []
-    for _ in range(64):
-        if frame is None:
-            break
-        filename = frame.f_code.co_filename
-        if not filename.startswith(skip):
-            if site is None and not filename.startswith("<"):
-                site = {"file": filename, "line": frame.f_lineno, "function": frame.f_code.co_name}
-        elif frame.f_code.co_name in _OWNER_METHODS:
-            this = frame.f_locals.get("self")
-            cls = type(this).__name__ if this is not None else ""
-            if cls in _OWNER_CLASSES:
-                return site, cls, heuristics
-            if site is None and cls == "Heuristics" and isinstance(getattr(this, "values", None), dict):
-                heuristics += [str(k) for k in this.values]
-        frame = frame.f_back
-    return site, owner, heuristics
 
 
 def _signature_key(args: tuple, kwargs: dict) -> Any:
