@@ -559,3 +559,64 @@ def test_markdown_lists_inductor_kernel_files(run_script, tmp_path):
     assert ("| 1 | `triton_poi_fused_add_gelu_mul_0` | XBLOCK=1024 | 4 | 1 | "
             "`/tmp/indfx/pointwise_chain/inductor_cache/") in md
     assert "1 more kernel not listed (--top 1)." in md
+
+
+def _x(name, ts, dur, cat, corr=None, tid=1):
+    ev = {"ph": "X", "name": name, "cat": cat, "ts": ts, "dur": dur, "pid": 1, "tid": tid}
+    if corr is not None:
+        ev["args"] = {"correlation": corr}
+    return ev
+
+
+def test_kernels_an_autotuner_launches_while_benchmarking_are_not_the_step(tmp_path):
+    """Triton's Autotuner times its configs inside the program (profile_bootstrap marks that range):
+    its launches and do_bench's L2 flushes are tuning, left out as compilation is."""
+    from tko.patch import profile_bootstrap
+
+    events = [_x(profile_bootstrap.AUTOTUNE_MARK, 0, 100, "user_annotation")]
+    for i, (name, ts) in enumerate([("matmul_kernel", 10), ("flush_fill", 30), ("matmul_kernel", 50),
+                                    ("matmul_kernel", 200), ("softmax_kernel", 300)]):
+        events += [_x("cudaLaunchKernel", ts, 2, "cuda_runtime", corr=i), _x(name, ts + 5, 10, "kernel", corr=i, tid=7)]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows, summary = pr.rank_profile(pf.read_profile(path))[:2]
+    calls = {r["name"]: r["calls"] for r in rows}
+    assert calls == {"matmul_kernel": 1, "softmax_kernel": 1}, calls
+    both, _ = pr.rank_profile(pf.read_profile(path), include_compile=True)[:2]
+    assert {r["name"]: r["calls"] for r in both}["matmul_kernel"] == 3
+
+
+AUTOTUNED = '''
+import torch, triton, triton.language as tl
+
+def bench(fn, quantiles=None, **kw):
+    fn()
+    return [1.0, 1.0, 1.0] if quantiles else 1.0
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}), triton.Config({"BLOCK": 128})], key=["n"], do_bench=bench)
+@triton.jit
+def copy3(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 3.0, mask=offs < n)
+
+x = torch.randn(500)
+out = torch.empty(500)
+copy3[lambda meta: (triton.cdiv(500, meta["BLOCK"]),)](x, out, 500)
+assert torch.equal(out, x * 3.0)
+'''
+
+
+def test_the_profiler_bootstrap_marks_the_autotuners_benchmarking(tmp_path):
+    import os
+    import subprocess
+
+    from tko.patch import profile_bootstrap
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(AUTOTUNED)
+    trace = tmp_path / "trace.json"
+    proc = subprocess.run([sys.executable, profile_bootstrap.__file__, str(trace), "--cpu-only", "--", str(prog)],
+                          env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    names = [e.get("name") for e in json.loads(trace.read_text())["traceEvents"]]
+    assert names.count(profile_bootstrap.AUTOTUNE_MARK) == 2      # one range per config timed

@@ -20,6 +20,33 @@ def _fail(msg):
     sys.exit(2)
 
 
+# A range of this name marks kernels launched while Triton's Autotuner benchmarks configs (its
+# do_bench launches and L2 flushes): the readers leave them out as they leave compilation out.
+AUTOTUNE_MARK = "triton Autotuner benchmark (tko_autotune)"
+
+
+def _mark_autotuning(torch):
+    """Wrap ``triton.runtime.autotuner.Autotuner._bench`` in a profiler range, when Triton is there."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except Exception:
+        return
+    bench = getattr(Autotuner, "_bench", None)
+    if bench is None or getattr(bench, "_tko_marked", False):
+        return
+
+    def _bench(self, *args, **kwargs):
+        with torch.profiler.record_function(AUTOTUNE_MARK):
+            return bench(self, *args, **kwargs)
+
+    _bench._tko_marked = True
+    Autotuner._bench = _bench
+
+
 def main():
     argv = sys.argv[1:]
     if "--" not in argv:
@@ -56,6 +83,7 @@ def main():
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         run = lambda: runpy.run_path(script, run_name="__main__")  # noqa: E731
 
+    _mark_autotuning(torch)
     prof = profile(activities=activities, with_stack=with_stack, record_shapes=record_shapes)
     prof.__enter__()
     exported = False

@@ -32,6 +32,14 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# CPU ranges whose kernels are compilation or tuning, not the program's steps: Dynamo's timed
+# phases, and Triton's Autotuner benchmarking as tko.patch.profile_bootstrap marks it
+COMPILE_MARKS = ("(dynamo_timed)", "(tko_autotune)")
+
+
+def is_compile_range(name: str | None) -> bool:
+    return bool(name) and any(m in name for m in COMPILE_MARKS)
 from typing import Any
 
 from ..base.errors import InputError

@@ -22,12 +22,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from . import step_timeline
-from .profile_formats import ChromeTrace, Dispatch, Parsed, PmcRecord, StatRow, TraceEvent, trace_dispatches
+from .profile_formats import ChromeTrace, Dispatch, is_compile_range, Parsed, PmcRecord, StatRow, TraceEvent, trace_dispatches
 
 CHAIN_LIMIT = 12        # enclosing op names kept per kernel, innermost first
 STACK_LIMIT = 12        # python frames kept per kernel
 VARIANT_LIMIT = 5       # distinct launching ops listed per kernel
-COMPILE_MARK = "(dynamo_timed)"
 
 TRITON_PREFIX = re.compile(r"^triton_(poi|red|per|tem|for|spl|mm|bmm|fused|unk)?_?")
 LIBRARY_PATTERNS = re.compile(
@@ -177,7 +176,7 @@ def attribute_launches(trace: ChromeTrace) -> dict[int, LaunchInfo]:
                     "kernel_backend", "kernel_file", "kernel_hash", "kernel_kwargs", "num_warps",
                     "num_stages", "kernel_flop", "kernel_num_gb", "kernel_name") if a in op.args}
                 info.inductor["record_name"] = op.name
-            if COMPILE_MARK in op.name:
+            if is_compile_range(op.name):
                 info.compile_phase = True
         info.ranges = tuple(op.name for op in ops)
         info.chain = list(info.ranges[:CHAIN_LIMIT])

@@ -32,7 +32,6 @@ COLLECTIVE = re.compile(r"(^|[^a-z])(nccl|rccl|gloo|c10d::|record_param_comms|al
                         r"allgather|all_gather|reduce_scatter|reducescatter|broadcast|all_to_all|alltoall|"
                         r"sendrecv|barrier)", re.I)
 NOT_COLLECTIVE = re.compile(r"^(prims::broadcast_in_dim|aten::broadcast_tensors|aten::broadcast_to)", re.I)
-COMPILE_MARK = "(dynamo_timed)"
 
 
 def is_collective(name: str) -> bool:
@@ -78,7 +77,7 @@ def _window(trace: pf.ChromeTrace) -> tuple[float, float] | None:
     down, the profiler's export) is not the step."""
     if trace.span_us is None:
         return None
-    compiles = [e.end for e in trace.cpu_ops if COMPILE_MARK in e.name]
+    compiles = [e.end for e in trace.cpu_ops if pf.is_compile_range(e.name)]
     lo = max(compiles) if compiles else trace.span_us[0]
     hi = max(k.end for k in trace.kernels) if trace.kernels else trace.span_us[1]
     return (lo, hi) if hi > lo else None

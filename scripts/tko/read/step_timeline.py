@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 import statistics
 
-COMPILE_MARK = "(dynamo_timed)"
+from .profile_formats import is_compile_range
+
 STEP_RANGE = re.compile(r"^ProfilerStep#\d+$")
 GAPS_SHOWN = 3
 
@@ -45,14 +46,14 @@ def timeline(trace, kernels: list[tuple[float, float]]) -> dict | None:
     """``kernels``: (start_us, end_us) of the ranked dispatches. None without any."""
     if not kernels:
         return None
-    compiled = [op.end for op in trace.cpu_ops if COMPILE_MARK in (op.name or "")]
+    compiled = [op.end for op in trace.cpu_ops if is_compile_range(op.name)]
     steady = [k for k in kernels if compiled and k[0] >= max(compiled)]
     window = "after the last compilation" if steady else "whole trace"
     kernels = steady or kernels
     lo, hi = min(s for s, _ in kernels), max(e for _, e in kernels)
     other = [(e.ts, e.end) for e in trace.gpu_other if e.end > lo and e.ts < hi]
     busy = _union(kernels + [(max(s, lo), min(e, hi)) for s, e in other])
-    compiling = _union([(op.ts, op.end) for op in trace.cpu_ops if COMPILE_MARK in (op.name or "")])
+    compiling = _union([(op.ts, op.end) for op in trace.cpu_ops if is_compile_range(op.name)])
     gaps = [(a[1], b[0]) for a, b in zip(busy, busy[1:]) if b[0] > a[1]]
     idle = [g for g in gaps if not _overlaps(g, compiling)]
     compile_us = sum(e - s for s, e in gaps) - sum(e - s for s, e in idle)
