@@ -116,3 +116,23 @@ def test_above_peak_flags_a_rate_the_device_cannot_move():
     assert not check["unique"]["above_peak"] and check["inductor"]["above_peak"]
     assert check["inductor"]["flag"] == byte_model.ABOVE_PEAK_TEXT
     assert check["unique"]["pct_of_copy"] == pytest.approx(100 / 1.1)
+
+
+TUTORIALS = ROOT / "examples" / "recorded_h200" / "triton_tutorials" / "autotune_kernels"
+
+
+@pytest.mark.parametrize("kernel, reads, writes, passes", [
+    # the tutorials as captured on the H200 (4096 x 4096 fp16): pointers named X, Mean, and
+    # addresses built in locals (row_start_ptr, a_ptrs) still count
+    ("softmax_kernel", {"input_ptr": 1}, {"output_ptr"}, 1),
+    ("_layer_norm_fwd_fused", {"X": 3, "W": 1, "B": 1}, {"Y", "Mean", "Rstd"}, 3),
+    ("matmul_kernel", {"a_ptr": 1, "b_ptr": 1}, {"c_ptr"}, 1),
+])
+def test_hand_written_tutorial_kernels_count_every_tensor(kernel, reads, writes, passes):
+    path = TUTORIALS / f"{kernel}.py"
+    model = byte_model.model_for_file(path.read_text(), path)
+    roles = {a["name"]: a for a in model["args"]}
+    assert {n: a["passes"] for n, a in roles.items() if a["role"] == "read"} == reads
+    assert {n for n, a in roles.items() if a["role"] == "written"} == writes
+    assert model["unique_bytes"] == sum(a["view_bytes"] for a in model["args"])
+    assert model["max_passes"] == passes

@@ -397,3 +397,20 @@ def test_recorded_trials_of_another_device_are_not_used(cpu_trials, tmp_path, ru
     assert step["status"] == "skipped" and "timed on cpu (no GPU), not on the capture's NVIDIA H200" in step["error"]
     kernel = json.loads((tmp_path / "inv" / index["kernels"][0]["dir"] / "report.json").read_text())
     assert "trials" not in kernel["sections"]
+
+
+@pytest.mark.parametrize("outputs", ["unknown", "different"])
+def test_a_faster_arm_without_equal_outputs_is_named_not_hidden(outputs):
+    """An arm 1.25x beyond noise whose outputs were not shown equal is not taken, and the trials do
+    not say that nothing beat the baseline: they name it and what to check."""
+    base = 0.262
+    doc = trials_doc([arm("baseline", base, base, 1.021), arm("coordinate_descent", base / 1.25, base, 1.021,
+                                                             outputs=outputs, change=CD)], 1.021)
+    outcome = trial_evidence.trial_outcome(doc)
+    assert outcome["winner"] is None
+    said = outcome["what_to_change"]
+    assert said.startswith("not taken: coordinate_descent 1.25x") and outputs in said
+    assert "nothing tried beat" not in said
+    facts = trial_evidence.trial_facts(doc, "trials.json")
+    says = " ".join(f.says for f in decide.decide({"share": decide.Fact(0.71, "hand"), **facts}, RULES).fired)
+    assert "nothing tried beat" not in says

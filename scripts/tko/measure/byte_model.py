@@ -55,6 +55,22 @@ def access_facts(func: ast.FunctionDef, kernel: dict) -> dict:
     indirect access the pointer parameters whose loaded values form the index."""
     pointers = _pointer_params(kernel)
     origin: dict[str, set[str]] = {}          # local name -> pointers whose loaded data it carries
+    alias: dict[str, set[str]] = {}           # local name -> pointers it is an address into
+
+    def pointer_refs(node: ast.AST) -> set[str]:
+        """The pointer parameters an address expression points into: named directly or through a
+        local such as ``a_ptrs = a_ptr + offs`` or ``row_ptr = x_ptr + row * stride`` (not through
+        data a load returned)."""
+        out: set[str] = set()
+        stack = [node]
+        while stack:
+            sub = stack.pop()
+            if isinstance(sub, ast.Call) and kernel_ast._tl_func(ast.unparse(sub.func)) == "load":
+                continue
+            if isinstance(sub, ast.Name):
+                out |= {sub.id} & pointers or alias.get(sub.id, set())
+            stack.extend(ast.iter_child_nodes(sub))
+        return out
 
     def loaded_from(node: ast.AST) -> set[str]:
         out: set[str] = set()
@@ -80,23 +96,25 @@ def access_facts(func: ast.FunctionDef, kernel: dict) -> dict:
                 continue
             for sub in ast.walk(stmt):
                 if isinstance(sub, ast.Call):
-                    _record_access(sub, loop, pointers, facts, loaded_from)
+                    _record_access(sub, loop, facts, loaded_from, pointer_refs)
             value = getattr(stmt, "value", None)
             targets = stmt.targets if isinstance(stmt, ast.Assign) else (
                 [stmt.target] if isinstance(stmt, (ast.AugAssign, ast.AnnAssign)) else [])
             if value is not None:
-                got = loaded_from(value)
+                got, into = loaded_from(value), pointer_refs(value)
                 for target in targets:
                     for n in ast.walk(target):
                         if isinstance(n, ast.Name):
                             origin[n.id] = origin.get(n.id, set()) | got
+                            if into and n.id not in pointers:
+                                alias[n.id] = alias.get(n.id, set()) | into
 
     for _ in range(2):  # a loop-carried index needs a second round to reach its loads
         visit(func.body, None)
     return facts
 
 
-def _record_access(call: ast.Call, loop, pointers, facts, loaded_from) -> None:
+def _record_access(call: ast.Call, loop, facts, loaded_from, pointer_refs) -> None:
     fn = kernel_ast._tl_func(ast.unparse(call.func))
     if fn not in ("load", "store") and fn not in kernel_ast.ATOMIC_FUNCS:
         return
@@ -104,7 +122,7 @@ def _record_access(call: ast.Call, loop, pointers, facts, loaded_from) -> None:
     ptr = call.args[0] if call.args else kw.get("pointer")
     if ptr is None:
         return
-    bases = {n.id for n in ast.walk(ptr) if isinstance(n, ast.Name) and n.id in pointers}
+    bases = pointer_refs(ptr)
     index_from = loaded_from(ptr) - bases
     for base in bases:
         f = facts[base]

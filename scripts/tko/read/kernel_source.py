@@ -164,7 +164,10 @@ def _param_list(func: ast.FunctionDef) -> list[tuple[str, str | None, Any]]:
     return out
 
 
-def _classify_param(name: str, annotation: str | None, meta: dict | None) -> tuple[str, str | None, str]:
+def _classify_param(name: str, annotation: str | None, meta: dict | None,
+                    tensors: dict | None = None) -> tuple[str, str | None, str]:
+    if tensors and name in tensors:  # a captured launch passed a tensor here (hand-written: `X`, `Mean`)
+        return "pointer", tensors[name], "standalone_spec"
     if meta is not None and name in meta["signature"]:
         dtype = str(meta["signature"][name])
         if dtype == "constexpr":
@@ -190,7 +193,9 @@ def _kernel_kind(decorators: list[tuple[str, dict]]) -> str:
     return "jit"
 
 
-def parse_function(func: ast.FunctionDef, source: str) -> dict:
+def parse_function(func: ast.FunctionDef, source: str, tensors: dict | None = None) -> dict:
+    """One @triton.jit function; ``tensors``: parameter -> dtype of the tensors a captured launch of
+    it passed (a standalone file's ``_TKO_SPEC``), which name the pointers where names do not."""
     decorators = [_decorator_info(d) for d in func.decorator_list]
     heuristic = None
     triton_meta_raw = None
@@ -218,7 +223,7 @@ def parse_function(func: ast.FunctionDef, source: str) -> dict:
     meta = normalize_triton_meta(triton_meta_raw, arg_names) if triton_meta_raw else None
     params = []
     for index, (name, annotation, default) in enumerate(raw_params):
-        kind, dtype, source_of_kind = _classify_param(name, annotation, meta)
+        kind, dtype, source_of_kind = _classify_param(name, annotation, meta, tensors)
         entry = {"name": name, "index": index, "kind": kind, "dtype": dtype,
                  "kind_from": source_of_kind}
         if annotation:
@@ -459,12 +464,22 @@ def embedded_sources(tree: ast.Module) -> list[tuple[str, str, int]]:
     return found
 
 
-def _parse_kernels(text: str, path: str) -> tuple[list[dict], list[str]]:
+def _spec_tensors(spec: dict | None) -> dict[str, dict]:
+    """function -> {parameter: pointer dtype} of the tensors a standalone file's launch passed."""
+    if not spec or not isinstance(spec.get("function"), str):
+        return {}
+    args = [a for a in spec.get("args") or [] if isinstance(a, dict) and a.get("kind") == "tensor"
+            and isinstance(a.get("name"), str)]
+    return {spec["function"]: {a["name"]: f"*{a['dtype']}" if isinstance(a.get("dtype"), str) else None
+                               for a in args}}
+
+
+def _parse_kernels(text: str, path: str, tensors: dict | None = None) -> tuple[list[dict], list[str]]:
     tree = parse_source(text, path)
     imports = sorted({ast.unparse(n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))})
     kernels = []
     for func in jit_functions(tree):
-        kernel = parse_function(func, text)
+        kernel = parse_function(func, text, (tensors or {}).get(func.name))
         kernel["findings"] = kernel_findings(kernel)
         kernels.append(kernel)
     return kernels, imports
@@ -478,7 +493,8 @@ def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
     embedded as strings (each such kernel gets ``embedded``: the call line and its source).
     """
     tree = parse_source(text, path)
-    kernels, imports = _parse_kernels(text, path)
+    spec = standalone_spec(tree, path)
+    kernels, imports = _parse_kernels(text, path, _spec_tensors(spec))
     embedded: dict[str, str] = {}
     if not kernels:
         for name, source, line in embedded_sources(tree):
@@ -493,7 +509,7 @@ def parse_kernel_source(text: str, path: str = "<kernel>") -> dict:
                 embedded[kernel["name"]] = source
     origin = "inductor" if any("triton_heuristics" in i for i in imports) else "hand-written"
     return {"origin": origin, "imports": imports, "kernels": kernels,
-            "standalone_spec": standalone_spec(tree, path), "embedded_sources": embedded}
+            "standalone_spec": spec, "embedded_sources": embedded}
 
 
 def read_kernel_file(path: str | Path) -> tuple[str, dict]:

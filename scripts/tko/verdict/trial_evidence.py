@@ -112,6 +112,11 @@ def _outcome(trials: RemedyTrials) -> dict:
         if tied:
             what += (f" ({', '.join(a.x_text() for a in tied)} tied with it, under the clear lead"
                      f" of {_lead_pct():g} %: the smaller change is kept)")
+    elif faster:  # faster beyond noise, but no output check passed: never "nothing beat it"
+        best = max(faster, key=lambda a: a.x_baseline)
+        what = (f"not taken: {best.x_text()} beyond run-to-run noise, but its outputs are "
+                f"{best.outputs or 'unknown'}: compare them to the baseline's (the repro must return or save "
+                "its result, TKO_AB_OUTPUT) before applying it")
     elif undecided:
         what = _undecided_text(max(undecided, key=lambda a: a.x_baseline).x_text())
     elif inside:
@@ -224,8 +229,8 @@ def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict
                                              for a in o["inside"]),
             "arms[] with x_baseline >= inside_noise_candidate_x, not beyond_noise")
         put("remedy_inside_noise_x", max(a.x_baseline for a in o["inside"]), "arms[].x_baseline (largest of those)")
-    elif o["ran"] and not o["winner"]:
-        put("remedy_none_faster", True, "no arm with x_baseline > 1, beyond_noise and outputs equal")
+    elif o["ran"] and not o["winner"] and not o["not_equal"]:  # a faster arm of unchecked outputs is no "none"
+        put("remedy_none_faster", True, "no arm with x_baseline > 1 beyond noise")
     if o["not_equal"]:
         put("remedy_faster_outputs_differ", ", ".join(
             f"{a.x_text()} (outputs {a.outputs or 'unknown'})" for a in o["not_equal"]),
