@@ -616,3 +616,18 @@ def test_bad_deadline_or_budget_is_one_line_exit_2(run_script, tmp_path, flags, 
     assert proc.returncode == 2 and len(lines) == 1 and needle in lines[0], proc.stderr
     proc = run_script("try_remedies.py", "--out", tmp_path / "t", "--budget-s", "nan", "--", "python", "r.py")
     assert proc.returncode == 2 and "--budget-s and --timeout must be positive" in proc.stderr
+
+
+def test_the_investigation_shows_the_trials_plan_line(tmp_path):
+    """investigation.json carries the trials' plan text and investigation.md says it above the table."""
+    from tko.chains import investigation_index, pipeline
+
+    doc = json.loads((RECORDED / "handwritten" / "trials.json").read_text())
+    path = tmp_path / "trials" / "trials.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(doc))
+    summary = pipeline.trials_summary(path, tmp_path, recorded=False)
+    assert summary["plan"] == doc["plan"]["text"] and summary["plan"].startswith("plan: 2 arm(s)")
+    text = "\n".join(investigation_index.trials_markdown(summary))
+    assert "Plan, said before the rounds: plan: 2 arm(s)" in text
+    assert text.index("Plan, said") < text.index("| arm |")

@@ -88,6 +88,7 @@ def trials_markdown(trials: dict | None) -> list[str]:
     return (["## Measured end to end", "",
              f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
              f"{md.text(trials.get('device') or '?')}):", ""]
+            + ([f"Plan, said before the rounds: {md.text(trials['plan'])}", ""] if trials.get("plan") else [])
             + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
