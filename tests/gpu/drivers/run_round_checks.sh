@@ -4,7 +4,9 @@
 # Steps: sdpa (the sdpa trial arm on examples/attention_by_hand), ranks (investigate.py under
 # torchrun, two ranks on one GPU), handwritten (tests/gpu/test_handwritten_gpu.py), tutorials (its
 # investigation of examples/triton_tutorials),
-# liger (the Liger-Kernel tests; needs the liger_kernel wheel in .whl/, carried),
+# liger (the Liger-Kernel tests; needs the liger_kernel wheel in .whl/, carried), rewrites (each
+# catalog rewrite arm on its example: tests/gpu/drivers/run_rewrite_table.py), default_inv (investigate.py
+# at its defaults on DEFAULT_INV_CMD, for its wall time),
 # gpu_fast (the GPU tests not marked slow).
 set -u
 out="${1:?usage: run_round_checks.sh OUT STEP...}"
@@ -32,6 +34,10 @@ for s in "$@"; do
     liger) python -m pip install --no-deps -q .whl/liger_kernel-*.whl > "$work/liger_install.log" 2>&1
            step liger "${LIGER_S:-160}" python -m pytest -m "slow or not slow" -q -s -p no:cacheprovider -o addopts="-ra" \
              --basetemp "$work/pt_liger" tests/gpu/test_liger_gpu.py -k "${LIGER_TESTS:-captured}" ;;
+    rewrites) step rewrites "${REWRITES_S:-420}" python tests/gpu/drivers/run_rewrite_table.py --out "$work/rewrites" \
+                --only "${REWRITES_ONLY:-}" ;;
+    default_inv) step default_inv "${DEFAULT_INV_S:-560}" python scripts/investigate.py --out "$work/inv_default" \
+                   -- python ${DEFAULT_INV_CMD:-examples/attention_by_hand/step.py --train --steps 20} ;;
     gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
   esac
 done
