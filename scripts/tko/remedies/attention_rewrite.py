@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import operator
 
+from . import fx_match
+
 ARM = "sdpa"
 PREFIX = "TKO_SDPA"
 ENV = "TKO_SDPA_REWRITE"
@@ -43,29 +45,22 @@ def _targets():
             "add": {operator.add, torch.add}}
 
 
+_METHODS = {k: k for k in ("matmul", "softmax", "transpose", "masked_fill", "mul", "div", "add")}
+
+
 def _is(node, kind: str, t: dict) -> bool:
-    if node is None or not hasattr(node, "op"):
-        return False
-    if node.op == "call_function":
-        return node.target in t[kind]
-    return node.op == "call_method" and node.target == {"matmul": "matmul", "softmax": "softmax",
-                                                         "transpose": "transpose", "masked_fill": "masked_fill",
-                                                         "mul": "mul", "div": "div", "add": "add"}[kind]
+    return fx_match.is_call(node, kind, t, _METHODS)
 
 
-def _arg(node, i: int, name: str, default=None):
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
-def _single_use(node) -> bool:
-    return len(node.users) == 1
 
 
 def _key_of(kt, t: dict):
     """k when kt is k transposed over its last two dims, else None."""
-    if not _is(kt, "transpose", t) or not _single_use(kt):
+    if not _is(kt, "transpose", t) or not fx_match.single_use(kt):
         return None
-    dims = {_arg(kt, 1, "dim0"), _arg(kt, 2, "dim1")}
+    dims = {fx_match.arg(kt, 1, "dim0"), fx_match.arg(kt, 2, "dim1")}
     return kt.args[0] if dims == {-2, -1} else None
 
 
@@ -76,7 +71,7 @@ def _python_number(node) -> bool:
 
 def _scale_of(node, t: dict):
     """(input, scale) when node multiplies or divides by one Python number, else None."""
-    if not (_is(node, "mul", t) or _is(node, "div", t)) or not _single_use(node) or len(node.args) != 2:
+    if not (_is(node, "mul", t) or _is(node, "div", t)) or not fx_match.single_use(node) or len(node.args) != 2:
         return None
     a, b = node.args
     if _is(node, "div", t):
@@ -90,11 +85,11 @@ def _scale_of(node, t: dict):
 
 def _mask_of(node, t: dict):
     """(input, kind, mask node) for a masked_fill with a masking fill or an additive tensor, else None."""
-    if _is(node, "masked_fill", t) and _single_use(node):
-        value = _arg(node, 2, "value")
+    if _is(node, "masked_fill", t) and fx_match.single_use(node):
+        value = fx_match.arg(node, 2, "value")
         if isinstance(value, (int, float)) and value <= MASK_FILL_MAX:
-            return node.args[0], "bool", _arg(node, 1, "mask")
-    if _is(node, "add", t) and _single_use(node) and len(node.args) == 2 and all(hasattr(a, "op") for a in node.args):
+            return node.args[0], "bool", fx_match.arg(node, 1, "mask")
+    if _is(node, "add", t) and fx_match.single_use(node) and len(node.args) == 2 and all(hasattr(a, "op") for a in node.args):
         return node.args[0], "additive", node.args[1]
     return None
 
@@ -104,7 +99,7 @@ def match(out, t: dict) -> dict | None:
     if not _is(out, "matmul", t) or len(out.args) != 2:
         return None
     probs, v = out.args
-    if not _is(probs, "softmax", t) or not _single_use(probs) or _arg(probs, 1, "dim") != -1 \
+    if not _is(probs, "softmax", t) or not fx_match.single_use(probs) or fx_match.arg(probs, 1, "dim") != -1 \
             or probs.kwargs.get("dtype") is not None or (len(probs.args) > 2 and probs.args[2] is not None):
         return None
     node, scale, mask, dead = probs.args[0], 1.0, None, [out, probs]
@@ -117,7 +112,7 @@ def match(out, t: dict) -> dict | None:
     if found:
         dead.append(node)
         node, scale = found
-    if not _is(node, "matmul", t) or not _single_use(node) or len(node.args) != 2:
+    if not _is(node, "matmul", t) or not fx_match.single_use(node) or len(node.args) != 2:
         return None
     q, kt = node.args
     k = _key_of(kt, t)
@@ -151,8 +146,4 @@ def _rewrite(graph, m: dict) -> None:
 
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
-    t = _targets()
-    found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
-    for m in found:
-        _rewrite(graph, m)
-    return len(found)
+    return fx_match.rewrite_all(graph, _targets(), match, _rewrite)

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import operator
 
+from . import fx_match
+
 ARM = "ce_chunked"
 PREFIX = "TKO_CE_CHUNKED"
 ENV = "TKO_CE_CHUNKED_REWRITE"
@@ -173,19 +175,11 @@ _METHODS = {"matmul": {"matmul", "mm"}, "transpose": {"t", "transpose"}, "view":
 
 
 def _is(node, kind: str, t: dict) -> bool:
-    if node is None or not hasattr(node, "op"):
-        return False
-    if node.op == "call_function":
-        return node.target in t[kind]
-    return node.op == "call_method" and node.target in _METHODS[kind]
+    return fx_match.is_call(node, kind, t, _METHODS)
 
 
-def _arg(node, i: int, name: str, default=None):
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
-def _single_use(node) -> bool:
-    return len(node.users) == 1
 
 
 def _meta(node):
@@ -207,7 +201,7 @@ def _weight_of(wt, t: dict):
     elif _is(wt, "transpose", t) and wt.args:
         w = wt.args[0]
         if wt.target not in ("t",) and wt.target not in t["t"] \
-                and {_arg(wt, 1, "dim0"), _arg(wt, 2, "dim1")} not in ({0, 1}, {-2, -1}, {0, -1}, {-2, 1}):
+                and {fx_match.arg(wt, 1, "dim0"), fx_match.arg(wt, 2, "dim1")} not in ({0, 1}, {-2, -1}, {0, -1}, {-2, 1}):
             return None
     else:
         return None
@@ -217,10 +211,10 @@ def _weight_of(wt, t: dict):
 
 def _projection(node, t: dict):
     """(h, W, b, the transpose node or None) of a single-use projection node, else None."""
-    if not hasattr(node, "op") or not _single_use(node):
+    if not hasattr(node, "op") or not fx_match.single_use(node):
         return None
     if _is(node, "linear", t) and len(node.args) >= 1:
-        return node.args[0], _arg(node, 1, "weight"), _arg(node, 2, "bias"), None
+        return node.args[0], fx_match.arg(node, 1, "weight"), fx_match.arg(node, 2, "bias"), None
     if _is(node, "matmul", t) and len(node.args) == 2:
         w = _weight_of(node.args[1], t)
         return (node.args[0], w, None, node.args[1]) if w is not None else None
@@ -233,7 +227,7 @@ def _flattens_to_rows(view, logits) -> bool:
     if out is None or src is None or out.dim() != 2 or src.dim() < 2 or not _same(out.shape[-1], src.shape[-1]):
         return False
     if view.target in ("flatten",) or getattr(view.target, "__name__", "") == "flatten":
-        return _arg(view, 1, "start_dim", 0) in (0,) and _arg(view, 2, "end_dim", -1) in (-2, src.dim() - 2)
+        return fx_match.arg(view, 1, "start_dim", 0) in (0,) and fx_match.arg(view, 2, "end_dim", -1) in (-2, src.dim() - 2)
     return True
 
 
@@ -261,7 +255,7 @@ def match(loss, t: dict) -> dict | None:
         return None
     target, ignore, reduction = found
     logits, dead = loss.args[0], [loss]
-    if _is(logits, "view", t) and _single_use(logits):
+    if _is(logits, "view", t) and fx_match.single_use(logits):
         if not _flattens_to_rows(logits, logits.args[0]):
             return None
         dead.append(logits)
@@ -305,8 +299,4 @@ def _rewrite(graph, m: dict) -> None:
 
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
-    t = _targets()
-    found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
-    for m in found:
-        _rewrite(graph, m)
-    return len(found)
+    return fx_match.rewrite_all(graph, _targets(), match, _rewrite)

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import operator
 
+from . import fx_match
+
 ARM = "gate_up_fused"
 PREFIX = "TKO_GATE"
 ENV = "TKO_GATE_REWRITE"
@@ -49,21 +51,11 @@ _METHODS = {"matmul": "matmul", "mul": "mul", "t": "t", "transpose": "transpose"
 
 
 def _is(node, kind: str, t: dict) -> bool:
-    if node is None or not hasattr(node, "op"):
-        return False
-    if node.op == "call_function":
-        return node.target in t[kind]
-    return node.op == "call_method" and node.target == _METHODS[kind]
+    return fx_match.is_call(node, kind, t, _METHODS)
 
 
-def _arg(node, i: int, name: str, default=None):
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
-def _value(node):
-    meta = getattr(node, "meta", None) or {}
-    v = meta.get("example_value", meta.get("val"))
-    return v if hasattr(v, "shape") and hasattr(v, "dtype") else None
 
 
 def _transposed(node, t: dict):
@@ -72,11 +64,11 @@ def _transposed(node, t: dict):
         w = node.args[0]
     elif _is(node, "t", t) and len(node.args) == 1:
         w = node.args[0]
-    elif _is(node, "transpose", t) and {_arg(node, 1, "dim0"), _arg(node, 2, "dim1")} in ({0, 1}, {-2, -1}, {0, -1}, {-2, 1}):
+    elif _is(node, "transpose", t) and {fx_match.arg(node, 1, "dim0"), fx_match.arg(node, 2, "dim1")} in ({0, 1}, {-2, -1}, {0, -1}, {-2, 1}):
         w = node.args[0]
     else:
         return None
-    v = _value(w)
+    v = fx_match.example_value(w)
     return w if v is not None and v.dim() == 2 and len(node.users) == 1 else None
 
 
@@ -85,7 +77,7 @@ def _projection(node, t: dict):
     if len(node.users) != 1:
         return None
     if _is(node, "linear", t):
-        x, w, b = _arg(node, 0, "input"), _arg(node, 1, "weight"), _arg(node, 2, "bias")
+        x, w, b = fx_match.arg(node, 0, "input"), fx_match.arg(node, 1, "weight"), fx_match.arg(node, 2, "bias")
         if len(node.args) + len(node.kwargs) > 3 or not hasattr(w, "op") or (b is not None and not hasattr(b, "op")):
             return None
         return x, w, b, [node]
@@ -112,11 +104,11 @@ def match(out, t: dict) -> dict | None:
         (x, wg, bg, dead_g), (_, wu, bu, dead_u) = gate, upm
         if (bg is None) != (bu is None) or wg is wu:
             continue
-        vg, vu = _value(wg), _value(wu)
+        vg, vu = fx_match.example_value(wg), fx_match.example_value(wu)
         if vg is None or vu is None or vg.shape != vu.shape or vg.dtype != vu.dtype or vg.dim() != 2:
             continue
         if bg is not None:
-            bvg, bvu = _value(bg), _value(bu)
+            bvg, bvu = fx_match.example_value(bg), fx_match.example_value(bu)
             if bvg is None or bvu is None or bvg.shape != bvu.shape or bvg.dtype != bvu.dtype:
                 continue
         return {"x": x, "wg": wg, "wu": wu, "bg": bg, "bu": bu, "act": act, "out": out,
@@ -148,8 +140,4 @@ def _rewrite(graph, m: dict) -> None:
 
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
-    t = _targets()
-    found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
-    for m in found:
-        _rewrite(graph, m)
-    return len(found)
+    return fx_match.rewrite_all(graph, _targets(), match, _rewrite)

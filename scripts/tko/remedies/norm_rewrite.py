@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import operator
 
+from . import fx_match
+
 ARM = "rms_norm_fn"
 PREFIX = "TKO_NORM"
 ENV = "TKO_NORM_REWRITE"
@@ -56,22 +58,11 @@ def _targets():
 
 
 def _is(node, kind: str, t: dict) -> bool:
-    if node is None or not hasattr(node, "op"):
-        return False
-    if node.op == "call_function":
-        return node.target in t[kind]
-    return node.op == "call_method" and node.target == _METHODS[kind]
+    return fx_match.is_call(node, kind, t, _METHODS)
 
 
-def _arg(node, i: int, name: str, default=None):
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
-def _value(node):
-    """The example value Dynamo recorded for ``node`` (``val`` in an exported graph), or None."""
-    meta = getattr(node, "meta", None) or {}
-    v = meta.get("example_value", meta.get("val"))
-    return v if hasattr(v, "shape") and hasattr(v, "dtype") else None
 
 
 def _number(x) -> bool:
@@ -106,7 +97,7 @@ def _last_dim(node, dim) -> bool:
         return False
     if dim == -1:
         return True
-    v = _value(node.args[0]) if node.args else None
+    v = fx_match.example_value(node.args[0]) if node.args else None
     return v is not None and dim == v.dim() - 1
 
 
@@ -114,8 +105,8 @@ def _mean_of(node, t: dict):
     """x when node is ``x.mean(-1, keepdim=True)`` (no dtype), else None."""
     if not _is(node, "mean", t) or not node.args or not hasattr(node.args[0], "op"):
         return None
-    dim, keepdim = _arg(node, 1, "dim"), _arg(node, 2, "keepdim", False)
-    if keepdim is not True or not _last_dim(node, dim) or _arg(node, 3, "dtype") is not None:
+    dim, keepdim = fx_match.arg(node, 1, "dim"), fx_match.arg(node, 2, "keepdim", False)
+    if keepdim is not True or not _last_dim(node, dim) or fx_match.arg(node, 3, "dtype") is not None:
         return None
     return node.args[0]
 
@@ -137,7 +128,7 @@ def _var_of(node, t: dict):
     """x when node is the biased variance of x over the last dim with keepdim, else None."""
     if not (_is(node, "var", t) or _is(node, "var_mean", t)) or not node.args or not hasattr(node.args[0], "op"):
         return None
-    dim = _arg(node, 1, "dim")
+    dim = fx_match.arg(node, 1, "dim")
     unbiased = node.args[2] if len(node.args) > 2 and isinstance(node.args[2], bool) else node.kwargs.get("unbiased")
     keepdim = node.args[3] if len(node.args) > 3 else node.kwargs.get("keepdim", False)
     correction = node.kwargs.get("correction")
@@ -232,7 +223,7 @@ def _inside(dead: list) -> bool:
 def _affine(node, d: int, dtype, t: dict):
     """w when node (one user) multiplies its input by a (d,) tensor of ``dtype``, as (kind, w, user)."""
     def fits(n):
-        v = _value(n)
+        v = fx_match.example_value(n)
         return v is not None and tuple(v.shape) == (d,) and v.dtype == dtype
 
     if len(node.users) != 1:
@@ -249,7 +240,7 @@ def _no_op_cast(node) -> bool:
     """A cast (.to / .type / .float / .type_as) to the dtype its input already has."""
     if node.op != "call_method" or node.target not in ("to", "type", "float", "type_as") or not node.args:
         return False
-    a, b = _value(node.args[0]), _value(node)
+    a, b = fx_match.example_value(node.args[0]), fx_match.example_value(node)
     return a is not None and b is not None and a.dtype == b.dtype and a.shape == b.shape
 
 
@@ -259,8 +250,8 @@ def match(core, t: dict) -> dict | None:
     m = _layer(core, t) or _rms(core, t)
     if not m:
         return None
-    v = _value(core)
-    if v is None or _value(m["x"]) is None or not v.dtype.is_floating_point:
+    v = fx_match.example_value(core)
+    if v is None or fx_match.example_value(m["x"]) is None or not v.dtype.is_floating_point:
         return None
     d, dtype = v.shape[-1], v.dtype
     tail, out, weight, bias = [], core, None, None

@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import operator
 
+from . import fx_match
+
 ARM = "segment_reduce"
 PREFIX = "TKO_SEGMENT_REDUCE"
 ENV = "TKO_SEGMENT_REDUCE_REWRITE"
@@ -83,15 +85,9 @@ _INPLACE = {"index_add_", "scatter_add_"}
 
 
 def _is(node, kind: str, t: dict) -> bool:
-    if node is None or not hasattr(node, "op"):
-        return False
-    if node.op == "call_function":
-        return node.target in t[kind]
-    return node.op == "call_method" and node.target in _METHODS[kind]
+    return fx_match.is_call(node, kind, t, _METHODS)
 
 
-def _arg(node, i: int, name: str, default=None):
-    return node.args[i] if len(node.args) > i else node.kwargs.get(name, default)
 
 
 def _meta(node):
@@ -129,7 +125,7 @@ def _row_index(index, src, t: dict):
         return None
     col = index.args[0]
     if getattr(index.target, "__name__", index.target) == "expand_as":
-        if _arg(index, 1, "other") is not src:
+        if fx_match.arg(index, 1, "other") is not src:
             return None
     elif (im := _meta(index)) is None or (sm := _meta(src)) is None or tuple(im.shape) != tuple(sm.shape):
         sizes = index.args[1:]
@@ -139,7 +135,7 @@ def _row_index(index, src, t: dict):
             return None
     if len(col.users) != 1:
         return None
-    if _is(col, "unsqueeze", t) and _arg(col, 1, "dim") in (1, -1):
+    if _is(col, "unsqueeze", t) and fx_match.arg(col, 1, "dim") in (1, -1):
         return col.args[0]
     if _is(col, "view", t) and list(col.args[1:]) in ([-1, 1], [(-1, 1)], [[-1, 1]]):
         return col.args[0]
@@ -203,8 +199,4 @@ def _rewrite(graph, m: dict) -> None:
 
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
-    t = _targets()
-    found = [m for m in (match(n, t) for n in list(graph.nodes)) if m]
-    for m in found:
-        _rewrite(graph, m)
-    return len(found)
+    return fx_match.rewrite_all(graph, _targets(), match, _rewrite)
