@@ -631,3 +631,12 @@ def test_the_investigation_shows_the_trials_plan_line(tmp_path):
     text = "\n".join(investigation_index.trials_markdown(summary))
     assert "Plan, said before the rounds: plan: 2 arm(s)" in text
     assert text.index("Plan, said") < text.index("| arm |")
+
+
+def test_every_arm_has_a_change_class():
+    """An arm missing from remedy_change_classes would rank as the largest change of all."""
+    from tko.base.decide import threshold
+
+    classed = {name for names in threshold("remedy_change_classes").values() for name in names}
+    names = {a.name for a in plan_arms(None, {})} - {"baseline"}
+    assert names and names <= classed, names - classed
