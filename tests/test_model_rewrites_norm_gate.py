@@ -425,8 +425,13 @@ def test_reference_checks_are_not_model_code(tmp_path):
     ("gated_mlp.py", ("--tokens", "32", "--hidden", "32", "--inter", "64", "--train"), "gate_up_fused",
      "gated projection"),
     ("rms_norm.py", ("--rows", "32", "--cols", "64", "--dtype", "bf16", "--train"), "rms_norm_fn", "normalization"),
+    # the other rewrites of the registry, each in a real trial process as well
+    ("large_vocab_ce.py", ("--tokens", "64", "--hidden", "32", "--vocab", "512"), "ce_chunked", "cross-entropy pattern"),
+    ("scatter_index_add.py", ("--nodes", "500"), "segment_reduce", "scatter-add pattern"),
+    ("attention_by_hand/step.py", ("--batch", "1", "--seq", "16", "--train"), "sdpa", "attention pattern"),
 ])
 def test_trial_of_the_arm_on_the_example(run_script, tmp_path, example, args, arm, noun):
+    """Every rewrite arm in a real trial process on the CPU: installed, one pattern replaced, outputs equal."""
     proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "t", "--runs", "1", "--max-runs", "1",
                       "--arms", arm,
                       "--", sys.executable, EXAMPLES / example, "--device", "cpu", "--steps", "2", "--warmup", "1",
