@@ -84,7 +84,8 @@ def _forward(h, weight, bias, target, ignore_index: int, reduction: str, chunk_r
     count = valid.sum()
     total = torch.zeros((), dtype=torch.float32, device=h.device)
     empty = h.new_empty(0)
-    grad_h = torch.empty(n, d, dtype=h.dtype, device=h.device) if compute_grad else empty
+    # zeros, not empty: every row is written below, but no garbage can reach a GEMM output (N x D: cheap)
+    grad_h = torch.zeros(n, d, dtype=h.dtype, device=h.device) if compute_grad else empty
     grad_w = torch.zeros_like(weight) if compute_grad else None
     grad_b = torch.zeros(v, dtype=torch.float32, device=h.device) if compute_grad and bias is not None else None
     # the gradient of one row's loss: 1/count for mean (0/0 -> nan, as F.cross_entropy), 1 for sum
