@@ -137,11 +137,7 @@ def _rewrite(graph, m: dict) -> None:
             m["scale"] = scale
         sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
                                    {"attn_mask": attn_mask, "scale": m["scale"]})
-    if "example_value" in out.meta:
-        sdpa.meta["example_value"] = out.meta["example_value"]
-    out.replace_all_uses_with(sdpa)
-    for node in m["dead"]:       # output first, then backwards: each has no user left
-        graph.erase_node(node)
+    fx_match.swap(graph, out, sdpa, m["dead"])
 
 
 def rewrite(graph) -> int:

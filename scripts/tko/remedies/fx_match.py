@@ -40,3 +40,14 @@ def rewrite_all(graph, targets: dict, match, apply) -> int:
     for m in found:
         apply(graph, m)
     return len(found)
+
+
+def swap(graph, out, new, dead) -> None:
+    """``new`` takes ``out``'s place (its example value and every use); the ``dead`` nodes of the
+    matched pattern are erased last first, so each has no user left."""
+    if "example_value" in out.meta:
+        new.meta["example_value"] = out.meta["example_value"]
+    out.replace_all_uses_with(new)
+    at = {n: i for i, n in enumerate(graph.nodes)}
+    for node in sorted(dead, key=at.__getitem__, reverse=True):
+        graph.erase_node(node)

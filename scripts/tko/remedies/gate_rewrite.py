@@ -130,12 +130,7 @@ def _rewrite(graph, m: dict) -> None:
         u = graph.call_function(operator.getitem, (halves, 1))
         a = graph.call_function(act.target, (g,), dict(act.kwargs))
         new = graph.call_function(operator.mul, (a, u))
-    if "example_value" in out.meta:
-        new.meta["example_value"] = out.meta["example_value"]
-    out.replace_all_uses_with(new)
-    at = {n: i for i, n in enumerate(graph.nodes)}
-    for node in sorted(m["dead"], key=at.__getitem__, reverse=True):   # last first: each has no user left
-        graph.erase_node(node)
+    fx_match.swap(graph, out, new, m["dead"])
 
 
 def rewrite(graph) -> int:

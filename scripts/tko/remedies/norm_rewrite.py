@@ -283,12 +283,7 @@ def _rewrite(graph, m: dict) -> None:
             new = graph.call_function(F.rms_norm, (m["x"], (m["d"],), m["weight"], m["eps"]))
         else:
             new = graph.call_function(F.layer_norm, (m["x"], (m["d"],), m["weight"], m["bias"], m["eps"]))
-    if "example_value" in out.meta:
-        new.meta["example_value"] = out.meta["example_value"]
-    out.replace_all_uses_with(new)
-    at = {n: i for i, n in enumerate(graph.nodes)}
-    for node in sorted(m["dead"], key=at.__getitem__, reverse=True):   # last first: each has no user left
-        graph.erase_node(node)
+    fx_match.swap(graph, out, new, m["dead"])
 
 
 def rewrite(graph) -> int:
