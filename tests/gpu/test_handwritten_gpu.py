@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from gpu_investigation import every_step_ok, investigate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 
@@ -29,16 +30,8 @@ def _site_line(marker: str) -> int:
 
 
 def test_investigation_of_handwritten_kernels(run_script, tmp_path):
-    inv = tmp_path / "inv"
-    proc = run_script("investigate.py", "--out", inv, "--top", "2", "--probe-arch", "none",
-                      "--trials-runs", "2", "--trials-budget-s", "200",
-                      "--", "python", EXAMPLE, "--steps", "20", cwd=tmp_path, timeout=1500)
-    index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
-    print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    # every step ok, but the compile probes this test turns off (--probe-arch none)
-    assert all(s["status"] == "ok" or (s["name"].startswith("probe ") and s["status"] == "skipped")
-               for s in index["steps"]), index["steps"]
+    inv, index = investigate(run_script, tmp_path, EXAMPLE, top=2, steps=20, budget_s=200)
+    assert every_step_ok(index), index["steps"]
     profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
     origins = {k["name"]: k["origin"] for k in profile["kernels"]}
     assert all(origins.get(k) == "triton" for k in KERNELS), origins
@@ -59,16 +52,8 @@ def test_investigation_of_handwritten_kernels(run_script, tmp_path):
 def test_investigation_of_the_tutorial_classics(run_script, tmp_path):
     """The Triton tutorials' softmax, layer norm and autotuned matmul: all three ranked Triton, one
     decision each, every step ok; the decisions are printed for the recorded table."""
-    inv = tmp_path / "inv"
-    proc = run_script("investigate.py", "--out", inv, "--top", "3", "--probe-arch", "none",
-                      "--trials-runs", "2", "--trials-budget-s", "150",
-                      "--", "python", TUTORIALS, "--steps", "20", cwd=tmp_path, timeout=1500)
-    index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
-    print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
-    print(json.dumps([(k["kernel"], k.get("share"), k.get("verdict"), k.get("rule")) for k in index.get("kernels", [])]))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert all(s["status"] == "ok" or (s["name"].startswith("probe ") and s["status"] == "skipped")
-               for s in index["steps"]), index["steps"]
+    inv, index = investigate(run_script, tmp_path, TUTORIALS, top=3, steps=20, budget_s=150)
+    assert every_step_ok(index), index["steps"]
     profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
     origins = {k["name"]: k["origin"] for k in profile["kernels"]}
     assert all(origins.get(k) == "triton" for k in TUTORIAL_KERNELS), origins

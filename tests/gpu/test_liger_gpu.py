@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpu_investigation import investigate
 
 pytestmark = [pytest.mark.gpu, pytest.mark.slow]
 pytest.importorskip("liger_kernel")
@@ -49,13 +50,7 @@ def test_liger_kernels_are_captured_and_reproduced(run_script, tmp_path):
 
 
 def test_liger_investigation(run_script, tmp_path):
-    inv = tmp_path / "inv"
-    proc = run_script("investigate.py", "--out", inv, "--top", "3", "--probe-arch", "none",
-                      "--trials-runs", "2", "--trials-budget-s", "200",
-                      "--", "python", EXAMPLE, "--steps", "10", cwd=tmp_path, timeout=1500)
-    index = json.loads((inv / "investigation.json").read_text()) if (inv / "investigation.json").is_file() else {}
-    print(json.dumps([(s.get("name"), s.get("status"), s.get("error")) for s in index.get("steps", [])], indent=1))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    inv, index = investigate(run_script, tmp_path, EXAMPLE, top=3, steps=10, budget_s=200)
     profile = json.loads((inv / "capture" / "profile" / "profile.json").read_text())
     log = inv / "capture" / "autotune_kernels" / "autotune.log"
     captured = {e["kernel"] for e in map(json.loads, log.read_text().splitlines()) if e.get("kind") == "triton_jit"}
