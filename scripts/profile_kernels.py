@@ -279,6 +279,13 @@ def analyse(args, sources: list[tuple[str, str]], run_info: dict | None) -> dict
         raise InputError(f"{path}: every kernel was launched during compilation; "
                          "pass --include-compile to rank them anyway")
     rows, summary, ranking = pr.finish(rows, summary, args.top)
+    if args.capture_log:  # a hand-written kernel: the program's line that launches it
+        from tko.read import captured_kernels
+
+        sites = captured_kernels.launch_sites(args.capture_log)
+        for row in rows:
+            if row["name"] in sites:
+                row["launch_site"] = sites[row["name"]]
     if args.pmc:
         _join_pmc(args, rows, summary, problems, formats)
     payload["summary"] = summary
@@ -354,12 +361,14 @@ def render_markdown(doc: dict) -> str:
 
 
 def _kernel_table(kernels: list[dict]) -> list[str]:
-    """The ranked kernels; a "launched from" column when the trace named the launching ops."""
-    has_op = any("launch_op" in k for k in kernels)
+    """The ranked kernels; a "launched from" column when the trace named the launching ops (or the
+    capture log the program lines that launch hand-written kernels)."""
+    has_op = any("launch_op" in k or "launch_site" in k for k in kernels)
     header = ["#", "kernel", "origin", "calls", "total µs", "mean µs", "min µs", "max µs", "share"]
     rows = [[k["rank"], md.code(k["name"], WIDTH), md.text(k["origin"], WIDTH), k["calls"], _us(k["total_us"]),
              _us(k["mean_us"]), _us(k["min_us"]), _us(k["max_us"]), f"{k['share'] * 100:.2f}%"]
-            + ([md.text(k.get("launch_op") or "–", 60)] if has_op else []) for k in kernels]
+            + ([md.text(k.get("launch_op") or k.get("launch_site") or "–", 60)] if has_op else [])
+            for k in kernels]
     align = ["right", None, None] + ["right"] * 6 + ([None] if has_op else [])
     return md.table(header + (["launched from"] if has_op else []), rows, align=align)
 

@@ -620,3 +620,20 @@ def test_the_profiler_bootstrap_marks_the_autotuners_benchmarking(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     names = [e.get("name") for e in json.loads(trace.read_text())["traceEvents"]]
     assert names.count(profile_bootstrap.AUTOTUNE_MARK) == 2      # one range per config timed
+
+
+def test_a_capture_log_names_the_line_that_launches_each_hand_written_kernel(run_script, tmp_path):
+    """The recorded H200 tutorials: the trace names no launching op for a plain launch; the capture
+    log gives each kernel the program's line, in the JSON and the "launched from" column."""
+    rec = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200" / "triton_tutorials"
+    res = run_script("profile_kernels.py", "--trace", rec / "profile.trace.json.gz", "--capture-log",
+                     rec / "autotune_kernels" / "autotune.log", "--json-out", tmp_path / "p.json",
+                     "--markdown-out", tmp_path / "p.md")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert contract_problems(doc) == []
+    sites = {k["name"]: k.get("launch_site") for k in doc["kernels"] if k["origin"] == "triton"}
+    assert sites == {"matmul_kernel": "examples/triton_tutorials/tutorial_kernels.py:141",
+                     "_layer_norm_fwd_fused": "examples/triton_tutorials/tutorial_kernels.py:131",
+                     "softmax_kernel": "examples/triton_tutorials/tutorial_kernels.py:119"}
+    assert "| examples/triton_tutorials/tutorial_kernels.py:119 |" in (tmp_path / "p.md").read_text()

@@ -46,6 +46,20 @@ def kernel_kinds(paths: list[str | Path]) -> dict[str, str]:
     return kinds
 
 
+def launch_sites(paths: list[str | Path]) -> dict[str, str]:
+    """kernel name -> ``file:line`` of the first recorded launch with a launch site (hand-written
+    kernels: the program's ``kernel[grid](...)`` call); logs that are missing give nothing."""
+    sites: dict[str, str] = {}
+    for path in paths:
+        if not Path(path).is_file():
+            continue
+        for event in autotune_events.read_events(path):
+            site = event.get("launch_site")
+            if event.get("event") == "launch" and isinstance(site, dict) and isinstance(site.get("file"), str):
+                sites.setdefault(str(event.get("kernel")), f"{site['file']}:{site.get('line')}")
+    return sites
+
+
 def name_patterns(names: list[str]) -> list[re.Pattern]:
     """One exact-name pattern per kernel name (``profile_rank.classify``'s ``triton_names``)."""
     return [re.compile(rf"^{re.escape(n)}$") for n in names]
