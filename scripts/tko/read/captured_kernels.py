@@ -33,16 +33,20 @@ def captured_names(paths: list[str | Path]) -> list[str]:
 HAND_WRITTEN_KINDS = ("triton_jit", "triton_autotune")
 
 
+def _events(paths: list[str | Path], kind: str):
+    """The ``kind`` events of the capture logs that exist, in order."""
+    for path in paths:
+        if Path(path).is_file():
+            yield from (e for e in autotune_events.read_events(path) if e.get("event") == kind)
+
+
 def kernel_kinds(paths: list[str | Path]) -> dict[str, str]:
     """kernel name -> the ``kind`` of its ``kernel`` event (``triton_jit``, ``triton_autotune`` for
     hand-written kernels; Inductor's kinds otherwise); logs that are missing give nothing."""
     kinds: dict[str, str] = {}
-    for path in paths:
-        if not Path(path).is_file():
-            continue
-        for event in autotune_events.read_events(path):
-            if event.get("event") == "kernel" and isinstance(event.get("kernel"), str):
-                kinds.setdefault(event["kernel"], str(event.get("kind") or "unknown"))
+    for event in _events(paths, "kernel"):
+        if isinstance(event.get("kernel"), str):
+            kinds.setdefault(event["kernel"], str(event.get("kind") or "unknown"))
     return kinds
 
 
@@ -50,13 +54,10 @@ def launch_sites(paths: list[str | Path]) -> dict[str, str]:
     """kernel name -> ``file:line`` of the first recorded launch with a launch site (hand-written
     kernels: the program's ``kernel[grid](...)`` call); logs that are missing give nothing."""
     sites: dict[str, str] = {}
-    for path in paths:
-        if not Path(path).is_file():
-            continue
-        for event in autotune_events.read_events(path):
-            site = event.get("launch_site")
-            if event.get("event") == "launch" and isinstance(site, dict) and isinstance(site.get("file"), str):
-                sites.setdefault(str(event.get("kernel")), f"{site['file']}:{site.get('line')}")
+    for event in _events(paths, "launch"):
+        site = event.get("launch_site")
+        if isinstance(site, dict) and isinstance(site.get("file"), str):
+            sites.setdefault(str(event.get("kernel")), f"{site['file']}:{site.get('line')}")
     return sites
 
 

@@ -31,17 +31,9 @@ def module(arm: str):
     return importlib.import_module(f"{__package__}.{REWRITES[arm]}")
 
 
-def modules() -> list:
-    return [module(arm) for arm in REWRITES]
-
-
-def env_names() -> set[str]:
-    return {m.ENV for m in modules()}
-
-
 def active(env: dict) -> list:
     """The rewrite modules ``env`` turns on."""
-    return [m for m in modules() if env.get(m.ENV) == "1"]
+    return [m for m in map(module, REWRITES) if env.get(m.ENV) == "1"]
 
 
 class _Counter:
