@@ -55,7 +55,7 @@ def test_ab_without_metric_line_uses_wall_time_and_says_so(run_script, fixtures_
 
 @pytest.mark.slow
 @pytest.mark.parametrize("args,msg", [
-    (["--disable", "__main__:nope"], "defines no top-level function or class 'nope'"),
+    (["--disable", "__main__:nope"], "defines or imports no top-level function or class 'nope'"),
     (["--disable", "no_such_module_xyz:f"], "No module named 'no_such_module_xyz'"),
     (["--disable", "justaname"], "expected module:Name"),
     ([], "name at least one region"),
@@ -83,3 +83,25 @@ def test_a_wide_spread_says_the_ab_cannot_decide():
     assert "too wide to decide" in spread_advice("no difference beyond run-to-run spread", 2.364)
     assert spread_advice("no difference beyond run-to-run spread", 1.05) is None
     assert spread_advice("fallback faster", 2.0) is None
+
+
+def test_a_main_target_imported_from_the_scripts_own_module_is_disabled(tmp_path):
+    """The model code's frames name ``HandAttention.forward`` of examples/attention_by_hand, a
+    class the script imports from its model.py: ``__main__:HandAttention.forward`` patches it there."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "model.py").write_text("class Block:\n    def forward(self, x):\n        return x + 1\n")
+    (tmp_path / "step.py").write_text(
+        "import sys\nfrom model import Block as Block\n"
+        "print(getattr(Block.forward, '_torchdynamo_disable', False), Block().forward(1))\n")
+    bootstrap = ROOT / "scripts" / "tko" / "remedies" / "fallback_bootstrap.py"
+    proc = subprocess.run([sys.executable, str(bootstrap), "--disable", "__main__:Block.forward",
+                           str(tmp_path / "step.py")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "2"]
+    proc = subprocess.run([sys.executable, str(bootstrap), "--disable", "__main__:Other.forward",
+                           str(tmp_path / "step.py")], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 3 and "defines or imports no top-level function or class 'Other'" in proc.stderr

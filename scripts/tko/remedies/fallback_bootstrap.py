@@ -13,8 +13,8 @@ timing of compiled callables and the saving of their outputs (``tko.remedies.tri
 
 TARGET is ``module.path:Name`` or ``module.path:Class.method`` for code in an importable module
 (patched after import, before the script runs), or ``__main__:Name`` / ``__main__:Class.method`` for
-code defined in the script itself: the script's AST gets ``Name = torch._dynamo.disable(Name)``
-right after the top-level statement that defines ``Name``. With no --disable the script runs
+code defined in the script itself or imported by it at top level: the script's AST gets
+``Name = torch._dynamo.disable(Name)`` right after the top-level statement that defines or imports ``Name``. With no --disable the script runs
 unchanged, so both arms of an A/B go through the same launcher.
 """
 
@@ -45,15 +45,23 @@ def patch_module_target(target: str) -> None:
     setattr(owner, parts[-1], _disable(original))
 
 
+def _binds(node: ast.stmt, name: str) -> bool:
+    """Whether a top-level statement defines ``name`` or imports it (``from model import Name``:
+    a model class the script imports is patched there, on the one class object every user shares)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    return False
+
+
 def rewrite_main(source: str, filename: str, attr_paths: list[str]) -> ast.Module:
     tree = ast.parse(source, filename)
     for attr_path in attr_paths:
         head = attr_path.split(".")[0]
-        index = next((i for i, node in enumerate(tree.body)
-                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                      and node.name == head), None)
+        index = next((i for i, node in enumerate(tree.body) if _binds(node, head)), None)
         if index is None:
-            raise LookupError(f"{filename} defines no top-level function or class {head!r}")
+            raise LookupError(f"{filename} defines or imports no top-level function or class {head!r}")
         patch = ast.parse(f"{attr_path} = __import__('torch')._dynamo.disable({attr_path})").body[0]
         tree.body.insert(index + 1, patch)
     return ast.fix_missing_locations(tree)
