@@ -278,6 +278,31 @@ def test_max_runs_below_runs_is_an_input_error(tmp_path):
         tr.run_trials(["python", "x.py"], tmp_path, [trial_plan.ArmSpec(name="baseline")], runs=2, max_runs=1)
 
 
+def test_a_float32_output_of_a_bfloat16_graph_is_held_to_bfloat16():
+    # The ce_chunked arm on an H200 (bf16 projection, fp32 softmax of its logits): 164 of 262M
+    # elements of a float32 output differed by 3e-5 x rms, from logits rounded to bf16 by GEMMs of
+    # other tile sizes. The graph computes in bf16: a float32 bound reads that rounding as a change.
+    import torch
+
+    from tko.chains import trial_compare
+
+    g = torch.Generator().manual_seed(0)
+    h, w = torch.randn(64, 32, generator=g), torch.randn(128, 32, generator=g) / 32 ** 0.5
+    logits_a = (h.bfloat16() @ w.bfloat16().T).float()
+    logits_b = torch.cat([(h[:32].bfloat16() @ w.bfloat16().T), (h[32:].bfloat16() @ w.bfloat16().T)]).float()
+    logits_b += (torch.rand(logits_b.shape, generator=g) < 0.05) * logits_b.abs() * 2 ** -9  # bf16 rounding
+    p_a, p_b = torch.softmax(logits_a, -1), torch.softmax(logits_b, -1)
+    ref = {"compiled callables/f/0": h.bfloat16(), "compiled callables/f/1": p_a}
+    out = {"compiled callables/f/0": h.bfloat16(), "compiled callables/f/1": p_b}
+    assert trial_compare.check(out, ref, 0.0)[0] == "equal"
+    # the same float32 difference from a graph that is float32 throughout is a change
+    ref32 = {"compiled callables/g/0": h, "compiled callables/g/1": p_a}
+    out32 = {"compiled callables/g/0": h, "compiled callables/g/1": p_b}
+    assert trial_compare.check(out32, ref32, 0.0)[0] == "different"
+    wrong = dict(out, **{"compiled callables/f/1": p_a * 1.2})   # 20 % off: beyond bf16 too
+    assert trial_compare.check(wrong, ref, 0.0)[0] == "different"
+
+
 def test_two_correct_float16_softmaxes_of_long_rows_compare_equal(monkeypatch):
     # A float16 softmax over 65536 columns writes most outputs as subnormals (under 6.1e-5); two
     # correct kernels round them one subnormal step apart (an H200 trial of 2048 x 65536 saw 52
