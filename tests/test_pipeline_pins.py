@@ -75,3 +75,27 @@ def test_one_inductor_kernel_keeps_the_compile_arms(tmp_path):
     assert json.loads(facts_path.read_text())["program"]["hand_written_only"] is False
     plan = {a.name: a for a in trial_plan.plan_arms(trial_plan.load_facts([str(facts_path)]), {"gpu": True})}
     assert plan["coordinate_descent"].skip is None and plan["cudagraphs"].skip is None
+
+
+def test_a_rewrite_found_in_the_model_code_runs_its_arm(tmp_path):
+    """examples/large_vocab_ce.py: no Triton kernel's name shows the cross entropy (its kernels are
+    Inductor's log-softmax pieces), but the script's model code holds it, so the facts carry the
+    ce_chunked arm with the line and the plan runs it; the other rewrite arms stay skipped. Under a
+    hand-written-only capture every rewrite arm is skipped for that (examples/liger/liger_ops.py)."""
+    from conftest import ROOT
+
+    script = ROOT / "examples" / "large_vocab_ce.py"
+    facts_path = pipeline.trial_facts_file(tmp_path, {}, None, None, None, ["python", str(script), "--steps", "2"])
+    doc = json.loads(facts_path.read_text())
+    assert list(doc["rewrites"]) == ["ce_chunked"] and doc["rewrites"]["ce_chunked"].startswith(f"{script}:")
+    plan = {a.name: a for a in trial_plan.plan_arms(trial_plan.load_facts([str(facts_path)]), {"gpu": True})}
+    assert plan["ce_chunked"].skip is None and "the model code" in plan["ce_chunked"].proposed_by
+    assert "nor the model code" in plan["sdpa"].skip
+    cap = tmp_path / "cap"
+    _capture_log(cap, {"scale_add_kernel": "triton_jit"})
+    liger = ROOT / "examples" / "liger" / "liger_ops.py"
+    facts_path = pipeline.trial_facts_file(tmp_path, {}, None, None, cap, ["python", str(liger)])
+    assert list(json.loads(facts_path.read_text())["rewrites"]) == ["ce_chunked"]
+    plan = {a.name: a for a in trial_plan.plan_arms(trial_plan.load_facts([str(facts_path)]), {"gpu": True})}
+    assert "only hand-written Triton kernels" in plan["ce_chunked"].skip
+    assert "only hand-written Triton kernels" in plan["sdpa"].skip

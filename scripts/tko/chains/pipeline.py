@@ -392,11 +392,12 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
 
 
 def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
-                     pins_path: Path | None = None, cap: Path | None = None) -> Path:
+                     pins_path: Path | None = None, cap: Path | None = None, repro: list | None = None) -> Path:
     """A plain facts file for try_remedies.py --facts (tko.chains.trial_plan reads it): per kernel the
     facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, the
     model-code regions an eager fallback can disable, and whether the capture saw only hand-written
-    Triton kernels (then no Inductor setting can change the program)."""
+    Triton kernels (then no Inductor setting can change the program), and the catalog rewrites whose
+    pattern the model code holds (their arms run though no kernel's name shows the pattern)."""
     from ..base.artifact import read_artifact
     from ..read.captured_kernels import HAND_WRITTEN_KINDS, kernel_kinds
 
@@ -408,6 +409,7 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
     if kinds:
         facts["program"]["hand_written_only"] = all(k in HAND_WRITTEN_KINDS for k in kinds.values())
     manifest = out / "artifacts" / "manifest.json"
+    model_files = [Path(a) for a in repro or [] if isinstance(a, str) and a.endswith(".py")]
     for kernel, args in gathered.items():
         ev = evidence.Evidence(kernel)
         try:
@@ -421,6 +423,9 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
         for frame in (ev.sections.get("model_code") or {}).get("frames", []):
             if frame.get("disable_target") and frame["disable_target"] not in facts["disable_targets"]:
                 facts["disable_targets"].append(frame["disable_target"])
+            if evidence._str(frame.get("file")):
+                model_files.append(Path(frame["file"]))
+    facts["rewrites"] = rewrites_in_model_code(model_files)
     if pins_path is not None:
         facts["pins"] = str(pins_path.resolve())   # tko.chains.trial_plan: the pinned arm runs these
     if (out / OVERRIDES_FILE).is_file():            # and these launch arguments of hand-written kernels
@@ -429,6 +434,23 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
     return path
+
+
+def rewrites_in_model_code(files: list[Path]) -> dict[str, str]:
+    """Catalog arm -> ``file:line`` of the first model-code match, over the given files and the
+    modules they import from their own folder."""
+    from ..read import rewrite_catalog
+    from .rewrites import _local_imports
+
+    files = list(dict.fromkeys(files + [m for f in files for m in _local_imports(f)]))
+    found: dict[str, str] = {}
+    for entry in rewrite_catalog.bundled():
+        for path in (f for f in files if entry.get("arm") and f.is_file()):
+            hits = rewrite_catalog.by_model_code(entry, path)
+            if hits:
+                found[entry["arm"]] = f"{hits[0]['file']}:{hits[0]['line']}"
+                break
+    return found
 
 
 def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, gathered: dict[str, dict],
@@ -445,7 +467,7 @@ def run_trials(chain: Chain, opts: TrialOptions | None, cap: Path, out: Path, ga
     if not local_gpu:
         chain.skip("trials", "no GPU: the remedy trials time the repro on the device it runs on")
         return None
-    facts = trial_facts_file(out, gathered, program, pins_path, cap)
+    facts = trial_facts_file(out, gathered, program, pins_path, cap, opts.cmd)
     tdir = out / "trials"
     budget_s, why = opts.budget()
     print(f"[investigate] trials: --budget-s {budget_s:g} ({why})", flush=True)

@@ -3,8 +3,8 @@
 Facts come from an investigation (``investigation/1`` and the per-kernel ``report.json`` it
 indexes), one kernel report (``investigation_report/1``), a ``triton_env/1`` record (its
 ``--smoke`` results) or a plain JSON object ``{"kernels": {name: {fact: value}}, "program":
-{fact: value}, "program_rules": [...], "disable_targets": [...], "buffer_ops_smoke_ok": bool,
-"pins": path, "device": name}``; ``device`` is the device the capture's kernels ran on (a check_env
+{fact: value}, "program_rules": [...], "disable_targets": [...], "rewrites": {arm: "file:line"},
+"buffer_ops_smoke_ok": bool, "pins": path, "device": name}``; ``device`` is the device the capture's kernels ran on (a check_env
 record's first device, a report's ``sections.env.device``). :func:`plan_arms` is pure: the same
 facts and environment give the same plan.
 """
@@ -40,6 +40,7 @@ class Facts:
     program_rules: list = field(default_factory=list)
     kernel_rules: dict = field(default_factory=dict)  # kernel -> [rule ids that fired]
     disable_targets: list = field(default_factory=list)
+    rewrites: dict = field(default_factory=dict)   # catalog arm -> file:line of its pattern in the model code
     buffer_ops_smoke_ok: bool | None = None
     pins: str | None = None
     launch_overrides: str | None = None            # launch_overrides/1 of hand-written kernels (pinned arm)
@@ -145,20 +146,23 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
 
 def _rewrite_arm(facts: Facts, arm_name: str) -> ArmSpec:
     """A model-level rewrite of references/rewrite_catalog.yaml, run as an FX pass inside the
-    unchanged program (tko.remedies.graph_rewrites); proposed when a kernel's name shows the pattern."""
+    unchanged program (tko.remedies.graph_rewrites); proposed when a kernel's name or the model
+    code shows the pattern."""
     from ..read.rewrite_catalog import bundled, by_kernel_names
     from ..remedies import graph_rewrites
 
     entry = next(e for e in bundled() if e.get("arm") == arm_name)
     mod = graph_rewrites.module(arm_name)
     found = [f["kernel"] for f in by_kernel_names(entry, [(k, None) for k in facts.kernels])] if facts.given else []
+    found += [f"the model code ({facts.rewrites[arm_name]})"] if arm_name in facts.rewrites else []
     arm = ArmSpec(arm_name, env={mod.ENV: "1"},
                   proposed_by=(f"{entry['id']} in " + ", ".join(found)) if found
                   else (f"facts: no kernel shows {entry['id']}" if facts.given else "no facts given: tried"),
                   change=f"{entry['replacement']} (an Inductor pre-grad pass here; in the model: "
                          f"references/rewrite_catalog.yaml {entry['id']})")
     if facts.given and not found:
-        arm.skip = f"no Triton kernel's name shows {entry['id']} (rewrite_catalog.yaml kernel_names)"
+        arm.skip = (f"neither a Triton kernel's name (rewrite_catalog.yaml kernel_names) nor the model code "
+                    f"shows {entry['id']}")
     return arm
 
 
@@ -219,7 +223,7 @@ def _skip_without_compiled_region(arms: list[ArmSpec], facts: Facts) -> None:
     if facts.program.get("hand_written_only") is not True:
         return
     for arm in arms:
-        if arm.skip is None and (arm.name in _COMPILE_ONLY or arm.name in graph_rewrites.REWRITES):
+        if (arm.skip is None and arm.name in _COMPILE_ONLY) or arm.name in graph_rewrites.REWRITES:
             arm.skip = ("the capture saw only hand-written Triton kernels (no torch.compile region): "
                         "an Inductor setting or FX pass changes nothing here")
 
@@ -307,6 +311,8 @@ def _from_plain(doc: dict, base: Path, facts: Facts) -> None:
     facts.program.update(_values(doc.get("program") or {}))
     facts.program_rules += [r for r in doc.get("program_rules") or [] if r not in facts.program_rules]
     facts.disable_targets += [t for t in doc.get("disable_targets") or [] if t not in facts.disable_targets]
+    facts.rewrites.update({k: str(v) for k, v in (doc.get("rewrites") or {}).items() if isinstance(k, str)}
+                          if isinstance(doc.get("rewrites"), dict) else {})
     if doc.get("buffer_ops_smoke_ok") is not None:
         facts.buffer_ops_smoke_ok = bool(doc["buffer_ops_smoke_ok"])
     if doc.get("pins"):
