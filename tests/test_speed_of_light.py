@@ -160,3 +160,29 @@ def test_bad_input_exits_2(tmp_path, run_script, args, message):
     proc = run_script("speed_of_light.py", *args, cwd=tmp_path)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+TUTORIAL = ROOT / "examples" / "recorded_h200" / "triton_tutorials"
+
+
+def test_a_kernel_that_calls_tl_dot_is_matmul_bound_not_access_bound():
+    """The Triton tutorial's autotuned fp16 matmul on an H200 (investigation/kernels/matmul_kernel):
+    6.9x its copy floor, near the tensor cores' rate. Its memory twin keeps the dot, so the memory
+    classes read a compute-bound GEMM as an access-pattern gap; the tl.dot fact names it for what it is."""
+    recorded = json.loads((TUTORIAL / "investigation" / "kernels" / "matmul_kernel" / "sol.json").read_text())
+    n = recorded["classification"]["numbers"]
+    assert recorded["classification"]["class"] == "access_pattern_bound"        # as the H200 run said before
+    text = (TUTORIAL / "autotune_kernels" / "matmul_kernel.py").read_text()
+    facts = sol.static_facts({"name": "matmul_kernel", "line": _def_line(text, "matmul_kernel")}, {"args": []}, {}, text)
+    assert facts["dot"] is True
+    c = sol.classify(n, TH, twin_valid=True, facts=facts)
+    assert c["class"] == "matmul_bound" and "6.91x the copy floor" in c["says"] and "no gap" in c["says"]
+    softmax = (TUTORIAL / "autotune_kernels" / "softmax_kernel.py").read_text()
+    assert "tl.dot(" in softmax                                # the file holds the matmul too
+    assert sol.static_facts({"name": "softmax_kernel", "line": _def_line(softmax, "softmax_kernel")},
+                            {"args": []}, {}, softmax)["dot"] is False
+    assert sol.classify(n, TH, twin_valid=True, facts={"dot": False})["class"] == "access_pattern_bound"
+
+
+def _def_line(text: str, name: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(f"def {name}("))

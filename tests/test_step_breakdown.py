@@ -195,3 +195,22 @@ def test_recorded_two_rank_trace_is_host_bound_not_library_bound(run_script, tmp
     assert tl["busy_share"] < 0.05 and step["largest_gap_share"] < 0.2
     assert "The host sets the step" in step["headline"]
     assert "the lever is the library kernels" not in step["headline"]
+
+
+def test_a_matmul_kernel_is_swept_then_left_when_its_sweep_finds_nothing():
+    """The tutorial matmul on an H200: 47.5 % of GPU time at 12 % of copy bandwidth. Memory rules
+    would keep telling the user to tune it; as matmul_bound it is swept (tiles), and the recorded
+    sweep's best was the launched config, so its ceiling is 0 and it is left."""
+    inv = ROOT / "examples" / "recorded_h200" / "triton_tutorials" / "investigation"
+    doc = json.loads((inv / "profile.json").read_text())
+    sol_doc = json.loads((inv / "kernels" / "matmul_kernel" / "sol.json").read_text())
+    sol_doc["classification"]["class"] = "matmul_bound"      # what speed_of_light.py says of it now
+    sweep = json.loads((inv / "kernels" / "matmul_kernel" / "sweep.json").read_text())
+    assert sweep["best"]["name"] == "baseline"
+    labels = {"profile": "profile.json", "sol": "sol.json", "benchmark": "sweep.json"}
+    rep = report.build("matmul_kernel", {"profile": doc, "sol": sol_doc}, labels)
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("tune_triton", "sol_matmul_bound")
+    assert "memory_inefficient" != rep["decision"]["rule"] and "no memory gap" in rep["decision"]["fired"][0]["says"]
+    rep = report.build("matmul_kernel", {"profile": doc, "sol": sol_doc, "benchmark": sweep}, labels)
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
+    assert rep["facts"]["headroom"]["value"] == pytest.approx(1.0)

@@ -14,7 +14,9 @@ Three times place a kernel:
 :func:`classify` turns them into one class: ``at_floor`` (nothing left worth a rewrite),
 ``arithmetic_bound`` (the twin is near the floor and the kernel well above it: the costly ops are
 named), ``access_pattern_bound`` (the twin itself is far from the floor: the likely causes from the
-source and the arguments, each with the most its remedy can gain), or ``unmeasured`` (what is
+source and the arguments, each with the most its remedy can gain), ``matmul_bound`` (the kernel
+calls ``tl.dot``: the matrix units, not memory, set its time, and a copy floor bounds nothing: its
+headroom is what a sweep of its tiles or the library GEMM measures), or ``unmeasured`` (what is
 missing, and what a GPU run would add).
 """
 
@@ -25,7 +27,7 @@ from typing import Any
 
 from ..base.artifact import positive_float
 
-CLASSES = ("at_floor", "arithmetic_bound", "access_pattern_bound", "unmeasured")
+CLASSES = ("at_floor", "arithmetic_bound", "access_pattern_bound", "matmul_bound", "unmeasured")
 THRESHOLD_NAMES = ("sol_at_floor_ratio", "sol_twin_near_floor_ratio", "sol_twin_gap_ratio",
                    "sol_above_peak_noise", "sol_min_waves")
 # preferred timer first: device time with L2 flushed, as the copy peak was measured
@@ -42,7 +44,7 @@ MATCHED_KEYS = ("bytes_moved", "buffer_bytes", "median_ms", "p20_ms", "p80_ms", 
                 "measured_at")
 GPU_RUN_ADDS = ("kernel and memory-twin device times (torch.profiler, L2 flushed; do_bench beside it)",
                 "the kernel's % of copy bandwidth under the unique bytes and under Inductor's estimate",
-                "the class: at_floor, arithmetic_bound or access_pattern_bound, with the gap in ms")
+                "the class: at_floor, arithmetic_bound, access_pattern_bound or matmul_bound, with the gap in ms")
 
 
 def thresholds_from_rules(rules: dict | None = None) -> dict[str, float]:
@@ -151,8 +153,11 @@ def peak_floor_note(fl: dict) -> str | None:
 
 # --------------------------------------------------------------------------- static facts
 
-def static_facts(kernel: dict, model: dict, spec: dict) -> dict:
-    """What the source and the captured arguments say about the access pattern."""
+def static_facts(kernel: dict, model: dict, spec: dict, source: str = "") -> dict:
+    """What the source and the captured arguments say about the access pattern (``dot``: the
+    kernel's own function calls ``tl.dot``; a captured file may hold its module's other kernels)."""
+    from ..read.triton_stack import kernel_uses_dot
+
     ops = kernel.get("memory_ops", [])
     grid = ((spec.get("configs") or [{}])[0] or {}).get("grid")
     device = (kernel.get("triton_meta") or {}).get("device")
@@ -170,7 +175,22 @@ def static_facts(kernel: dict, model: dict, spec: dict) -> dict:
         "strided_args": strided,
         "programs": math.prod(int(g) for g in grid) if grid else None,
         "compute_units": int(units) if isinstance(units, (int, float)) else None,
+        "dot": kernel_uses_dot(function_source(source, kernel.get("line"))),
     }
+
+
+def function_source(text: str, line: int | None) -> str:
+    """The source of the function defined at ``line`` (its ``def`` line, decorators apart); all of
+    ``text`` when it cannot be parsed or no function starts there."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return text
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+               and line in (n.lineno, *(d.lineno for d in n.decorator_list))), None)
+    return ast.get_source_segment(text, fn) or text if fn else text
 
 
 def pointer_terms(pointer: str | None) -> tuple[set[str], set[str]]:
@@ -321,6 +341,11 @@ def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = 
                       f"({numbers['kernel_pct_of_copy']:.0f} % of copy): byte estimate above what the device can "
                       f"move (L2-resident or over-counted); not classified at the floor", missing=["valid_floor"])
     kx = numbers["kernel_over_floor"]
+    if facts.get("dot"):
+        return result("matmul_bound", f"the kernel calls tl.dot: {k:.4g} ms is {kx:.2f}x the copy floor "
+                      f"{floor:.4g} ms, but the matrix units, not memory, set a matmul's time, so that ratio "
+                      f"is no gap: its headroom is what a sweep of its tiles (sweep_captured_kernel.py) or "
+                      f"the library GEMM of the same shapes measures")
     if kx <= th["sol_at_floor_ratio"]:
         return result("at_floor", f"{k:.4g} ms is {kx:.2f}x the copy floor {floor:.4g} ms "
                       f"({numbers['kernel_pct_of_copy']:.0f} % of copy): at most {kx:.2f}x is left")
@@ -480,7 +505,7 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
                          kernel_timer=(runs["kernel"] or {}).get("timer"), notes=notes)
     numbers = measured_numbers(kernel_ms, twin_ms, fl, model)
     bandwidth = byte_model.bandwidth_check(model, kernel_ms, fl["peak_gbps"], th["sol_above_peak_noise"])
-    facts = static_facts(chosen, model, spec)
+    facts = static_facts(chosen, model, spec, text)
     costly = costly_ops(twin.summary(), validity)
     classification = classify(numbers, th, twin_valid=validity["valid"], facts=facts, costly=costly,
                               above_peak=bandwidth["unique"]["above_peak"])

@@ -1,7 +1,7 @@
 """Each kernel's end-to-end ceiling (Amdahl): share x (1 - 1/headroom).
 
 The headroom is the largest measured "x left" of the kernel: its time over its copy floor
-(speed_of_light.py, ``sol_kernel_over_floor``) or the best variant of its sweep
+(speed_of_light.py, ``sol_kernel_over_floor``; not for a ``matmul_bound`` kernel, which no copy bounds) or the best variant of its sweep
 (``tuning_runs.best_x``); with neither, the ceiling is its whole share (the kernel vanishing).
 The facts feed ``ceiling_under_cut`` and ``library_dominated_small_kernel`` of
 decision_rules.yaml, with the profile's class shares (:mod:`tko.verdict.step_breakdown`).
@@ -18,7 +18,8 @@ def headroom(ev: Evidence) -> tuple[float, str] | None:
     """(x left, what measured it): the largest of the speed of light and the sweep; None: unmeasured."""
     found = []
     sol = ev.facts.get("sol_kernel_over_floor")
-    if sol is not None and _num(sol.value) and sol.value > 0:
+    matmul = getattr(ev.facts.get("sol_class"), "value", None) == "matmul_bound"   # a copy floor bounds no GEMM
+    if sol is not None and _num(sol.value) and sol.value > 0 and not matmul:
         found.append((max(1.0, float(sol.value)), f"speed of light: {sol.value:.2f}x its copy floor"))
     runs = ev.sections.get("tuning_runs") or {}
     best_x = _num(runs.get("best_x"))
