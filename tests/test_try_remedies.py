@@ -413,6 +413,9 @@ def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_
     arms[0].runs.append({"wall_s": 20.0})
     # 20 s spent, a run 20 s, 2 runs: the baseline 40 s, each arm 40 s; 200 s holds 3 arms besides it
     est = trials.plan_estimate(arms, 2, 200.0, elapsed_s=20.0, max_runs=4)
+    # max-autotune's first run costs 5 runs, coordinate descent's 1.5 (trial_first_run_x): +80 s, +10 s
+    assert est["estimate_s"] == pytest.approx(20 + len(arms) * 40 + 80 + 10)
+    assert "(a first run: coordinate_descent x1.5, max_autotune_no_cudagraphs x5)" in est["text"]
     assert est["kept"] == ["baseline", "cudagraphs", "multi_kernel", "pinned"], est
     # the other facts-proposed arms first, then the ones always tried, each in plan order
     assert est["dropped"][-3:] == ["coordinate_descent", "max_autotune_no_cudagraphs", "eager_fallback"]
@@ -421,7 +424,8 @@ def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_
     assert [a.name for a in kept] == est["kept"]
     cd = next(a for a in arms if a.name == "coordinate_descent")
     assert cd.status == "skipped" and cd.reason.startswith(
-        f"budget: {len(arms)} arms x 2 runs x 20 s = {len(arms) * 40} s (+ 20 s spent) > --budget-s 200; "
+        f"budget: {len(arms)} arms x 2 runs x 20 s (first runs of compile-heavy arms longer) = "
+        f"{len(arms) * 40 + 80 + 10} s (+ 20 s spent) > --budget-s 200; "
         "lower priority than cudagraphs (proposed by the facts), multi_kernel (proposed by the facts), "
         "pinned (proposed by a user flag)") and cd.reason.endswith("this arm is always tried")
     assert all(a.status == "ok" for a in kept)

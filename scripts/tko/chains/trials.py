@@ -436,26 +436,43 @@ def arm_priority(spec: ArmSpec) -> str:
     return "facts"
 
 
+def first_run_x(name: str) -> float:
+    """How many baseline runs an arm's first run costs (its compile into empty caches of its own):
+    ``trial_first_run_x`` of references/decision_rules.yaml, 1 for an arm it does not name."""
+    from ..base.decide import threshold
+
+    table = threshold("trial_first_run_x")
+    value = table.get(name) if isinstance(table, dict) else None
+    return float(value) if isinstance(value, (int, float)) and value >= 1 else 1.0
+
+
 def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float | None = None,
                   max_runs: int | None = None) -> dict:
     """What the whole plan costs, said before its rounds start: the baseline's first run times one
-    process (compile included), every arm (the baseline too) then runs ``runs`` times in rounds.
-    When that does not fit the budget (``elapsed_s``, the time spent so far, included), the arms
-    that fit are kept in priority order (:func:`arm_priority`; the plan's order among equals) and the
-    others are named in ``dropped``, lowest priority last."""
+    process (compile included), every arm (the baseline too) then runs ``runs`` times in rounds, an
+    arm's first run at :func:`first_run_x` of that (max-autotune compiles for minutes). When that does
+    not fit the budget (``elapsed_s``, the time spent so far, included), the arms that fit are kept in
+    priority order (:func:`arm_priority`; the plan's order among equals) and the others are named in
+    ``dropped``, lowest priority last."""
     run_s = max(r["wall_s"] for r in arms[0].runs)
     spent = run_s if elapsed_s is None else elapsed_s
-    per_arm = runs * run_s
-    need = spent + per_arm * len(arms)
+    cost = {a.name: run_s * (runs - 1 + (first_run_x(a.name) if i else 1.0)) for i, a in enumerate(arms)}
+    need = spent + sum(cost.values())
     fits = need <= budget_s
     ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
-    room = budget_s - spent - per_arm
-    n_fit = len(arms) - 1 if fits else (int(room // per_arm) if room >= 0 and per_arm > 0 else 0)
+    room, n_fit = budget_s - spent - cost[arms[0].name], 0
+    for arm in ranked[1:] if not fits else []:
+        if cost[arm.name] > room:
+            break
+        room, n_fit = room - cost[arm.name], n_fit + 1
+    n_fit = len(arms) - 1 if fits else n_fit
     kept = ranked[:1 + n_fit]
     dropped = [a.name for a in ranked[1 + n_fit:]]
-    kept_need = spent + per_arm * len(kept)
+    kept_need = spent + sum(cost[a.name] for a in kept)
     extra = (max_runs or runs) - runs
-    text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s: about "
+    slow = [f"{a.name} x{first_run_x(a.name):g}" for a in arms[1:] if first_run_x(a.name) > 1]
+    text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s"
+            + (f" (a first run: {', '.join(slow)})" if slow else "") + f": about "
             f"{need:.0f} s in all ({spent:.0f} s spent so far included) against --budget-s {budget_s:g}")
     if fits:
         text += (f"; then up to {extra} extra round(s) of the faster arms not yet decided, while the budget lasts"
@@ -476,9 +493,9 @@ def apply_plan(arms: list[Arm], plan: dict) -> list[Arm]:
     for arm in arms:
         if arm.name in plan["dropped"]:
             arm.status = "skipped"
-            arm.reason = (f"budget: {plan['arms']} arms x {plan['runs']} runs x {plan['run_s']:.0f} s = "
-                          f"{plan['arms'] * plan['runs'] * plan['run_s']:.0f} s (+ {plan['elapsed_s']:.0f} s spent) > "
-                          f"--budget-s {plan['budget_s']:g}; "
+            arm.reason = (f"budget: {plan['arms']} arms x {plan['runs']} runs x {plan['run_s']:.0f} s (first runs "
+                          f"of compile-heavy arms longer) = {plan['estimate_s'] - plan['elapsed_s']:.0f} s (+ "
+                          f"{plan['elapsed_s']:.0f} s spent) > --budget-s {plan['budget_s']:g}; "
                           + (f"lower priority than {', '.join(ahead)}" if ahead else "no arm fits beside the baseline")
                           + f": this arm is {PRIORITY_WORDS[plan['priority'][arm.name]]}")
     return kept
