@@ -27,8 +27,12 @@ def test_sdpa_arm_replaces_and_measures_hand_written_attention(run_script, tmp_p
     assert sdpa["status"] == "ok", sdpa
     assert all(r and r.startswith("replaced ") and not r.startswith("replaced 0") for r in sdpa["replaced"])
     assert sdpa["outputs"]["result"] == "equal", sdpa["outputs"]
-    assert sdpa["x_baseline"] > 1.0                       # flash/memory-efficient attention beats L x L scores
-    assert sdpa["peak_memory_mb"] < arms["baseline"]["peak_memory_mb"]
+    # the L x L scores are gone: the H200 run of 2026-12-04 went from 732 to 349 MiB. Its step time did
+    # not move (0.998x): at b8 s1024 the step is host-bound (GPU busy 29 % of the window, CUDA graphs
+    # 1.37x), so no speed is asserted here; a verdict must still not call it a win unless it is one
+    assert sdpa["peak_memory_mb"] < 0.75 * arms["baseline"]["peak_memory_mb"]
+    if not (sdpa["x_baseline"] > 1.0 and sdpa["beyond_noise"]):
+        assert doc.get("winner") != "sdpa"
 
 
 @pytest.mark.gpu
