@@ -155,7 +155,8 @@ def index_markdown(result: dict) -> str:
 
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
     lines += step_markdown(result.get("step"))
-    lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...")
+    lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...",
+                              result.get("step"))
     lines += trials_markdown(result.get("trials"))
     lines += what_to_change_markdown(result)
     program = result.get("program") or {}

@@ -91,7 +91,17 @@ def section(result: dict, out: Path, profile: dict | None) -> list[dict]:
     return found
 
 
-def _measured_text(f: dict, repro: str) -> str:
+def _host_bound_text(m: dict, step: dict | None) -> str:
+    """Why a rewrite that cuts GPU work may leave the step alone: the GPU waits on the host."""
+    tl = (step or {}).get("timeline") or {}
+    faster = (m.get("x_baseline") or 0) > 1 and m.get("beyond_noise")
+    if faster or not (step or {}).get("host_bound") or _num(tl.get("busy_share")) is None:
+        return ""
+    return (f" The step is host-bound (the GPU busy {tl['busy_share']:.0%} of the window): a rewrite that cuts GPU "
+            "time or memory shows in the step only once the host time is cut (CUDA graphs, fewer launches).")
+
+
+def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
     m = f.get("measured")
     if not f.get("arm"):
         return "no trial arm: make the change in the model, then compare profiles (Next steps)."
@@ -105,10 +115,11 @@ def _measured_text(f: dict, repro: str) -> str:
         mem = f"; peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
     noise = "beyond" if m.get("beyond_noise") else "inside" if m.get("beyond_noise") is False else "noise unknown:"
     return (f"measured end to end, arm `{m['arm']}`: {m['x_baseline']:.3f}x ({m['baseline_ms']:.4g} -> "
-            f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}.")
+            f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}."
+            + _host_bound_text(m, step))
 
 
-def markdown(found: list[dict] | None, repro: str) -> list[str]:
+def markdown(found: list[dict] | None, repro: str, step: dict | None = None) -> list[str]:
     if not found:
         return []
     lines = ["## Model-level rewrites", "", "Patterns of `references/rewrite_catalog.yaml` found in this program:", ""]
@@ -126,5 +137,5 @@ def markdown(found: list[dict] | None, repro: str) -> list[str]:
                          ["```", "", "  after:", "", "```python", f"{how['line']:>5}  {f['after']}", "```"]
         lines += ["", f"**Replacement:** {md.text(f['replacement'])}", "",
                   f"**When equal:** {md.text(f['conditions'])}", "",
-                  f"**Measured:** {_measured_text(f, repro)}", "", f"Source: {md.text(f['source'])}", ""]
+                  f"**Measured:** {_measured_text(f, repro, step)}", "", f"Source: {md.text(f['source'])}", ""]
     return lines
