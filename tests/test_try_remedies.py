@@ -669,3 +669,29 @@ def test_every_arm_has_a_change_class():
     classed = {name for names in threshold("remedy_change_classes").values() for name in names}
     names = {a.name for a in plan_arms(None, {})} - {"baseline"}
     assert names and names <= classed, names - classed
+
+
+def test_a_winning_setting_is_stacked_with_a_rewrite_that_kept_outputs_equal(fixtures_dir, tmp_path, monkeypatch):
+    """The H200 default investigation of examples/attention_by_hand: CUDA graphs won (1.37x) while the
+    sdpa rewrite halved memory at 0.998x in a host-bound step. The trials then run the two together
+    (`cudagraphs+sdpa`), interleaved with the baseline, and the stack wins only by a clear lead."""
+    from tko.chains import trials
+
+    for k, v in _steps_env(tmp_path, STEP_X_CG=0.5, STEP_X_SDPA=0.8).items():
+        monkeypatch.setenv(k, v)
+    specs = trial_plan.restrict(plan_arms(None, {"gpu": True, "hip": False}), ["cudagraphs", "sdpa"])
+    doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t", specs, runs=2, max_runs=2)
+    arms = {a["name"]: a for a in doc["arms"]}
+    stack = arms["cudagraphs+sdpa"]
+    assert stack["status"] == "ok" and len(stack["ms"]) == 2 and stack["outputs"]["result"] == "equal"
+    assert stack["settings"]["env"] == {"TKO_SDPA_REWRITE": "1"}
+    assert stack["settings"]["config"] == {"inductor.triton.cudagraphs": True}
+    assert stack["x_baseline"] == pytest.approx(1 / 0.4, rel=0.02) and stack["replaced"][0].startswith("replaced 1")
+    assert doc["winner"] == "cudagraphs+sdpa"
+    assert any(n.startswith("stacked round: cudagraphs+sdpa (stacked: cudagraphs won at 2.0") for n in doc["notes"])
+    assert doc["order"][-4:] == ["baseline#3", "cudagraphs+sdpa#1", "baseline#4", "cudagraphs+sdpa#2"]
+    # a rewrite measurably slower is not stacked; nor is anything when no setting won
+    for k, v in _steps_env(tmp_path, STEP_X_CG=0.5, STEP_X_SDPA=1.5).items():
+        monkeypatch.setenv(k, v)
+    doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t2", specs, runs=2, max_runs=2)
+    assert [a["name"] for a in doc["arms"]] == ["baseline", "cudagraphs", "sdpa"] and doc["winner"] == "cudagraphs"

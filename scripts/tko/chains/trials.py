@@ -39,7 +39,7 @@ from pathlib import Path
 from ..base import atomic, subproc
 from ..base.artifact import write_artifact
 from ..base.errors import InputError, ToolFailure
-from ..verdict.trial_evidence import trial_outcome
+from ..verdict.trial_evidence import STACK_JOIN, trial_outcome
 from ..remedies import graph_rewrites
 from ..remedies.fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from ..base.subproc import failure_line
@@ -416,6 +416,52 @@ def stop_records(arms: list[Arm], notes: list[str]) -> None:
             arm.stopped = now
 
 
+# ----------------------------------------------------------------------------- the stacked arm
+
+def stacked_spec(arms: list[Arm]) -> ArmSpec | None:
+    """The winning setting arm (a config-class change: a flag, a mode, pins) with the rewrite arm
+    that kept outputs equal and was not measurably slower, fastest first, as one arm: a rewrite that
+    cuts GPU time shows in a host-bound step only once the setting has cut the host time (on an H200
+    the sdpa arm halved peak memory at 0.998x while CUDA graphs ran the same step 1.37x faster).
+    None when the trials have no such pair. Needs ``outputs`` set (:func:`compare_arms`)."""
+    from ..base.decide import threshold
+
+    rows = {r["name"]: r for r in _rows(arms)}
+    outcome = trial_outcome({"arms": list(rows.values())})
+    win = arms[outcome["winner"].index] if outcome["winner"] else None
+    if win is None or win.name not in (threshold("remedy_change_classes").get("config") or []):
+        return None
+    fits = [a for a in arms[1:] if a.name in graph_rewrites.REWRITES and a.status == "ok"
+            and (a.outputs or {}).get("result") == "equal" and rows[a.name]["x_baseline"]
+            and not (rows[a.name]["beyond_noise"] and rows[a.name]["x_baseline"] < 1)]
+    if not fits:
+        return None
+    rw = max(fits, key=lambda a: rows[a.name]["x_baseline"])
+    return ArmSpec(name=f"{win.name}{STACK_JOIN}{rw.name}", settings={**win.spec.settings, **rw.spec.settings},
+                   env={**win.spec.env, **rw.spec.env}, bootstrap=[*win.spec.bootstrap, *rw.spec.bootstrap],
+                   proposed_by=(f"stacked: {win.name} won at {rows[win.name]['x_baseline']:.3f}x; {rw.name} kept "
+                                f"outputs equal at {rows[rw.name]['x_baseline']:.3f}x"),
+                   change=f"{win.spec.change}; and {rw.spec.change}", priority="facts")
+
+
+def stack_round(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: float) -> tuple[Arm | None, list[str]]:
+    """Run :func:`stacked_spec`'s arm ``runs`` times, each after a baseline run, while the budget
+    lasts; returns it (None when there is none) and notes."""
+    spec = stacked_spec(arms)
+    if spec is None:
+        return None, []
+    arm = resolve_settings(spec)
+    prepare_caches([arm], ctx.out_dir)
+    note = f"stacked round: {arm.name} ({spec.proposed_by}), interleaved with the baseline"
+    print(note, file=sys.stderr, flush=True)
+    notes, start = [note], max(r["run"] for r in arms[0].runs) + 1
+    ctx.total += 2 * runs
+    for i in range(runs):
+        _run_in_budget(arms[0], arms[0], start + i, budget_s, ctx, t0, notes)
+        _run_in_budget(arm, arms[0], i + 1, budget_s, ctx, t0, notes)
+    return arm, notes
+
+
 # ----------------------------------------------------------------------------- the plan
 
 PRIORITIES = ("user", "facts", "always")
@@ -629,6 +675,11 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
         else:
             notes += run_rounds(live, runs, budget_s, ctx, t0)
             notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
+            compare_arms(arms)  # the rewrite arms' outputs, which the stacked arm needs equal
+            stacked, more = stack_round(live, runs, budget_s, ctx, t0)
+            live += [stacked] if stacked else []
+            arms += [stacked] if stacked else []
+            notes += more
             stop_records(live, notes)
             notes += budget_advice(live, runs, budget_s)
         noise_note = compare_arms(arms)

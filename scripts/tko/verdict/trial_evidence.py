@@ -14,6 +14,7 @@ from .evidence import (Evidence, _bool, _int, _list, _list_or_none, _num, _obj, 
 
 # The config arms of try_remedies.py: when none beat the baseline, Triton tuning was tried and did not help.
 TUNING_ARMS = ("coordinate_descent", "max_autotune_no_cudagraphs", "pinned")
+STACK_JOIN = "+"  # a stacked arm: the winning setting arm and a rewrite arm, run together
 
 
 def _noise_pct(noise: Any) -> float | None:
@@ -148,8 +149,9 @@ def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
     classes = list(threshold("remedy_change_classes").values())
     lead = float(threshold("clear_lead_x"))
 
-    def rank(a: Arm) -> int:
-        return next((i for i, names in enumerate(classes) if a.name in names), len(classes))
+    def rank(a: Arm) -> int:  # a stacked arm (``cudagraphs+sdpa``) is of its largest part's class
+        return max(next((i for i, names in enumerate(classes) if part in names), len(classes))
+                   for part in a.name.split(STACK_JOIN))
 
     def outranked(b: Arm) -> bool:
         return any(rank(a) < rank(b) and b.x_baseline / a.x_baseline <= max(lead, a.noise or 1.0, b.noise or 1.0)
