@@ -12,26 +12,30 @@ from tko.verdict import step_breakdown
 REC = ROOT / "examples" / "recorded_h200" / "rewrites" / "attention_by_hand"
 
 
-def _found(trials: dict) -> dict:
-    arms = {a["name"]: a for a in trials["arms"]}
-    sdpa, base = arms["sdpa"], arms["baseline"]
+def _found(trials_path) -> dict:
     return {"id": "attention_by_hand", "pattern": "p", "found_by": [], "replacement": "r", "after": "a",
-            "conditions": "c", "arm": "sdpa", "source": "s",
-            "measured": {"arm": "sdpa", "status": sdpa["status"], "x_baseline": sdpa["x_baseline"],
-                         "beyond_noise": sdpa["beyond_noise"], "outputs": sdpa["outputs"]["result"],
-                         "median_ms": sdpa["median_ms"], "baseline_ms": base["median_ms"],
-                         "peak_memory_mb": sdpa["peak_memory_mb"], "baseline_peak_memory_mb": base["peak_memory_mb"]}}
+            "conditions": "c", "arm": "sdpa", "source": "s", "measured": rewrites._measured("sdpa", trials_path)}
 
 
 def test_a_rewrite_that_cuts_memory_in_a_host_bound_step_says_why_the_step_did_not_move():
     step = step_breakdown.summarize(json.loads((REC / "default_investigation_profile.json").read_text()), "profile.json")
     assert step["host_bound"] and 0.25 < step["timeline"]["busy_share"] < 0.32
-    found = _found(json.loads((REC / "trials.json").read_text()))
+    found = _found(REC / "trials.json")
     text = "\n".join(rewrites.markdown([found], "python step.py", step))
     assert "0.998x (2.23 -> 2.235 ms/step, inside run-to-run noise)" in text
-    assert "peak memory 732 -> 349 MiB" in text
+    assert "outputs equal; peak memory 732 -> 349 MiB" in text and found["measured"]["outputs"] == "equal"
     assert "The step is host-bound (the GPU busy 29% of the window)" in text
     # without the step, or when the arm is a measured win, no such sentence
     assert "host-bound" not in "\n".join(rewrites.markdown([found], "python step.py"))
     found["measured"].update(x_baseline=1.4, beyond_noise=True)
     assert "host-bound" not in "\n".join(rewrites.markdown([found], "python step.py", step))
+
+
+def test_a_stacked_arm_of_the_rewrite_is_reported_beside_it(tmp_path):
+    doc = json.loads((REC / "trials.json").read_text())
+    doc["arms"].append({"name": "cudagraphs+sdpa", "status": "ok", "x_baseline": 1.62, "beyond_noise": True,
+                        "outputs": {"result": "equal", "reason": "r"}})
+    path = tmp_path / "trials.json"
+    path.write_text(json.dumps(doc))
+    text = rewrites._measured_text(_found(path), "python step.py")
+    assert "Stacked with the winning setting, arm `cudagraphs+sdpa`: 1.620x (beyond run-to-run noise), outputs equal." in text

@@ -62,6 +62,11 @@ def _load(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+def _result(outputs) -> str | None:
+    """``equal`` / ``different`` / ``unknown`` of a trials row's ``outputs`` (an object there)."""
+    return outputs.get("result") if isinstance(outputs, dict) else outputs if isinstance(outputs, str) else None
+
+
 def _measured(arm_name: str | None, trials_path: Path | None) -> dict | None:
     """The arm's row of the trials and the baseline's peak memory, when the trials ran it."""
     doc = _load(trials_path) if arm_name and trials_path else None
@@ -70,9 +75,14 @@ def _measured(arm_name: str | None, trials_path: Path | None) -> dict | None:
     if not arm:
         return None
     base = arms.get("baseline") or {}
-    return {"arm": arm_name, "status": arm.get("status"), "reason": arm.get("reason"),
+    stack = next((a for n, a in arms.items() if isinstance(n, str) and n.endswith("+" + arm_name)), None)
+    stacked = ({"arm": stack.get("name"), "status": stack.get("status"), "x_baseline": _num(stack.get("x_baseline")),
+                "beyond_noise": stack.get("beyond_noise"), "outputs": _result(stack.get("outputs"))} if stack else None)
+    return {"arm": arm_name, "stacked": stacked, "status": arm.get("status"), "reason": arm.get("reason"),
             "x_baseline": _num(arm.get("x_baseline")), "beyond_noise": arm.get("beyond_noise"),
-            "outputs": arm.get("outputs"), "median_ms": _num(arm.get("median_ms")),
+            "outputs": _result(arm.get("outputs")),
+            "outputs_reason": (arm.get("outputs") or {}).get("reason") if isinstance(arm.get("outputs"), dict) else None,
+            "median_ms": _num(arm.get("median_ms")),
             "baseline_ms": _num(base.get("median_ms")), "peak_memory_mb": _num(arm.get("peak_memory_mb")),
             "baseline_peak_memory_mb": _num(base.get("peak_memory_mb")), "replaced": arm.get("replaced")}
 
@@ -116,7 +126,15 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
     noise = "beyond" if m.get("beyond_noise") else "inside" if m.get("beyond_noise") is False else "noise unknown:"
     return (f"measured end to end, arm `{m['arm']}`: {m['x_baseline']:.3f}x ({m['baseline_ms']:.4g} -> "
             f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}."
-            + _host_bound_text(m, step))
+            + _host_bound_text(m, step) + _stacked_text(m.get("stacked")))
+
+
+def _stacked_text(st: dict | None) -> str:
+    if not st or st.get("x_baseline") is None:
+        return ""
+    noise = "beyond" if st.get("beyond_noise") else "inside"
+    return (f" Stacked with the winning setting, arm `{st['arm']}`: {st['x_baseline']:.3f}x ({noise} run-to-run "
+            f"noise), outputs {md.text(st.get('outputs'))}.")
 
 
 def markdown(found: list[dict] | None, repro: str, step: dict | None = None) -> list[str]:
