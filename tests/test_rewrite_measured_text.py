@@ -39,3 +39,17 @@ def test_a_stacked_arm_of_the_rewrite_is_reported_beside_it(tmp_path):
     path.write_text(json.dumps(doc))
     text = rewrites._measured_text(_found(path), "python step.py")
     assert "Stacked with the winning setting, arm `cudagraphs+sdpa`: 1.620x (beyond run-to-run noise), outputs equal." in text
+
+
+def test_a_stacked_winner_decides_as_its_rewrite():
+    from tko.verdict import program_evidence  # noqa: F401  (the rules' reader)
+    from tko.verdict.trial_evidence import trial_facts
+
+    doc = json.loads((REC / "trials.json").read_text())
+    base = doc["arms"][0]
+    doc["arms"].append({**doc["arms"][1], "name": "cudagraphs+sdpa", "median_ms": base["median_ms"] / 1.6,
+                        "x_baseline": 1.6, "beyond_noise": True, "change": "set cudagraphs; and sdpa",
+                        "outputs": {"result": "equal", "reason": "r"}})
+    facts = trial_facts(doc, "trials.json")
+    assert facts["remedy_winner"].value == "sdpa" and "cudagraphs+sdpa" in facts["remedy_winner"].source
+    assert facts["remedy_change"].value == "set cudagraphs; and sdpa"

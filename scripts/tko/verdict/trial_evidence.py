@@ -219,7 +219,9 @@ def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict
         w = None
     if w:
         i = w.index
-        put("remedy_winner", w.name, f"arms[{i}] (fastest ok arm, beyond_noise, outputs equal)")
+        # a stacked arm (setting+rewrite) decides as its rewrite: the larger change names the verdict
+        put("remedy_winner", w.name.split(STACK_JOIN)[-1],
+            f"arms[{i}] {w.name} (fastest ok arm, beyond_noise, outputs equal)")
         put("remedy_x", w.x_baseline, f"arms[{i}].x_baseline")
         put("remedy_change", w.change or w.name, f"arms[{i}].change")
         put("remedy_noise_pct", _noise_pct(w.noise), f"arms[{i}].noise {w.noise}")
