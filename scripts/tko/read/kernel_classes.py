@@ -9,6 +9,7 @@ parsed here only. :func:`classify` names one kernel's class; :func:`breakdown` t
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +92,17 @@ def _rows(doc: dict) -> list[dict]:
     """Every ranked kernel of a kernel_profile/1 (``ranking`` covers all; ``kernels`` the top N)."""
     rows = doc.get("ranking") if isinstance(doc.get("ranking"), list) and doc.get("ranking") else doc.get("kernels")
     return [r for r in rows or [] if isinstance(r, dict) and isinstance(r.get("name"), str)
-            and isinstance(r.get("total_us"), (int, float)) and not isinstance(r.get("total_us"), bool)]
+            and _finite(r.get("total_us"))]
+
+
+def _finite(v) -> bool:
+    """A number a float holds (an int past 1e308 overflows one; a JSON file may carry any)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:
+        return False
 
 
 def breakdown(doc: dict, classes: tuple[KernelClass, ...] | None = None) -> dict:

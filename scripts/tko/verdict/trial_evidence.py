@@ -17,6 +17,11 @@ TUNING_ARMS = ("coordinate_descent", "max_autotune_no_cudagraphs", "pinned")
 STACK_JOIN = "+"  # a stacked arm: the winning setting arm and a rewrite arm, run together
 
 
+def stack_parts(name) -> list:
+    """The arms a (stacked) arm name is made of; ``[name]`` for a plain or unnamed arm."""
+    return name.split(STACK_JOIN) if isinstance(name, str) else [name]
+
+
 def _noise_pct(noise: Any) -> float | None:
     """A max/min spread (1.03) as +- percent (3.0)."""
     return round(100.0 * (noise - 1.0), 2) if _num(noise) is not None and noise >= 1.0 else None
@@ -151,7 +156,7 @@ def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
 
     def rank(a: Arm) -> int:  # a stacked arm (``cudagraphs+sdpa``) is of its largest part's class
         return max(next((i for i, names in enumerate(classes) if part in names), len(classes))
-                   for part in a.name.split(STACK_JOIN))
+                   for part in stack_parts(a.name))
 
     def outranked(b: Arm) -> bool:
         return any(rank(a) < rank(b) and b.x_baseline / a.x_baseline <= max(lead, a.noise or 1.0, b.noise or 1.0)
@@ -220,7 +225,7 @@ def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict
     if w:
         i = w.index
         # a stacked arm (setting+rewrite) decides as its rewrite: the larger change names the verdict
-        put("remedy_winner", w.name.split(STACK_JOIN)[-1],
+        put("remedy_winner", stack_parts(w.name)[-1],
             f"arms[{i}] {w.name} (fastest ok arm, beyond_noise, outputs equal)")
         put("remedy_x", w.x_baseline, f"arms[{i}].x_baseline")
         put("remedy_change", w.change or w.name, f"arms[{i}].change")
