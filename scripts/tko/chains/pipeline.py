@@ -440,16 +440,13 @@ def rewrites_in_model_code(files: list[Path]) -> dict[str, str]:
     """Catalog arm -> ``file:line`` of the first model-code match, over the given files and the
     modules they import from their own folder."""
     from ..read import rewrite_catalog
-    from .rewrites import _local_imports
+    from .rewrites import model_sources
 
-    files = list(dict.fromkeys(files + [m for f in files for m in _local_imports(f)]))
-    found: dict[str, str] = {}
-    for entry in rewrite_catalog.bundled():
-        for path in (f for f in files if entry.get("arm") and f.is_file()):
-            hits = rewrite_catalog.by_model_code(entry, path)
-            if hits:
-                found[entry["arm"]] = f"{hits[0]['file']}:{hits[0]['line']}"
-                break
+    found = {}
+    for entry in rewrite_catalog.detect([], model_sources(files), []):
+        hit = next((f for f in entry["found_by"] if f["how"] == "model_code"), None)
+        if entry.get("arm") and hit:
+            found[entry["arm"]] = f"{hit['file']}:{hit['line']}"
     return found
 
 

@@ -27,7 +27,13 @@ def _sources(result: dict, out: Path) -> list[Path]:
         rep = _load(out / str(k.get("dir")) / "report.json") or {}
         mc = evidence._obj(evidence._obj(rep.get("sections")).get("model_code"))
         found += [Path(f["file"]) for f in evidence._objs(mc.get("frames")) if evidence._str(f.get("file"))]
-    found += [m for p in list(found) for m in _local_imports(p)]
+    return model_sources(found)
+
+
+def model_sources(files: list[Path]) -> list[Path]:
+    """``files`` and the modules they import from their own folder: the Python files that exist,
+    resolved, each once."""
+    found = list(files) + [m for p in files for m in _local_imports(p)]
     seen, keep = set(), []
     for p in found:
         try:

@@ -311,8 +311,8 @@ def _from_plain(doc: dict, base: Path, facts: Facts) -> None:
     facts.program.update(_values(doc.get("program") or {}))
     facts.program_rules += [r for r in doc.get("program_rules") or [] if r not in facts.program_rules]
     facts.disable_targets += [t for t in doc.get("disable_targets") or [] if t not in facts.disable_targets]
-    facts.rewrites.update({k: str(v) for k, v in (doc.get("rewrites") or {}).items() if isinstance(k, str)}
-                          if isinstance(doc.get("rewrites"), dict) else {})
+    rewrites = doc.get("rewrites") if isinstance(doc.get("rewrites"), dict) else {}
+    facts.rewrites.update({k: str(v) for k, v in rewrites.items() if isinstance(k, str)})
     if doc.get("buffer_ops_smoke_ok") is not None:
         facts.buffer_ops_smoke_ok = bool(doc["buffer_ops_smoke_ok"])
     if doc.get("pins"):

@@ -502,7 +502,8 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     ``dropped``, lowest priority last."""
     run_s = max(r["wall_s"] for r in arms[0].runs)
     spent = run_s if elapsed_s is None else elapsed_s
-    cost = {a.name: run_s * (runs - 1 + (first_run_x(a.name) if i else 1.0)) for i, a in enumerate(arms)}
+    first_x = {a.name: first_run_x(a.name) if i else 1.0 for i, a in enumerate(arms)}
+    cost = {name: run_s * (runs - 1 + x) for name, x in first_x.items()}
     need = spent + sum(cost.values())
     fits = need <= budget_s
     ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
@@ -516,7 +517,7 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     dropped = [a.name for a in ranked[1 + n_fit:]]
     kept_need = spent + sum(cost[a.name] for a in kept)
     extra = (max_runs or runs) - runs
-    slow = [f"{a.name} x{first_run_x(a.name):g}" for a in arms[1:] if first_run_x(a.name) > 1]
+    slow = [f"{name} x{x:g}" for name, x in first_x.items() if x > 1]
     text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s"
             + (f" (a first run: {', '.join(slow)})" if slow else "") + f": about "
             f"{need:.0f} s in all ({spent:.0f} s spent so far included) against --budget-s {budget_s:g}")
