@@ -415,7 +415,7 @@ def _interpreter_records_plain_launches() -> bool:
 @pytest.mark.skipif(not _interpreter_records_plain_launches(), reason="Triton < 3.6: the interpreter's plain "
                     "launches are not captured (a GPU's are)")
 
-def test_the_tutorial_classics_are_captured_with_their_launch_sites(tmp_path, run_script):
+def test_the_tutorial_classics_are_captured_with_their_launch_sites(tmp_path, run_script, monkeypatch):
     """The Triton tutorials' softmax, layer norm and autotuned matmul (the example checks its own
     outputs against torch): each captured once, with its kind and the line that launches it; each
     reproducer runs under the interpreter."""
@@ -444,6 +444,36 @@ def test_the_tutorial_classics_are_captured_with_their_launch_sites(tmp_path, ru
                          tmp_path / f"{name}.json", env={"TRITON_INTERPRET": "1"})
         assert res.returncode == 0, res.stderr[-2000:]
         assert json.loads((tmp_path / f"{name}.json").read_text())["status"] == "ok", name
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    sweep_block_moves_launch_the_programs_grid(cap / "matmul_kernel.py", tmp_path / "sweep")
+
+
+def sweep_block_moves_launch_the_programs_grid(matmul: Path, work: Path) -> None:
+    """The matmul's grid is ``cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)`` over one axis: a block
+    move launches the grid the program's own grid function gives (evaluated at capture); the
+    recorded grid at a smaller block leaves tiles unwritten, which the output gate catches."""
+    import torch  # noqa: F401 (the sweep's worker imports it too)
+    from tko.measure import sweep, sweep_plan
+
+    winner = sweep_plan.read_standalone(matmul)[2]["configs"][0]
+    flat, grid0, moves = winner["flat"], winner["grid"], winner["grid_moves"]
+    bm, bn = flat["BLOCK_SIZE_M"], flat["BLOCK_SIZE_N"]
+    assert (bm, bn, grid0) == (32, 32, [2])                                # M=32, N=64
+    assert moves == {f"BLOCK_SIZE_M={bm // 2}": [4], f"BLOCK_SIZE_M={bm * 2}": [2],
+                     f"BLOCK_SIZE_N={bn // 2}": [4], f"BLOCK_SIZE_N={bn * 2}": [1]}  # BLOCK_SIZE_K: not in the grid
+    plan = sweep_plan.build_plan(matmul, work, hip=False)
+    by_name = {v.name: v for v in plan.variants}
+    assert by_name[f"BLOCK_SIZE_M={bm // 2}"].grid == [4] and by_name[f"BLOCK_SIZE_N={bn * 2}"].grid == [1]
+    assert "the program's grid function" in by_name[f"BLOCK_SIZE_M={bm // 2}"].description
+    stale = sweep_plan.Variant("recorded_grid", "config", "BLOCK_SIZE_M /2 at the recorded grid",
+                               dict(flat, BLOCK_SIZE_M=bm // 2), grid0, plan.kernel_file)
+    keep = ("baseline", f"BLOCK_SIZE_M={bm // 2}", f"BLOCK_SIZE_N={bn * 2}")
+    plan.variants = [by_name[n] for n in keep] + [stale]
+    run = sweep.run_sweep(plan, [None], 1, 1.0, 2.0, work, interpret=True, retime_baseline=False)
+    passed = {n: r["passed"] for n, r in run["records"].items()}
+    assert passed == {"baseline": True, f"BLOCK_SIZE_M={bm // 2}": True, f"BLOCK_SIZE_N={bn * 2}": True,
+                      "recorded_grid": False}
+    assert run["records"]["recorded_grid"]["check"]["unwritten_count"] > 0
 
 
 DTYPE_PROGRAM = textwrap.dedent('''
@@ -481,3 +511,18 @@ def test_a_dtype_constexpr_is_relaunched_as_a_dtype(tmp_path, run_script):
                      tmp_path / "run.json", env={"TRITON_INTERPRET": "1"})
     assert res.returncode == 0, res.stderr[-2000:]
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "ok"
+
+
+def test_grid_moves_come_from_the_grid_function_and_only_for_blocks_it_reads():
+    from tko.patch.capture_records import grid_moves, launch_grid
+
+    meta = {"n": 1000, "BLOCK": 128, "BLOCK_K": 32, "num_warps": 4}
+    flat = {"BLOCK": 128, "BLOCK_K": 32, "num_warps": 4}
+    assert launch_grid(lambda m: (-(-m["n"] // m["BLOCK"]), 3), meta) == [8, 3]
+    assert grid_moves(lambda m: (-(-m["n"] // m["BLOCK"]),), meta, flat) == {"BLOCK=256": [4], "BLOCK=64": [16]}
+    # BLOCK taken from a closure: the grid does not follow the move, so the sweep's own rules decide
+    assert grid_moves(lambda m: (-(-1000 // 128),), meta, flat) is None
+    assert grid_moves((8,), meta, flat) is None                              # a fixed grid
+    assert grid_moves(lambda m: 1 // 0, meta, flat) is None                  # a grid function that raises
+    only_small = lambda m: (8 if m["BLOCK"] > 128 else -(-m["n"] // m["BLOCK"]),)  # noqa: E731
+    assert grid_moves(only_small, meta, flat) == {"BLOCK=256": [8], "BLOCK=64": [16]}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import loadable_by_this_torch
+from tko.base import config
 from tko.measure import sweep, sweep_plan, sweep_results
 from tko.base.contracts import contract_problems
 from tko.base.versions import package_version, parse_version
@@ -176,8 +177,8 @@ def test_scaled_grid_and_grid_keys():
     assert sweep_plan.scaled_grid([5], 2) == [3] and sweep_plan.scaled_grid([5], 0.5) == [10]
     assert sweep_plan.scaled_grid([1, 7, 1], 2) == [1, 4, 1]
     assert sweep_plan.scaled_grid([4, 4], 2) is None            # which axis the block drives is unknown
-    assert sweep_plan.is_block_key("R0_BLOCK", 64) and sweep_plan.is_block_key("BLOCK_K", 32)
-    assert not sweep_plan.is_block_key("num_warps", 4) and not sweep_plan.is_block_key("GROUP_M", 8)
+    assert config.is_block_key("R0_BLOCK", 64) and config.is_block_key("BLOCK_K", 32)
+    assert not config.is_block_key("num_warps", 4) and not config.is_block_key("GROUP_M", 8)
 
 
 def test_worker_device_visibility_is_relative_to_ours():

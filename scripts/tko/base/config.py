@@ -49,6 +49,17 @@ HCU_OPTIONS = ("schedule_hint", "sched_latency", "buffer_cache_swizzle", "mmac_l
 BACKEND_OPTIONS = AMD_OPTIONS + HCU_OPTIONS
 # THE list of option keys: every other key of a flat config is a kernel meta-parameter.
 OPTION_KEYS = CONFIG_FIELDS + BACKEND_OPTIONS
+# Inductor's block meta-parameters; a hand-written kernel's block constexprs are found by name.
+BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
+
+
+def is_block_key(key: str, value: Any) -> bool:
+    """A flat config key that is a block size: an int meta-parameter named like one."""
+    return isinstance(value, int) and not isinstance(value, bool) and key not in OPTION_KEYS and (
+        key in BLOCK_KEYS or key.upper().startswith("BLOCK") or key.upper().endswith("BLOCK")
+        or "BLOCK_" in key.upper())
+
+
 # triton.Config's positional parameters after kwargs (3.0-3.1 and 3.3+).
 POSITIONAL = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 # Triton's defaults of the options: a value equal to its default says nothing about a config,

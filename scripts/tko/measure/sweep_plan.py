@@ -16,10 +16,9 @@ from typing import Any
 
 from ..compile import offline_compile, probe_variants
 from ..read import kernel_source, triton_stack
-from ..base.config import OPTION_KEYS, TritonConfig
+from ..base.config import TritonConfig, is_block_key
 from ..base.errors import InputError
 
-BLOCK_KEYS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK", "RBLOCK")
 INDUCTOR_GRID_AXIS = {"XBLOCK": 0, "YBLOCK": 1, "ZBLOCK": 2}
 SOURCE_HINTS = ("assume", "multiple_of")
 ENV_HINTS = {"buffer_ops_on": {probe_variants.BUFFER_OPS_ENV: "1"}, "buffer_ops_off": {probe_variants.BUFFER_OPS_ENV: "0"}}
@@ -73,12 +72,6 @@ def read_standalone(path: str | Path) -> tuple[str, dict, dict]:
         raise InputError(f"{path}: not a captured standalone file (no _TKO_SPEC with configs); "
                          "write one with autotune_capture_patch.py")
     return text, parsed, spec
-
-
-def is_block_key(key: str, value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and key not in OPTION_KEYS and (
-        key in BLOCK_KEYS or key.upper().startswith("BLOCK") or key.upper().endswith("BLOCK")
-        or "BLOCK_" in key.upper())
 
 
 def _has_loop(text: str, function: str) -> bool:
@@ -154,9 +147,10 @@ def probe_hint_names(probe_doc: dict) -> tuple[list[str], list[str]]:
 
 
 def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, kernel_file: str,
-                    notes: list) -> list[Variant]:
+                    notes: list, moves: dict | None = None) -> list[Variant]:
     """Each block size x2 and /2 (the grid rescaled where the block drives it), alone and with
-    num_warps scaled alike."""
+    num_warps scaled alike. ``moves``: the program's own grid per move, evaluated at capture from
+    its grid function (``kernel[lambda META: ...]``); it beats any rule of ours."""
     out: list[Variant] = []
     driving = grid_driving_keys(kernel)
     for key, value in flat0.items():
@@ -168,7 +162,9 @@ def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, 
                 continue
             flat = dict(flat0, **{key: new})
             grid = grid0
-            if launch == "inductor":
+            if (moves or {}).get(f"{key}={new}"):
+                grid = list(moves[f"{key}={new}"])
+            elif launch == "inductor":
                 # the launcher computes the grid on torch > 2.6; older torch launches the recorded
                 # grid, so it is rescaled on the block's own axis (x, y, z)
                 axis = INDUCTOR_GRID_AXIS.get(key)
@@ -183,7 +179,8 @@ def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, 
                     continue
             desc = f"{key} {label} ({value} -> {new})"
             if grid != grid0:
-                desc += f"; grid {grid0} -> {grid}"
+                desc += f"; grid {grid0} -> {grid}" + (" (the program's grid function)"
+                                                       if (moves or {}).get(f"{key}={new}") else "")
             out.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
             # the same block move with num_warps scaled alike keeps the work per thread: the move
             # that a block change alone cannot make when the winner is register- or lane-bound
@@ -264,7 +261,7 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
         flat = dict(flat0, **changes)
         variants.append(Variant(name, "config", description, flat, grid0, kernel_file))
 
-    variants += _block_variants(kernel, launch, flat0, grid0, kernel_file, notes)
+    variants += _block_variants(kernel, launch, flat0, grid0, kernel_file, notes, winner.get("grid_moves"))
     warps = int(flat0.get("num_warps") or 4)
     for new, label in ((warps * 2, "x2"), (warps // 2, "/2")):
         if 1 <= new <= 16 and new != warps:

@@ -44,8 +44,8 @@ from ..base.archs import torch_device_arch
 from ..base.versions import autotuner_user_do_bench
 from .capture_records import (_clean, _finite, _from_cache, _json_default, _json_flat,
                               _signature_names, config_flat, config_from_hashable, config_record,
-                              describe_arg, gb_per_s, inductor_configs, inductor_kernel_name,
-                              inductor_meta_record, inductor_statistic, kernel_kind,
+                              describe_arg, gb_per_s, grid_moves, inductor_configs, inductor_kernel_name,
+                              inductor_meta_record, inductor_statistic, kernel_kind, launch_grid,
                               num_bytes_estimate, size_hints_record, triton_meta_record, versions)
 
 SCHEMA = "autotune_event/1"
@@ -643,12 +643,12 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
         meta.update(config_flat(cfg))
         grid = kwargs.get("grid")
         try:
-            g = grid(meta) if callable(grid) else grid
-            g = [int(x) for x in (g if isinstance(g, (list, tuple)) else [g])] if g is not None else None
+            g = launch_grid(grid, meta)
         except Exception as exc:
             log_error(f"grid {st.name}", exc)
             g = None
-        configs.append({"flat": _json_flat(cfg), "grid": g})
+        moves = grid_moves(grid, meta, config_flat(cfg)) if cfg is best else None
+        configs.append(dict({"flat": _json_flat(cfg), "grid": g}, **({"grid_moves": moves} if moves else {})))
     jit = before["jit"]
     extra = {k: describe_arg(k, v) for k, v in call_kwargs.items()}
     path = None

@@ -9,7 +9,7 @@ import math
 import sys
 from typing import Any
 
-from ..base.config import TritonConfig
+from ..base.config import TritonConfig, is_block_key
 
 
 _KIND_BY_HEURISTIC = {
@@ -70,6 +70,44 @@ def config_record(cfg: Any) -> dict:
 def _json_flat(cfg: Any) -> dict:
     """:func:`config_flat` with every value JSON-able."""
     return TritonConfig.from_triton(cfg).mapped(_jsonable_scalar).flat()
+
+
+def launch_grid(grid: Any, meta: dict) -> list[int] | None:
+    """A launch's grid as ints: a grid function evaluated on ``meta`` (the launch's arguments and
+    constexprs by name), as ``JITFunction.run`` does. Raises what the grid function raises."""
+    if grid is None:
+        return None
+    g = grid(dict(meta)) if callable(grid) else grid
+    return [int(x) for x in (g if isinstance(g, (list, tuple)) else [g])]
+
+
+def grid_moves(grid: Any, meta: dict, flat: dict) -> dict | None:
+    """``{"BLOCK_SIZE_M=64": [gx, ...], ...}``: the program's own grid for each move the sweep makes of
+    a block constexpr (x2 and /2), when the launch computes its grid from its meta-parameters
+    (``kernel[lambda META: ...]``). A block the function does not read (its grid the same at both
+    moves) is left out: the function may take it from elsewhere, and the sweep's own rules decide.
+    None for a fixed grid."""
+    if not callable(grid):
+        return None
+    moves = {}
+    try:
+        base = launch_grid(grid, meta)
+    except Exception:
+        return None
+    for key, value in flat.items():
+        if not is_block_key(key, value):
+            continue
+        mine = {}
+        for new in (value * 2, value // 2):
+            if new < 1 or new == value:
+                continue
+            try:
+                mine[f"{key}={new}"] = launch_grid(grid, dict(meta, **{key: new}))
+            except Exception:  # a grid function that cannot take this value: the sweep's rules decide
+                continue
+        if any(g != base for g in mine.values()):
+            moves.update(mine)
+    return moves or None
 
 
 def _jsonable_scalar(v: Any) -> Any:

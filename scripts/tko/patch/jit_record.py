@@ -76,9 +76,7 @@ def _default_stages() -> int:
 
 def _grid(grid: Any, bound: dict, name: str) -> list | None:
     try:
-        g = grid(dict(bound)) if callable(grid) else grid
-        g = g if isinstance(g, (list, tuple)) else [g]
-        return [int(x) for x in g]
+        return capture_records.launch_grid(grid, bound)
     except Exception as exc:
         capture.log_error(f"grid {name}", exc)
         return None
@@ -141,8 +139,15 @@ def snapshot(obj: Any, st: capture.KernelState, args: tuple, kwargs: dict, site:
     num_bytes, source = capture_records.num_bytes_estimate(positional + keyword, tuple(values), None)
     return {"described": described, "npos": len(positional), "keyword": keyword, "flat": flat,
             "defaulted": defaulted, "options": {k: capture_records._jsonable_scalar(v) for k, v in options.items()},
-            "grid": _grid(kwargs.get("grid"), bound, st.name), "num_bytes": num_bytes, "bytes_source": source,
+            "grid": _grid(kwargs.get("grid"), bound, st.name),
+            "grid_moves": capture_records.grid_moves(kwargs.get("grid"), bound, flat),
+            "num_bytes": num_bytes, "bytes_source": source,
             "stem": stem, "saved": saved, "site": site, "heuristics": heuristics}
+
+
+def _config_entry(flat: dict, grid: list | None, moves: dict | None) -> dict:
+    """A standalone spec's config: flat config, grid, and the program's grid per block move (the sweep's)."""
+    return dict({"flat": flat, "grid": grid}, **({"grid_moves": moves} if moves else {}))
 
 
 def site_text(site: dict | None) -> str | None:
@@ -169,7 +174,7 @@ def record_launch(obj: Any, st: capture.KernelState, snap: dict) -> None:
                       "source_line": info.get("def_line"), "heuristics": snap["heuristics"] or None}
         path = standalone.write_user_standalone(
             capture.settings().capture_dir, snap["stem"], obj, st.name, described[:npos],
-            {d["name"]: d for d in described[npos:]}, [{"flat": flat, "grid": snap["grid"]}],
+            {d["name"]: d for d in described[npos:]}, [_config_entry(flat, snap["grid"], snap["grid_moves"])],
             snap["num_bytes"], snap["bytes_source"], capture.device_record(), extra_spec=extra_spec)
     capture.emit("launch", st.name, args=described, keyword_args=snap["keyword"] or None, grid=snap["grid"],
                  num_bytes=snap["num_bytes"], bytes_source=snap["bytes_source"], winner=winner,
