@@ -101,3 +101,53 @@ def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):
     skipped = {s.name: s.error for s in chain.steps if s.status == "skipped"}
     assert set(skipped) == {f"probe {k}" for k in kernels if k not in hot}
     assert all(e.startswith("not hot: 4.4% of GPU time") for e in skipped.values()), skipped
+
+
+def test_every_hot_kernels_probe_starts_before_any_kernels_gpu_steps(tmp_path, monkeypatch):
+    """The probes (offline compiles) run beside the GPU steps of every kernel, not only their own;
+    each is waited for once, and a stop (Ctrl-C) ends every probe still running."""
+    import json
+
+    from tko.chains import chain_steps, pipeline
+
+    cap = RECORDED / "scatter_index_add"
+    profile = json.loads((cap / "profile" / "profile.json").read_text())
+    kernels = pipeline.top_kernels(profile, None, 3)
+    assert len(kernels) >= 2
+    order: list[str] = []
+
+    class FakeProbe:
+        def __init__(self, name):
+            self.name, self.cancelled = name, False
+
+        def wait(self):
+            order.append(f"wait {self.name}")
+            return False
+
+        def cancel(self):
+            self.cancelled = True
+
+    def fake_run(name, cmd, **kw):
+        order.append(name)
+        if stop_at and name.startswith(stop_at):
+            raise KeyboardInterrupt
+        return False
+
+    chain = chain_steps.Chain(tmp_path)
+    probes = []
+    monkeypatch.setattr(chain, "start", lambda name, cmd, output=None: order.append(f"start {name}")
+                        or probes.append(FakeProbe(name)) or probes[-1])
+    monkeypatch.setattr(chain, "run", fake_run)
+    ctx = pipeline.KernelCtx(cap, tmp_path, cap / "autotune_kernels", ["gfx942"], None, False, False, None, shares={})
+    stop_at = None
+    gathered = pipeline._gather_all(chain, ctx, kernels, tmp_path / "profile.json")
+    assert sorted(gathered) == sorted(kernels) and [p.name for p in probes] == [f"probe {k}" for k in kernels]
+    first_gpu_step = min(i for i, n in enumerate(order) if n.startswith("speed_of_light "))
+    assert [n for n in order[:first_gpu_step] if n.startswith("start ")] == [f"start probe {k}" for k in kernels]
+    assert order[-len(kernels):] == [f"wait probe {k}" for k in kernels]
+
+    probes.clear()
+    stop_at = f"speed_of_light {kernels[0]}"
+    with pytest.raises(KeyboardInterrupt):
+        pipeline._gather_all(chain, ctx, kernels, tmp_path / "profile.json")
+    assert len(probes) == len(kernels) and all(p.cancelled for p in probes)

@@ -85,8 +85,9 @@ def run(rank: int, world: int, args) -> None:
     print(f"rank {rank}/{world} ({backend}, {device}): {ms:.4f} ms/step over {args.steps} steps", flush=True)
     save(loss, rank)
     # Let gloo's worker threads finish the last collective before the group is torn down: the
-    # Reducer's destructor holds the GIL while it joins them, and a worker that is still releasing
-    # that collective's thread-local state needs the GIL: a deadlock at exit (seen under the profiler).
+    # Reducer's destructor holds the GIL while it joins them, and a worker still releasing a
+    # collective's thread-local state (backward stashes a Python object there) needs the GIL: a
+    # deadlock at exit, seen under the profiler (README, "Programs that run as several processes").
     dist.barrier()
     time.sleep(0.1)
     dist.destroy_process_group()

@@ -358,9 +358,9 @@ def _run(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
     return kd / "run.json" if chain.run(name, cmd, output=kd / "run.json") else None
 
 
-def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> dict:
-    """inspect, scan, probe, run and speed of light of one kernel (each run or skipped): the
-    report's arguments."""
+def _static(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> tuple[dict, Background | None]:
+    """inspect and scan of one kernel (each run or skipped), and its probe started in the background:
+    (the report's arguments so far, the probe)."""
     out = ctx.out
     kd = out / "kernels" / kernel
     kd.mkdir(parents=True, exist_ok=True)
@@ -378,17 +378,31 @@ def _gather(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> di
     elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
         args["--isa"] = kd / "isa_scan.json"
-    standalone = ctx.kdir / f"{kernel}.py"
-    probe = _probe(chain, ctx, kernel, src, kd)
+    return args, _probe(chain, ctx, kernel, src, kd)
+
+
+def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: Path) -> dict[str, dict]:
+    """inspect, scan, probe, run and speed of light of each kernel (each run or skipped): the
+    reports' arguments. Every kernel's probe (offline compiles: CPU only) starts first and runs
+    beside every kernel's GPU steps; nothing but the reports and the sweep reads what it writes."""
+    gathered: dict[str, dict] = {}
+    probes: dict[str, Background | None] = {}
     try:
-        found = {"--run": _run(chain, ctx, kernel, standalone, kd), "--sol": _sol(chain, ctx, kernel, standalone, kd)}
-    except BaseException:  # e.g. Ctrl-C: the probe's processes must not outlive the chain
-        if probe is not None:
-            probe.cancel()
+        for kernel in kernels:
+            gathered[kernel], probes[kernel] = _static(chain, ctx, kernel, profile_json)
+        for kernel in kernels:
+            kd, standalone = ctx.out / "kernels" / kernel, ctx.kdir / f"{kernel}.py"
+            found = {"--run": _run(chain, ctx, kernel, standalone, kd), "--sol": _sol(chain, ctx, kernel, standalone, kd)}
+            gathered[kernel].update({flag: path for flag, path in found.items() if path is not None})
+    except BaseException:  # e.g. Ctrl-C: the probes' processes must not outlive the chain
+        for probe in probes.values():
+            if probe is not None:
+                probe.cancel()
         raise
-    found["--probe"] = kd / "probe.json" if probe is not None and probe.wait() else None
-    args.update({flag: path for flag, path in found.items() if path is not None})
-    return args
+    for kernel, probe in probes.items():
+        if probe is not None and probe.wait():
+            gathered[kernel]["--probe"] = ctx.out / "kernels" / kernel / "probe.json"
+    return gathered
 
 
 def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
@@ -630,7 +644,7 @@ def offline(chain: Chain, cap: Path, out: Path, top: int, probe_archs: list[str]
     # inspect, scan, probe, run, speed of light, report per kernel (a sweep, when one runs, adds two)
     sweep_first = trials is not None and sweep and ctx.local_gpu  # a report pass ahead of the trials
     chain.planned = len(chain.steps) + len(kernels) * (len(KERNEL_STEPS) + sweep_first) + bool(trials)
-    gathered = {kernel: _gather(chain, ctx, kernel, profile_json) for kernel in kernels}
+    gathered = _gather_all(chain, ctx, kernels, profile_json)
     program = program_evidence.program_decision(profile, label)
     pins_path = None
     if sweep_first:
