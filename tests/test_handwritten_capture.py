@@ -378,6 +378,10 @@ def test_launch_advice_names_the_site_the_arguments_and_a_heuristic():
     text = launch_advice.launch_text(spec, dict(old, BLOCK_N=2048), old, [32], [64], None)
     assert text.startswith("change the @triton.heuristics of rms (/p/k.py:12) to give BLOCK_N=2048")
     assert "the grid must follow: [64] -> [32]" in text
+    # a launch whose grid function (recorded at capture) already gives that grid: nothing to change there
+    spec["configs"] = [{"flat": old, "grid": [64], "grid_moves": {"BLOCK_N=2048": [32], "BLOCK_N=512": [128]}}]
+    text = launch_advice.launch_text(spec, dict(old, BLOCK_N=2048), old, [32], [64], None)
+    assert text.endswith("; the launch's grid function follows the block ([64] -> [32]): keep it")
 
 
 def test_the_reproducer_launches_the_jit_kernel_under_heuristics_and_autotune():

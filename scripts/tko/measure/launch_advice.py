@@ -45,6 +45,11 @@ def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, 
     if gain:
         text += f" (measured {gain:.2f}x the captured launch's speed on the captured inputs)"
     if grid_new != grid_old:
-        text += (f"; the grid must follow: {grid_old} -> {grid_new} (a grid computed from the block "
-                 "size, e.g. lambda meta: (triton.cdiv(n, meta['BLOCK']),), does)")
+        # grid_moves: the program's own grid function, evaluated at capture for each block move
+        moves = ((spec.get("configs") or [{}])[0] or {}).get("grid_moves") or {}
+        if any(moves.get(f"{k}={v}") == list(grid_new or []) for k, v in changed.items()):
+            text += f"; the launch's grid function follows the block ({grid_old} -> {grid_new}): keep it"
+        else:
+            text += (f"; the grid must follow: {grid_old} -> {grid_new} (a grid computed from the block "
+                     "size, e.g. lambda meta: (triton.cdiv(n, meta['BLOCK']),), does)")
     return text

@@ -7,6 +7,8 @@
 # liger (the Liger-Kernel tests; needs the liger_kernel wheel in .whl/, carried), rewrites (each
 # catalog rewrite arm on its example: tests/gpu/drivers/run_rewrite_table.py), default_inv (investigate.py
 # at its defaults on DEFAULT_INV_CMD, for its wall time),
+# default_inv_each (investigate.py at its defaults on each ';'-separated command of DEFAULT_INV_CMDS, one per
+# GPU at once: on a machine of N GPUs, N programs in the wall time of one),
 # gpu_fast (the GPU tests not marked slow).
 set -u
 out="${1:?usage: run_round_checks.sh OUT STEP...}"
@@ -38,6 +40,17 @@ for s in "$@"; do
                 --only "${REWRITES_ONLY:-}" ;;
     default_inv) step default_inv "${DEFAULT_INV_S:-560}" python scripts/investigate.py --out "$work/inv_default" \
                    -- python ${DEFAULT_INV_CMD:-examples/attention_by_hand/step.py --train --steps 20} ;;
+    default_inv_each)
+      IFS=';' read -r -a cmds <<< "${DEFAULT_INV_CMDS:-examples/gated_mlp.py --train;examples/large_vocab_ce.py}"
+      ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); ngpu=$((ngpu > 0 ? ngpu : 1))
+      i=0
+      for c in "${cmds[@]}"; do
+        ( CUDA_VISIBLE_DEVICES=$((i % ngpu)) step "default_inv_$i" "${DEFAULT_INV_S:-590}" \
+            python scripts/investigate.py --out "$work/inv_default_$i" -- python $c ) &
+        i=$((i + 1))
+        if [ $((i % ngpu)) -eq 0 ]; then wait; fi
+      done
+      wait ;;
     gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
   esac
 done
@@ -45,3 +58,4 @@ find "$work" \( -name "*.pt" -o -name "*.so" -o -name "*.cubin" \) -delete
 tar czf "$out/round.tar.gz" -C /tmp round
 cat "$work/steps.txt"
 for s in "$@"; do echo "---- $s"; tail -25 "$work/$s.log" 2>/dev/null; done
+for f in "$work"/default_inv_*.log; do [ -f "$f" ] && { echo "---- $f"; tail -15 "$f"; }; done
