@@ -457,7 +457,7 @@ def sweep_block_moves_launch_the_programs_grid(matmul: Path, work: Path) -> None
     move launches the grid the program's own grid function gives (evaluated at capture); the
     recorded grid at a smaller block leaves tiles unwritten, which the output gate catches."""
     import torch  # noqa: F401 (the sweep's worker imports it too)
-    from tko.measure import sweep, sweep_plan
+    from tko.measure import sweep, sweep_plan, sweep_results
 
     winner = sweep_plan.read_standalone(matmul)[2]["configs"][0]
     flat, grid0, moves = winner["flat"], winner["grid"], winner["grid_moves"]
@@ -478,6 +478,13 @@ def sweep_block_moves_launch_the_programs_grid(matmul: Path, work: Path) -> None
     assert passed == {"baseline": True, f"BLOCK_SIZE_M={bm // 2}": True, f"BLOCK_SIZE_N={bn * 2}": True,
                       "recorded_grid": False}
     assert run["records"]["recorded_grid"]["check"]["unwritten_count"] > 0
+    payload = sweep_results.assemble(plan, run, devices=[None], workers_per_device=1, warmup_ms=1.0, rep_ms=2.0,
+                                     interpret=True, wall_s=1.0, compile_info=None, probe_file=None)
+    reasons = {r["name"]: r["reason"] for r in payload["variants"]}
+    assert reasons["recorded_grid"].endswith(f"BLOCK_SIZE_M changed but the launch kept the recorded grid {grid0}: the "
+                                             "capture recorded no grid for this block (a grid function's grids are "
+                                             "recorded as grid_moves; a fixed grid is not)")
+    assert reasons[f"BLOCK_SIZE_M={bm // 2}"] is None
 
 
 DTYPE_PROGRAM = textwrap.dedent('''

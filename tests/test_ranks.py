@@ -208,8 +208,9 @@ def test_capture_writes_per_rank_files_with_rank_tags(tmp_path, launcher):
 def test_profile_writes_a_trace_per_rank_and_the_cross_rank_view(tmp_path, launcher):
     cmd = (TORCHRUN if launcher == "torchrun" else [sys.executable]) + [str(EXAMPLE), "--steps", "3"]
     out = tmp_path / "profile.json"
+    # --timeout: a rank that hangs at exit fails the test in minutes, its whole process group ended
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "profile_kernels.py"), "--json-out", str(out),
-                           "--markdown-out", str(tmp_path / "profile.md"), "--", *cmd],
+                           "--markdown-out", str(tmp_path / "profile.md"), "--timeout", "300", "--", *cmd],
                           capture_output=True, text=True, timeout=600, env=dict(os.environ, MASTER_PORT=_free_port()))
     # on the CPU the ranks launch no GPU kernel: the kernel table fails, the rank view is written first
     assert "holds no GPU kernel events" in done.stderr, done.stderr[-2000:]

@@ -210,6 +210,8 @@ def test_gate_rejects_wrong_variants_and_ranks_the_rest(captured, tmp_path, monk
     rows = {r["name"]: r for r in payload["variants"]}
     assert rows["BLOCK=128"]["status"] == "failed"
     assert rows["BLOCK=128"]["check"]["unwritten_count"] == 128     # 2 blocks x 64 masked-off lanes
+    # its grid was rescaled with the block ([5] -> [3]): the unwritten lanes are the kernel's own doing
+    assert rows["BLOCK=128"]["grid"] != base.grid and "recorded grid" not in rows["BLOCK=128"]["reason"]
     assert rows["scale_2.5"]["status"] == "failed"
     assert rows["scale_2.5"]["check"]["unwritten_count"] == 0
     assert rows["scale_2.5"]["check"]["rel_err"] == pytest.approx(0.25, rel=1e-6)

@@ -57,7 +57,8 @@ def _shared_notes(devices: list, workers_per_device: int) -> list[str]:
     return shared
 
 
-def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, interpret: bool) -> dict:
+def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, interpret: bool,
+                 flat0: dict | None = None, grid0: list | None = None) -> dict:
     """One variant's row: its status, timing and the ratio to the winner timed on its device."""
     from .bench import gb_per_s
     from . import peaks
@@ -80,7 +81,22 @@ def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, inte
     row["within_noise"] = (v.name != "baseline" and ms is not None and noise is not None
                            and _rel(ms, ref_ms) is not None and _rel(ms, ref_ms) <= noise)
     row["reason"] = (rec.get("check") or {}).get("reason") if status == "failed" else rec.get("error")
+    unwritten = status == "failed" and (rec.get("check") or {}).get("unwritten_count")
+    note = _kept_grid_note(v, flat0 or {}, grid0) if unwritten and grid0 and v.grid == grid0 else None
+    if note:
+        row["reason"] = f"{row['reason']}; {note}" if row["reason"] else note
     return row
+
+
+def _kept_grid_note(v: Variant, flat0: dict, grid0: list) -> str | None:
+    """Why a block move can leave outputs unwritten: it launched the recorded grid."""
+    from ..base.config import is_block_key
+
+    moved = [k for k, val in v.flat.items() if is_block_key(k, val) and flat0.get(k) != val]
+    if not moved:
+        return None
+    return (f"{', '.join(moved)} changed but the launch kept the recorded grid {grid0}: the capture recorded "
+            "no grid for this block (a grid function's grids are recorded as grid_moves; a fixed grid is not)")
 
 
 def _rank(rows: list[dict], base_ms: float | None, noise: float | None) -> dict:
@@ -132,7 +148,9 @@ def assemble(plan: Plan, run: dict, *, devices: list, workers_per_device: int, w
     peak = None
     if not interpret and first_slot:
         peak = peaks.lookup(first_slot["device_name"], first_slot.get("device_arch"))
-    rows = [_variant_row(v, run["records"].get(v.name), base, num_bytes, peak, interpret) for v in plan.variants]
+    first = plan.variants[0]
+    rows = [_variant_row(v, run["records"].get(v.name), base, num_bytes, peak, interpret, first.flat, first.grid)
+            for v in plan.variants]
     ranking = _rank(rows, base["median_ms"], noise)
     best_name = ranking["best"]
     within_noise, summary = _best_and_summary(plan, rows, best_name, noise, interpret)
