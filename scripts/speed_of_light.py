@@ -55,6 +55,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--twin-out", default=None, help="where to write the twin (default: <json-out>.twin.py)")
     p.add_argument("--sweep", default=None, help="variant_sweep/1 JSON: its best variant goes on the chart")
     p.add_argument("--remedy", default=None, help="kernel_run/1 JSON of a rewritten kernel: goes on the chart")
+    p.add_argument("--kernel-run", default=None, metavar="FILE",
+                   help="kernel_run/1 JSON of this kernel file (run_captured_kernel.py) with the same timers: "
+                        "its times stand for the kernel's, which is not timed again (else it is)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per kernel run (default 300)")
     p.add_argument("--json-out", required=True, help="where to write the speed_of_light/1 JSON")
     p.add_argument("--markdown-out", default=None, help="Markdown report with the inline SVG chart")
@@ -82,12 +85,14 @@ def main(argv=None) -> int:
         raise InputError("--timeout must be positive")
     sweep_ms = speed_of_light.best_sweep_ms(read_artifact(opts.sweep, "variant_sweep")) if opts.sweep else None
     remedy_ms = speed_of_light.pick_ms(read_artifact(opts.remedy, "kernel_run"))[0] if opts.remedy else None
+    given_run = read_artifact(opts.kernel_run, "kernel_run") if opts.kernel_run else None
     json_out = Path(opts.json_out)
     twin_out = Path(opts.twin_out) if opts.twin_out else json_out.with_suffix(".twin.py")
     payload = speed_of_light.analyse(
         kernel, twin_path=twin_out, arches=opts.arch, peak_gbps=opts.peak_gbps, peaks_store=opts.peaks,
         timer=opts.timer, offline=opts.offline, timeout=opts.timeout, kernel=opts.kernel_name,
-        sweep_ms=sweep_ms, remedy_ms=remedy_ms, floor_basis=opts.floor_basis)
+        sweep_ms=sweep_ms, remedy_ms=remedy_ms, floor_basis=opts.floor_basis, kernel_run=given_run,
+        kernel_run_label=opts.kernel_run)
     write_artifact(json_out, "speed_of_light/1", TOOL, payload)
     if opts.markdown_out:
         write_text(opts.markdown_out, speed_of_light.markdown(payload))

@@ -151,3 +151,24 @@ def test_every_hot_kernels_probe_starts_before_any_kernels_gpu_steps(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         pipeline._gather_all(chain, ctx, kernels, tmp_path / "profile.json")
     assert len(probes) == len(kernels) and all(p.cancelled for p in probes)
+
+
+def test_speed_of_light_takes_the_kernels_times_from_its_run_step_on_a_gpu(tmp_path, monkeypatch):
+    import json
+
+    from tko.chains import chain_steps, pipeline
+
+    cap = RECORDED / "scatter_index_add"
+    kernel = pipeline.top_kernels(json.loads((cap / "profile" / "profile.json").read_text()), None, 1)[0]
+    cmds = {}
+    chain = chain_steps.Chain(tmp_path)
+    monkeypatch.setattr(chain, "run", lambda name, cmd, **kw: cmds.__setitem__(name, [str(c) for c in cmd]) or False)
+    kd = tmp_path / "kernels" / kernel
+    for gpu, run, flag in ((True, kd / "run.json", True), (True, cap / "runs" / f"{kernel}.json", False),
+                           (True, None, False), (False, kd / "run.json", False)):
+        ctx = pipeline.KernelCtx(cap, tmp_path, cap / "autotune_kernels", [], None, True, gpu, None, shares={})
+        pipeline._sol(chain, ctx, kernel, cap / "autotune_kernels" / f"{kernel}.py", kd, run)
+        cmd = cmds[f"speed_of_light {kernel}"]
+        assert ("--kernel-run" in cmd) == flag and ("--offline" in cmd) == (not gpu)
+        if flag:
+            assert cmd[cmd.index("--kernel-run") + 1] == str(kd / "run.json")

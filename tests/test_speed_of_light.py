@@ -186,3 +186,40 @@ def test_a_kernel_that_calls_tl_dot_is_matmul_bound_not_access_bound():
 
 def _def_line(text: str, name: str) -> int:
     return next(i for i, ln in enumerate(text.splitlines(), 1) if ln.startswith(f"def {name}("))
+
+
+def test_a_run_of_the_same_file_and_timers_stands_for_timing_the_kernel_again(tmp_path, monkeypatch):
+    """investigate.py times each kernel in its ``run`` step, then in speed_of_light: the second
+    timing of the same file with the same timers is left out; any other run is not taken."""
+    from tko.measure import kernel_run
+
+    calls = []
+
+    def fake_run_kernel(path, timer=None, timeout=None, **kw):
+        calls.append(Path(path).name)
+        return {"kernel_file": str(path), "status": "ok", "command": [], "results": [
+            {"ok": True, "best": True, "timer": "torch.profiler.l2_flushed", "ms": 0.040}]}
+
+    monkeypatch.setattr(sol, "gpu_available", lambda: (True, "test"))
+    monkeypatch.setattr(kernel_run, "run_kernel", fake_run_kernel)
+    given = {"kernel_file": str(GELU), "status": "ok",
+             "command": ["python", str(GELU), "--all-configs", "--timer", "do_bench,profiler_flushed"],
+             "results": [{"ok": True, "best": True, "timer": "triton.testing.do_bench", "ms": 0.061},
+                         {"ok": True, "best": True, "timer": "torch.profiler.l2_flushed", "ms": 0.052}]}
+
+    def analyse(run):
+        calls.clear()
+        return sol.analyse(GELU, twin_path=tmp_path / "twin.py", arches=["gfx942"], peak_gbps=PEAK,
+                           floor_basis="peak", kernel_run=run, kernel_run_label="run.json")
+
+    doc = analyse(given)
+    assert calls == ["twin.py"]                                    # the twin only
+    assert doc["runs"]["kernel"]["ms"] == 0.052 and doc["runs"]["kernel"]["source"] == "run.json"
+    assert "kernel times from run.json (this file, the same timers), not timed again" in doc["notes"]
+    for other, why in ((dict(given, command=["python", str(GELU), "--timer", "do_bench"]),
+                        "it was not timed with profiler_flushed"),
+                       (dict(given, kernel_file=str(tmp_path / "other.py")), "not this file"),
+                       (dict(given, status="failed"), "its status is 'failed'")):
+        doc = analyse(other)
+        assert calls == [GELU.name, "twin.py"] and doc["runs"]["kernel"]["ms"] == 0.040
+        assert any(n.startswith("run.json not used (") and why in n for n in doc["notes"]), doc["notes"]

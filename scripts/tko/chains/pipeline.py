@@ -299,9 +299,10 @@ class KernelCtx:
 KERNEL_STEPS = ("inspect", "scan", "probe", "run", "speed_of_light", "report")
 
 
-def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) -> Path | None:
-    """speed_of_light.py on the captured standalone kernel: timed on a GPU, else built,
-    compiled and checked offline."""
+def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path,
+         run: Path | None = None) -> Path | None:
+    """speed_of_light.py on the captured standalone kernel: timed on a GPU (the kernel's times from
+    its ``run`` step when that ran here), else built, compiled and checked offline."""
     name = f"speed_of_light {kernel}"
     if not standalone.is_file():
         chain.skip(name, "no standalone file of this kernel was captured")
@@ -310,6 +311,8 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
                                          "--twin-out", kd / "sol_twin.py"]
     if not ctx.local_gpu:
         cmd.append("--offline")
+    elif run is not None and run == kd / "run.json":  # timed here, not a recorded run
+        cmd += ["--kernel-run", run]
     if ctx.peak_gbps:
         cmd += ["--peak-gbps", str(ctx.peak_gbps)]
     elif (ctx.cap / PEAKS_FILE).is_file():
@@ -392,7 +395,8 @@ def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: 
             gathered[kernel], probes[kernel] = _static(chain, ctx, kernel, profile_json)
         for kernel in kernels:
             kd, standalone = ctx.out / "kernels" / kernel, ctx.kdir / f"{kernel}.py"
-            found = {"--run": _run(chain, ctx, kernel, standalone, kd), "--sol": _sol(chain, ctx, kernel, standalone, kd)}
+            run = _run(chain, ctx, kernel, standalone, kd)
+            found = {"--run": run, "--sol": _sol(chain, ctx, kernel, standalone, kd, run)}
             gathered[kernel].update({flag: path for flag, path in found.items() if path is not None})
     except BaseException:  # e.g. Ctrl-C: the probes' processes must not outlive the chain
         for probe in probes.values():

@@ -387,6 +387,38 @@ def pick_ms(run: dict | None) -> tuple[float | None, str | None]:
     return (positive_float(best[0]["ms"]), best[0].get("timer")) if best else (None, None)
 
 
+def reusable_run(run: dict, kernel_py, timer: str) -> str | None:
+    """Why a given ``kernel_run/1`` cannot stand for timing the kernel here; None when it can: it ran
+    this file, ended ok, with every timer asked for, and holds the best config's time."""
+    from pathlib import Path
+
+    ran = run.get("kernel_file")
+    if not isinstance(ran, str) or Path(ran).resolve() != Path(kernel_py).resolve():
+        return f"it ran {ran!r}, not this file"
+    if run.get("status") != "ok":
+        return f"its status is {run.get('status')!r}"
+    cmd = [str(c) for c in run.get("command") or []]
+    given = set(cmd[cmd.index("--timer") + 1].split(",")) if "--timer" in cmd[:-1] else set()
+    missing = set(timer.split(",")) - given
+    if missing:
+        return "it was not timed with " + ", ".join(sorted(missing))
+    return None if pick_ms(run)[0] is not None else "it holds no time of the best config"
+
+
+def _kernel_times(kernel_py, timer: str, timeout: float, given: dict | None, label: str | None,
+                  notes: list) -> dict | None:
+    """The kernel's run: a given one (the investigation's ``run`` step) when it fits, else timed now."""
+    from .kernel_run import run_kernel
+
+    why = reusable_run(given, kernel_py, timer) if given is not None else None
+    if given is not None and why is None:
+        notes.append(f"kernel times from {label} (this file, the same timers), not timed again")
+        return dict(_run_brief(given), source=label)
+    if given is not None:
+        notes.append(f"{label} not used ({why}): the kernel timed here")
+    return _run_brief(run_kernel(kernel_py, timer=timer, timeout=timeout))
+
+
 def _run_brief(run: dict | None) -> dict | None:
     if run is None:
         return None
@@ -453,12 +485,14 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
             peaks_store: str | None = None, timer: str = "profiler_flushed,do_bench", offline: bool = False,
             timeout: float = 300.0, kernel: str | None = None, sweep_ms: float | None = None,
             remedy_ms: float | None = None, rules: dict | None = None,
-            floor_basis: str = "size_matched_copy") -> dict:
+            floor_basis: str = "size_matched_copy", kernel_run: dict | None = None,
+            kernel_run_label: str | None = None) -> dict:
     """Build, check and (on a GPU) time the twin; the ``speed_of_light/1`` payload.
 
     On a GPU the floors are copies of the same bytes timed now (``floor_basis`` ``size_matched_copy``,
     see :func:`size_matched_copies`); offline, or with ``floor_basis="peak"``, the bytes at the 1 GiB
-    copy peak. The bandwidth check stays on the peak.
+    copy peak. The bandwidth check stays on the peak. ``kernel_run``: a ``kernel_run/1`` of this file
+    with the same timers (:func:`reusable_run`) stands for timing the kernel again.
     """
     from pathlib import Path
 
@@ -489,7 +523,8 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
     if gpu:
         from .kernel_run import run_kernel
 
-        runs["kernel"] = _run_brief(run_kernel(kernel_py, timer=timer, timeout=timeout))
+        runs["kernel"] = _kernel_times(kernel_py, timer, timeout, kernel_run, kernel_run_label or "the given run",
+                                       notes)
         if validity["valid"]:
             runs["twin"] = _run_brief(run_kernel(Path(twin_path), timer=timer, timeout=timeout))
         else:
