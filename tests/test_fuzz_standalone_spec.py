@@ -51,6 +51,10 @@ def mutated_file(draw) -> tuple[Path, str]:
     seed = draw(st.sampled_from(SEEDS))
     text = seed.read_text(encoding="utf-8")
     spec = copy.deepcopy(_spec(text))
+    # the program's grid per block move, as a capture of a grid function records it: fuzzed as well
+    flat = spec["configs"][0]["flat"]
+    spec["configs"][0].setdefault("grid_moves", {f"{k}={2 * v}": [1] for k, v in flat.items()
+                                                 if isinstance(v, int) and "BLOCK" in k.upper()})
     paths = [p for p, _ in json_paths(spec)]
     for _ in range(draw(st.integers(1, 3))):
         put(spec, draw(st.sampled_from(paths)), draw(HOSTILE))

@@ -46,7 +46,10 @@ def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, 
         text += f" (measured {gain:.2f}x the captured launch's speed on the captured inputs)"
     if grid_new != grid_old:
         # grid_moves: the program's own grid function, evaluated at capture for each block move
-        moves = ((spec.get("configs") or [{}])[0] or {}).get("grid_moves") or {}
+        from .sweep_plan import recorded_grid_moves
+
+        configs = spec.get("configs")
+        moves = recorded_grid_moves(configs[0]) if isinstance(configs, list) and configs else {}
         if any(moves.get(f"{k}={v}") == list(grid_new or []) for k, v in changed.items()):
             text += f"; the launch's grid function follows the block ({grid_old} -> {grid_new}): keep it"
         else:

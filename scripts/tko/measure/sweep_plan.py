@@ -90,6 +90,16 @@ def grid_driving_keys(kernel: dict) -> set[str]:
     return keys
 
 
+def recorded_grid_moves(config: Any) -> dict[str, list[int]]:
+    """A standalone config's ``grid_moves`` (the program's grid per block move), the well-formed
+    entries only: a name and a list of positive ints each."""
+    moves = config.get("grid_moves") if isinstance(config, dict) else None
+    if not isinstance(moves, dict):
+        return {}
+    return {k: list(v) for k, v in moves.items() if isinstance(k, str) and isinstance(v, list) and v
+            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v)}
+
+
 def scaled_grid(grid: list | None, factor: float) -> list | None:
     """The recorded grid for a block size x ``factor``: the one axis above 1, rounded up.
 
@@ -261,7 +271,7 @@ def build_plan(kernel_file: str | Path, work_dir: str | Path, probe_doc: dict | 
         flat = dict(flat0, **changes)
         variants.append(Variant(name, "config", description, flat, grid0, kernel_file))
 
-    variants += _block_variants(kernel, launch, flat0, grid0, kernel_file, notes, winner.get("grid_moves"))
+    variants += _block_variants(kernel, launch, flat0, grid0, kernel_file, notes, recorded_grid_moves(winner))
     warps = int(flat0.get("num_warps") or 4)
     for new, label in ((warps * 2, "x2"), (warps // 2, "/2")):
         if 1 <= new <= 16 and new != warps:
