@@ -4,6 +4,7 @@ test_investigate.py, marked slow)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -135,13 +136,16 @@ def test_every_hot_kernels_probe_starts_before_any_kernels_gpu_steps(tmp_path, m
 
     chain = chain_steps.Chain(tmp_path)
     probes = []
+    probe_cmds = []
     monkeypatch.setattr(chain, "start", lambda name, cmd, output=None: order.append(f"start {name}")
-                        or probes.append(FakeProbe(name)) or probes[-1])
+                        or probe_cmds.append([str(c) for c in cmd]) or probes.append(FakeProbe(name)) or probes[-1])
     monkeypatch.setattr(chain, "run", fake_run)
     ctx = pipeline.KernelCtx(cap, tmp_path, cap / "autotune_kernels", ["gfx942"], None, False, False, None, shares={})
     stop_at = None
     gathered = pipeline._gather_all(chain, ctx, kernels, tmp_path / "profile.json")
     assert sorted(gathered) == sorted(kernels) and [p.name for p in probes] == [f"probe {k}" for k in kernels]
+    jobs = {int(c[c.index("--jobs") + 1]) for c in probe_cmds}               # the probes share the CPUs
+    assert jobs == {max(1, ((os.cpu_count() or 2) - 2) // len(kernels))}
     first_gpu_step = min(i for i, n in enumerate(order) if n.startswith("speed_of_light "))
     assert [n for n in order[:first_gpu_step] if n.startswith("start ")] == [f"start probe {k}" for k in kernels]
     assert order[-len(kernels):] == [f"wait probe {k}" for k in kernels]

@@ -322,9 +322,11 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path,
     return kd / "sol.json" if chain.run(name, cmd, output=kd / "sol.json") else None
 
 
-def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path) -> Background | None:
+def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path,
+           jobs: int | None = None) -> Background | None:
     """probe_compile.py for the --probe-arch targets of a hot kernel, started in the background:
-    the slowest offline step, and no step of the kernel but its report reads what it writes."""
+    the slowest offline step, and no step of the kernel but its report reads what it writes.
+    ``jobs``: its parallel compiles (the probes of all kernels share the CPUs)."""
     name = f"probe {kernel}"
     if not ctx.probe_archs:
         chain.skip(name, "no compile target (--probe-arch none)")
@@ -344,6 +346,8 @@ def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path
         probe += ["--variants", ctx.probe_variants or ",".join(HINT_VARIANTS)]
     if (ctx.kdir / "autotune.log").is_file():
         probe += ["--launch-event", ctx.kdir / "autotune.log"]
+    if jobs:
+        probe += ["--jobs", str(jobs)]
     return chain.start(name, probe, output=kd / "probe.json")
 
 
@@ -361,7 +365,8 @@ def _run(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path) 
     return kd / "run.json" if chain.run(name, cmd, output=kd / "run.json") else None
 
 
-def _static(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> tuple[dict, Background | None]:
+def _static(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path,
+            probe_jobs: int | None = None) -> tuple[dict, Background | None]:
     """inspect and scan of one kernel (each run or skipped), and its probe started in the background:
     (the report's arguments so far, the probe)."""
     out = ctx.out
@@ -381,7 +386,7 @@ def _static(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path) -> tu
     elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
         args["--isa"] = kd / "isa_scan.json"
-    return args, _probe(chain, ctx, kernel, src, kd)
+    return args, _probe(chain, ctx, kernel, src, kd, probe_jobs)
 
 
 def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: Path) -> dict[str, dict]:
@@ -390,9 +395,11 @@ def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: 
     beside every kernel's GPU steps; nothing but the reports and the sweep reads what it writes."""
     gathered: dict[str, dict] = {}
     probes: dict[str, Background | None] = {}
+    # the probes share the CPUs, less two for the GPU steps beside them (their compiles and launches)
+    jobs = max(1, ((os.cpu_count() or 2) - 2) // max(1, len(kernels)))
     try:
         for kernel in kernels:
-            gathered[kernel], probes[kernel] = _static(chain, ctx, kernel, profile_json)
+            gathered[kernel], probes[kernel] = _static(chain, ctx, kernel, profile_json, jobs)
         for kernel in kernels:
             kd, standalone = ctx.out / "kernels" / kernel, ctx.kdir / f"{kernel}.py"
             run = _run(chain, ctx, kernel, standalone, kd)
