@@ -112,6 +112,8 @@ def main(argv=None) -> int:
     if ranks:
         result["ranks"] = ranks
     result["next_steps"] = investigation_index.next_steps(result)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    result["deadline_s"] = a.deadline_s if cmd else None
     investigation_index.write_index(out, result)
     print("\n".join(console_summary(result, out, time.perf_counter() - started)), flush=True)
     failed = [s for s in chain.steps if s.status == "failed"]

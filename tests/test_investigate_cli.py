@@ -71,6 +71,19 @@ def test_the_console_gets_a_short_summary_and_counters_that_reach_the_total(run_
     assert skipped and any(s["name"].startswith("probe ") for s in skipped)  # --probe-arch none
     table = (out / "investigation.md").read_text().split("## Steps", 1)[1]
     assert "None" not in table
+    # the wall time, offline: no target; the console's "done in" counts the same run
+    done_s = float(re.search(r"\[investigate\] done in ([0-9.]+) s", stdout).group(1))
+    assert index["deadline_s"] is None and 0 < index["wall_s"] <= done_s
+    assert table.lstrip().startswith(f"Wall time: {index['wall_s']:.0f} s.\n")
+
+
+def test_the_wall_time_is_held_against_the_deadline_online():
+    from tko.chains.investigation_index import _wall_line
+
+    assert _wall_line({"wall_s": 512.4, "deadline_s": 600.0}) == [
+        "Wall time: 512 s against the 600 s target (--deadline-s).", ""]
+    assert _wall_line({"wall_s": 640.0, "deadline_s": 600.0})[0].endswith("(--deadline-s): over it.")
+    assert _wall_line({}) == [] and _wall_line({"wall_s": None}) == []
 
 
 def test_only_hot_kernels_are_compile_probed(tmp_path, monkeypatch):

@@ -177,10 +177,20 @@ def index_markdown(result: dict) -> str:
     lines += ["", "## Next steps", ""] + ([f"- {n}" for n in result["next_steps"]] if result.get("next_steps") else
                                          ["- nothing to run: no kernel decision and no whole-program finding asks "
                                           "for a change, and nothing is left to measure"])
-    lines += ["", "## Steps", ""] + md.table(["step", "status", "seconds", "note"], [
+    lines += ["", "## Steps", ""] + _wall_line(result) + md.table(["step", "status", "seconds", "note"], [
         [s["name"], s["status"], "" if s["seconds"] is None else s["seconds"], md.text((s["error"] or "")[:200])]
         for s in result["steps"]])
     return "\n".join(lines) + "\n"
+
+
+def _wall_line(result: dict) -> list[str]:
+    """The investigation's wall time, against its target when it ran the program."""
+    wall, deadline = result.get("wall_s"), result.get("deadline_s")
+    if not isinstance(wall, (int, float)):
+        return []
+    target = (f" against the {deadline:.0f} s target (--deadline-s)" + (": over it" if wall > deadline else "")
+              if isinstance(deadline, (int, float)) else "")
+    return [f"Wall time: {wall:.0f} s{target}.", ""]
 
 
 def _index_row(r: dict) -> list[str]:
