@@ -223,3 +223,30 @@ def test_a_run_of_the_same_file_and_timers_stands_for_timing_the_kernel_again(tm
         doc = analyse(other)
         assert calls == [GELU.name, "twin.py"] and doc["runs"]["kernel"]["ms"] == 0.040
         assert any(n.startswith("run.json not used (") and why in n for n in doc["notes"]), doc["notes"]
+
+
+def test_a_tl_dot_kernel_is_timed_against_the_library_gemm_of_its_shapes(tmp_path, monkeypatch):
+    """On a GPU, a matmul kernel's speed of light times torch.matmul of its operand shapes beside it,
+    by the same timer as the kernel's (do_bench); the ratio goes into the numbers and the class text."""
+    from tko.measure import kernel_run, library_gemm
+
+    matmul = ROOT / "examples" / "recorded_h200" / "triton_tutorials" / "autotune_kernels" / "matmul_kernel.py"
+    monkeypatch.setattr(sol, "gpu_available", lambda: (True, "test"))
+    monkeypatch.setattr(kernel_run, "run_kernel", lambda path, **kw: {
+        "kernel_file": str(path), "status": "ok", "command": [], "results": [
+            {"ok": True, "best": True, "timer": "torch.profiler.l2_flushed", "ms": 0.201},
+            {"ok": True, "best": True, "timer": "triton.testing.do_bench", "ms": 0.210}]})
+    timed = []
+    monkeypatch.setattr(library_gemm, "time_library_gemm",
+                        lambda shapes, **kw: timed.append(shapes) or {"ms": 0.150, "timer": "triton.testing.do_bench",
+                                                                      "call": library_gemm.describe(shapes)})
+    doc = sol.analyse(matmul, twin_path=tmp_path / "twin.py", arches=["gfx942"], peak_gbps=PEAK, floor_basis="peak")
+    assert [(s["m"], s["n"], s["k"], s["dtype"]) for s in timed] == [(4096, 4096, 4096, "float16")]
+    c = doc["classification"]
+    assert c["class"] == "matmul_bound" and doc["runs"]["library_gemm"]["ms"] == 0.150
+    assert c["numbers"]["kernel_over_library"] == pytest.approx(0.210 / 0.150)        # do_bench on both sides
+    assert "the library GEMM of the same shapes (torch.matmul) takes 0.15 ms, the kernel 0.21 ms" in c["says"]
+    monkeypatch.setattr(library_gemm, "time_library_gemm", lambda shapes, **kw: 1 // 0)
+    doc = sol.analyse(matmul, twin_path=tmp_path / "twin.py", arches=["gfx942"], peak_gbps=PEAK, floor_basis="peak")
+    assert doc["runs"]["library_gemm"] is None and "kernel_over_library" not in doc["classification"]["numbers"]
+    assert any("not timed: ZeroDivisionError" in n for n in doc["notes"])

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import ROOT
+from tko.base import decide
 from tko.base.errors import InputError
 from tko.read import kernel_classes
 from tko.verdict import program_evidence, report, step_breakdown
@@ -214,3 +215,32 @@ def test_a_matmul_kernel_is_swept_then_left_when_its_sweep_finds_nothing():
     rep = report.build("matmul_kernel", {"profile": doc, "sol": sol_doc, "benchmark": sweep}, labels)
     assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
     assert rep["facts"]["headroom"]["value"] == pytest.approx(1.0)
+
+
+def test_a_matmul_kernel_the_library_gemm_beats_is_told_to_call_the_library():
+    """The same recording, with the library GEMM of its shapes timed beside it (as speed_of_light.py
+    now does for a tl.dot kernel on a GPU): a clear library lead over the kernel's best measured
+    config is a model rewrite (call torch.matmul), its headroom from the library; within the lead
+    cut the sweep still decides."""
+    inv = ROOT / "examples" / "recorded_h200" / "triton_tutorials" / "investigation"
+    doc = json.loads((inv / "profile.json").read_text())
+    sweep = json.loads((inv / "kernels" / "matmul_kernel" / "sweep.json").read_text())
+    labels = {"profile": "profile.json", "sol": "sol.json", "benchmark": "sweep.json"}
+    lead_min = decide.threshold("library_gemm_lead_min")
+
+    def with_library(kernel_ms, library_ms):
+        sol_doc = json.loads((inv / "kernels" / "matmul_kernel" / "sol.json").read_text())
+        sol_doc["classification"]["class"] = "matmul_bound"
+        sol_doc["classification"]["numbers"].update(library_gemm_ms=library_ms, kernel_do_bench_ms=kernel_ms,
+                                                    kernel_over_library=kernel_ms / library_ms)
+        return report.build("matmul_kernel", {"profile": doc, "sol": sol_doc, "benchmark": sweep}, labels)
+
+    rep = with_library(0.40, 0.20)                               # the library twice as fast
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("rewrite_model", "sol_matmul_library_faster")
+    assert rep["facts"]["library_gemm_lead"]["value"] == pytest.approx(2.0)
+    assert rep["facts"]["headroom"]["value"] == pytest.approx(2.0)
+    assert "library GEMM of the same shapes" in rep["facts"]["headroom_source"]["value"]
+    assert "Call torch.matmul" in rep["decision"]["fired"][0]["says"] and "0.2 ms" in rep["decision"]["fired"][0]["says"]
+    rep = with_library(0.20 * lead_min * 0.99, 0.20)             # a lead inside the cut: the sweep's answer stands
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
+    assert rep["facts"]["library_gemm_lead"]["value"] < lead_min and rep["facts"]["headroom"]["value"] == 1.0

@@ -43,6 +43,7 @@ SMALL_COPY_BYTES = 250e6
 MATCHED_KEYS = ("bytes_moved", "buffer_bytes", "median_ms", "p20_ms", "p80_ms", "copy_gbps", "dtype", "method",
                 "measured_at")
 GPU_RUN_ADDS = ("kernel and memory-twin device times (torch.profiler, L2 flushed; do_bench beside it)",
+                "for a kernel that calls tl.dot, torch.matmul of the same shapes timed beside it",
                 "the kernel's % of copy bandwidth under the unique bytes and under Inductor's estimate",
                 "the class: at_floor, arithmetic_bound, access_pattern_bound or matmul_bound, with the gap in ms")
 
@@ -298,8 +299,10 @@ def access_causes(facts: dict, numbers: dict, th: dict) -> list[dict]:
 
 # --------------------------------------------------------------------------- classification
 
-def measured_numbers(kernel_ms: float | None, twin_ms: float | None, fl: dict, model: dict) -> dict:
-    """The numbers every class carries: ms, % of copy, ratios."""
+def measured_numbers(kernel_ms: float | None, twin_ms: float | None, fl: dict, model: dict,
+                     library: dict | None = None) -> dict:
+    """The numbers every class carries: ms, % of copy, ratios; with ``library`` (a matmul kernel:
+    its do_bench time and the library GEMM's, one timer on both sides) their ratio too."""
     floor = fl.get("copy_floor_ms")
     peak = fl.get("peak_gbps")
     unique = model.get("unique_bytes")
@@ -314,7 +317,10 @@ def measured_numbers(kernel_ms: float | None, twin_ms: float | None, fl: dict, m
             "kernel_pct_of_copy": pct(kernel_ms), "twin_pct_of_copy": pct(twin_ms),
             "kernel_over_floor": _ratio(kernel_ms, floor), "twin_over_floor": _ratio(twin_ms, floor),
             "kernel_over_twin": _ratio(kernel_ms, twin_ms),
-            "gap_ms": kernel_ms - floor if kernel_ms and floor else None}
+            "gap_ms": kernel_ms - floor if kernel_ms and floor else None,
+            **({"library_gemm_ms": library.get("library_ms"), "kernel_do_bench_ms": library.get("kernel_ms"),
+                "kernel_over_library": _ratio(library.get("kernel_ms"), library.get("library_ms"))}
+               if library else {})}
 
 
 def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = None,
@@ -342,10 +348,13 @@ def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = 
                       f"move (L2-resident or over-counted); not classified at the floor", missing=["valid_floor"])
     kx = numbers["kernel_over_floor"]
     if facts.get("dot"):
+        lib, lx = numbers.get("library_gemm_ms"), numbers.get("kernel_over_library")
+        versus = (f"; the library GEMM of the same shapes (torch.matmul) takes {lib:.4g} ms, the kernel "
+                  f"{numbers['kernel_do_bench_ms']:.4g} ms by the same timer (do_bench): {lx:.2f}x" if lib and lx else "")
         return result("matmul_bound", f"the kernel calls tl.dot: {k:.4g} ms is {kx:.2f}x the copy floor "
                       f"{floor:.4g} ms, but the matrix units, not memory, set a matmul's time, so that ratio "
                       f"is no gap: its headroom is what a sweep of its tiles (sweep_captured_kernel.py) or "
-                      f"the library GEMM of the same shapes measures")
+                      f"the library GEMM of the same shapes measures{versus}")
     if kx <= th["sol_at_floor_ratio"]:
         return result("at_floor", f"{k:.4g} ms is {kx:.2f}x the copy floor {floor:.4g} ms "
                       f"({numbers['kernel_pct_of_copy']:.0f} % of copy): at most {kx:.2f}x is left")
@@ -417,6 +426,33 @@ def _kernel_times(kernel_py, timer: str, timeout: float, given: dict | None, lab
     if given is not None:
         notes.append(f"{label} not used ({why}): the kernel timed here")
     return _run_brief(run_kernel(kernel_py, timer=timer, timeout=timeout))
+
+
+def _library_gemm(spec: dict, notes: list) -> dict | None:
+    """torch.matmul of the kernel's operand shapes, timed (:mod:`tko.measure.library_gemm`); None,
+    with a note, when the arguments show no GEMM or the library cannot run it."""
+    from . import library_gemm
+
+    shapes = library_gemm.gemm_shapes(spec.get("args"))
+    if shapes is None:
+        notes.append("the kernel calls tl.dot, but no A[M, K], B[K, N], C[M, N] among its tensor arguments: "
+                     "the library GEMM not timed")
+        return None
+    try:
+        return library_gemm.time_library_gemm(shapes)
+    except Exception as exc:
+        notes.append(f"{library_gemm.describe(shapes)} not timed: {type(exc).__name__}: "
+                     f"{(str(exc).splitlines() or [''])[0][:160]}")
+        return None
+
+
+def _library_pair(kernel_run: dict | None, library: dict | None) -> dict | None:
+    """The kernel's and the library GEMM's times by one timer (do_bench), or None."""
+    kernel_ms = next((t["ms"] for t in (kernel_run or {}).get("timings") or []
+                      if t.get("timer") == "triton.testing.do_bench" and positive_float(t.get("ms"))), None)
+    if not library or not positive_float(library.get("ms")) or kernel_ms is None:
+        return None
+    return {"kernel_ms": kernel_ms, "library_ms": library["ms"]}
 
 
 def _run_brief(run: dict | None) -> dict | None:
@@ -536,11 +572,15 @@ def analyse(kernel_py, *, twin_path, arches: list[str] | None = None, peak_gbps:
                      + f"); it agrees on {', '.join(validity['decided_by'])}, where it is timed")
     kernel_ms = (runs["kernel"] or {}).get("ms")
     twin_ms = (runs["twin"] or {}).get("ms") if validity["valid"] else None
+    facts = static_facts(chosen, model, spec, text)
+    library = None
+    if gpu and facts.get("dot") and kernel_ms:
+        runs["library_gemm"] = _library_gemm(spec, notes)
+        library = _library_pair(runs["kernel"], runs["library_gemm"])
     fl = measured_floors(model, (peak or {}).get("peak_gbps"), gpu=gpu, floor_basis=floor_basis,
                          kernel_timer=(runs["kernel"] or {}).get("timer"), notes=notes)
-    numbers = measured_numbers(kernel_ms, twin_ms, fl, model)
+    numbers = measured_numbers(kernel_ms, twin_ms, fl, model, library)
     bandwidth = byte_model.bandwidth_check(model, kernel_ms, fl["peak_gbps"], th["sol_above_peak_noise"])
-    facts = static_facts(chosen, model, spec, text)
     costly = costly_ops(twin.summary(), validity)
     classification = classify(numbers, th, twin_valid=validity["valid"], facts=facts, costly=costly,
                               above_peak=bandwidth["unique"]["above_peak"])

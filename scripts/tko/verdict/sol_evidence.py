@@ -24,7 +24,8 @@ def _costly_text(costly: dict[str, int | float]) -> str:
 
 
 BANDWIDTH_NUMBERS = ("bytes", "gb_per_s", "pct_of_copy")
-SOL_NUMBERS = ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin")
+SOL_NUMBERS = ("kernel_ms", "twin_ms", "copy_floor_ms", "kernel_over_floor", "twin_over_floor", "kernel_over_twin",
+               "library_gemm_ms", "kernel_do_bench_ms", "kernel_over_library")
 
 
 @dataclass(frozen=True)
