@@ -241,6 +241,15 @@ def test_a_matmul_kernel_the_library_gemm_beats_is_told_to_call_the_library():
     assert rep["facts"]["headroom"]["value"] == pytest.approx(2.0)
     assert "library GEMM of the same shapes" in rep["facts"]["headroom_source"]["value"]
     assert "Call torch.matmul" in rep["decision"]["fired"][0]["says"] and "0.2 ms" in rep["decision"]["fired"][0]["says"]
+    template = dict(doc, ranking=[dict(r, name="triton_tem_fused_mm_0") if r.get("name") == "matmul_kernel" else r
+                                  for r in doc.get("ranking") or []])
+    sol_doc = json.loads((inv / "kernels" / "matmul_kernel" / "sol.json").read_text())
+    sol_doc["classification"]["class"] = "matmul_bound"
+    sol_doc["classification"]["numbers"].update(library_gemm_ms=0.2, kernel_do_bench_ms=0.4, kernel_over_library=2.0)
+    rep = report.build("triton_tem_fused_mm_0", {"profile": template, "sol": sol_doc}, labels)
+    assert rep["facts"]["kernel_class"]["value"] == "triton_inductor"        # Inductor's template: its backends
+    assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("tune_triton", "sol_matmul_template_library_faster")
+    assert "max_autotune_gemm_backends = 'ATEN'" in rep["decision"]["fired"][0]["says"]
     rep = with_library(0.20 * lead_min * 0.99, 0.20)             # a lead inside the cut: the sweep's answer stands
     assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
     assert rep["facts"]["library_gemm_lead"]["value"] < lead_min and rep["facts"]["headroom"]["value"] == 1.0
