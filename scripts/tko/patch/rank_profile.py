@@ -21,6 +21,7 @@ import sys
 from ..base import ranks
 
 PREFIX = "trace."
+SETTLE_S = 0.1   # seconds before destroy_process_group (see _settle_before_destroy)
 _state: dict = {}
 
 
@@ -40,6 +41,7 @@ def start() -> None:
     from torch.profiler import ProfilerActivity, profile
 
     ranks.watch()
+    _settle_before_destroy()
     gpu = "cpu_only" not in opts and torch.cuda.is_available()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])  # CUDA: also HIP
     prof = profile(activities=activities, with_stack="with_stack" in opts,
@@ -53,6 +55,31 @@ def start() -> None:
         util.Finalize(None, export, exitpriority=100)  # fork children: os._exit skips atexit
     except Exception:
         pass
+
+
+def _settle_before_destroy() -> None:
+    """A short sleep before ``destroy_process_group``: under the profiler a gloo worker can still be
+    releasing the last collective's thread-local state (a Python object: it needs the GIL) when the
+    program tears the group down, and the Reducer's destructor then joins it while holding the GIL,
+    a deadlock at exit (README, "Programs that run as several processes"). Sleeping lets it finish."""
+    try:
+        import time
+
+        import torch.distributed as dist
+    except Exception:
+        return
+    orig = getattr(dist, "destroy_process_group", None)
+    if orig is None or getattr(orig, "_tko_settle", False):
+        return
+
+    def destroy_process_group(*args, **kwargs):
+        time.sleep(SETTLE_S)
+        return orig(*args, **kwargs)
+
+    destroy_process_group._tko_settle = True  # type: ignore[attr-defined]
+    destroy_process_group.__wrapped__ = orig  # type: ignore[attr-defined]
+    destroy_process_group.__doc__ = orig.__doc__
+    dist.destroy_process_group = destroy_process_group
 
 
 def export() -> None:
