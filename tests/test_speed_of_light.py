@@ -239,13 +239,16 @@ def test_a_tl_dot_kernel_is_timed_against_the_library_gemm_of_its_shapes(tmp_pat
     timed = []
     monkeypatch.setattr(library_gemm, "time_library_gemm",
                         lambda shapes, **kw: timed.append(shapes) or {"ms": 0.150, "timer": "triton.testing.do_bench",
-                                                                      "call": library_gemm.describe(shapes)})
+                                                                      "call": library_gemm.describe(shapes),
+                                                                      "tflops": 2 * 4096 ** 3 / 0.150e-3 / 1e12})
     doc = sol.analyse(matmul, twin_path=tmp_path / "twin.py", arches=["gfx942"], peak_gbps=PEAK, floor_basis="peak")
     assert [(s["m"], s["n"], s["k"], s["dtype"]) for s in timed] == [(4096, 4096, 4096, "float16")]
     c = doc["classification"]
     assert c["class"] == "matmul_bound" and doc["runs"]["library_gemm"]["ms"] == 0.150
     assert c["numbers"]["kernel_over_library"] == pytest.approx(0.210 / 0.150)        # do_bench on both sides
     assert "the library GEMM of the same shapes (torch.matmul) takes 0.15 ms, the kernel 0.21 ms" in c["says"]
+    assert c["numbers"]["kernel_tflops"] == pytest.approx(2 * 4096 ** 3 / 0.210e-3 / 1e12)     # 654 TFLOP/s
+    assert "(916.3 against 654.5 TFLOP/s)" in c["says"]
     monkeypatch.setattr(library_gemm, "time_library_gemm", lambda shapes, **kw: 1 // 0)
     doc = sol.analyse(matmul, twin_path=tmp_path / "twin.py", arches=["gfx942"], peak_gbps=PEAK, floor_basis="peak")
     assert doc["runs"]["library_gemm"] is None and "kernel_over_library" not in doc["classification"]["numbers"]

@@ -319,7 +319,8 @@ def measured_numbers(kernel_ms: float | None, twin_ms: float | None, fl: dict, m
             "kernel_over_twin": _ratio(kernel_ms, twin_ms),
             "gap_ms": kernel_ms - floor if kernel_ms and floor else None,
             **({"library_gemm_ms": library.get("library_ms"), "kernel_do_bench_ms": library.get("kernel_ms"),
-                "kernel_over_library": _ratio(library.get("kernel_ms"), library.get("library_ms"))}
+                "kernel_over_library": _ratio(library.get("kernel_ms"), library.get("library_ms")),
+                "library_tflops": library.get("library_tflops"), "kernel_tflops": library.get("kernel_tflops")}
                if library else {})}
 
 
@@ -349,8 +350,11 @@ def classify(numbers: dict, th: dict, *, twin_valid: bool, facts: dict | None = 
     kx = numbers["kernel_over_floor"]
     if facts.get("dot"):
         lib, lx = numbers.get("library_gemm_ms"), numbers.get("kernel_over_library")
+        rates = (f" ({numbers['library_tflops']:.4g} against {numbers['kernel_tflops']:.4g} TFLOP/s)"
+                 if numbers.get("library_tflops") and numbers.get("kernel_tflops") else "")
         versus = (f"; the library GEMM of the same shapes (torch.matmul) takes {lib:.4g} ms, the kernel "
-                  f"{numbers['kernel_do_bench_ms']:.4g} ms by the same timer (do_bench): {lx:.2f}x" if lib and lx else "")
+                  f"{numbers['kernel_do_bench_ms']:.4g} ms by the same timer (do_bench): {lx:.2f}x{rates}"
+                  if lib and lx else "")
         return result("matmul_bound", f"the kernel calls tl.dot: {k:.4g} ms is {kx:.2f}x the copy floor "
                       f"{floor:.4g} ms, but the matrix units, not memory, set a matmul's time, so that ratio "
                       f"is no gap: its headroom is what a sweep of its tiles (sweep_captured_kernel.py) or "
@@ -452,7 +456,13 @@ def _library_pair(kernel_run: dict | None, library: dict | None) -> dict | None:
                       if t.get("timer") == "triton.testing.do_bench" and positive_float(t.get("ms"))), None)
     if not library or not positive_float(library.get("ms")) or kernel_ms is None:
         return None
-    return {"kernel_ms": kernel_ms, "library_ms": library["ms"]}
+    flops = _num_or_none(library.get("tflops"))
+    return {"kernel_ms": kernel_ms, "library_ms": library["ms"],
+            "library_tflops": flops, "kernel_tflops": flops * library["ms"] / kernel_ms if flops else None}
+
+
+def _num_or_none(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def _run_brief(run: dict | None) -> dict | None:
