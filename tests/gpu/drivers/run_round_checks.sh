@@ -45,7 +45,8 @@ for s in "$@"; do
       ngpu=$(nvidia-smi -L 2>/dev/null | wc -l); ngpu=$((ngpu > 0 ? ngpu : 1))
       i=0
       for c in "${cmds[@]}"; do
-        ( CUDA_VISIBLE_DEVICES=$((i % ngpu)) step "default_inv_$i" "${DEFAULT_INV_S:-590}" \
+        ( export CUDA_VISIBLE_DEVICES=$((i % ngpu))
+          step "default_inv_$i" "${DEFAULT_INV_S:-590}" \
             python scripts/investigate.py --out "$work/inv_default_$i" -- python $c ) &
         i=$((i + 1))
         if [ $((i % ngpu)) -eq 0 ]; then wait; fi
