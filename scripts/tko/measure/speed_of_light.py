@@ -456,13 +456,9 @@ def _library_pair(kernel_run: dict | None, library: dict | None) -> dict | None:
                       if t.get("timer") == "triton.testing.do_bench" and positive_float(t.get("ms"))), None)
     if not library or not positive_float(library.get("ms")) or kernel_ms is None:
         return None
-    flops = _num_or_none(library.get("tflops"))
+    flops = positive_float(library.get("tflops"))
     return {"kernel_ms": kernel_ms, "library_ms": library["ms"],
             "library_tflops": flops, "kernel_tflops": flops * library["ms"] / kernel_ms if flops else None}
-
-
-def _num_or_none(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
 
 
 def _run_brief(run: dict | None) -> dict | None:

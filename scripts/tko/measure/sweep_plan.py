@@ -171,9 +171,9 @@ def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, 
             if new < 1 or new == value:
                 continue
             flat = dict(flat0, **{key: new})
-            grid = grid0
-            if (moves or {}).get(f"{key}={new}"):
-                grid = list(moves[f"{key}={new}"])
+            grid, recorded = grid0, (moves or {}).get(f"{key}={new}")
+            if recorded:
+                grid = list(recorded)
             elif launch == "inductor":
                 # the launcher computes the grid on torch > 2.6; older torch launches the recorded
                 # grid, so it is rescaled on the block's own axis (x, y, z)
@@ -189,8 +189,7 @@ def _block_variants(kernel: dict, launch: str, flat0: dict, grid0: list | None, 
                     continue
             desc = f"{key} {label} ({value} -> {new})"
             if grid != grid0:
-                desc += f"; grid {grid0} -> {grid}" + (" (the program's grid function)"
-                                                       if (moves or {}).get(f"{key}={new}") else "")
+                desc += f"; grid {grid0} -> {grid}" + (" (the program's grid function)" if recorded else "")
             out.append(Variant(f"{key}={new}", "config", desc, flat, grid, kernel_file))
             # the same block move with num_warps scaled alike keeps the work per thread: the move
             # that a block change alone cannot make when the winner is register- or lane-bound

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import launch_advice, standalone
 from .sweep_worker import INTERPRETER_TIMER
+from ..base.config import is_block_key
 from .sweep_plan import (Plan, Variant, config_text)
 
 # --------------------------------------------------------------------------- results
@@ -90,8 +91,6 @@ def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, inte
 
 def _kept_grid_note(v: Variant, flat0: dict, grid0: list) -> str | None:
     """Why a block move can leave outputs unwritten: it launched the recorded grid."""
-    from ..base.config import is_block_key
-
     moved = [k for k, val in v.flat.items() if is_block_key(k, val) and flat0.get(k) != val]
     if not moved:
         return None

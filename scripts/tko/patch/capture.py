@@ -46,7 +46,8 @@ from .capture_records import (_clean, _finite, _from_cache, _json_default, _json
                               _signature_names, config_flat, config_from_hashable, config_record,
                               describe_arg, gb_per_s, grid_moves, inductor_configs, inductor_kernel_name,
                               inductor_meta_record, inductor_statistic, kernel_kind, launch_grid,
-                              num_bytes_estimate, size_hints_record, triton_meta_record, versions)
+                              num_bytes_estimate, size_hints_record, standalone_config, triton_meta_record,
+                              versions)
 
 SCHEMA = "autotune_event/1"
 LOG_NAME = "autotune.log"
@@ -648,7 +649,7 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
             log_error(f"grid {st.name}", exc)
             g = None
         moves = grid_moves(grid, meta, config_flat(cfg)) if cfg is best else None
-        configs.append(dict({"flat": _json_flat(cfg), "grid": g}, **({"grid_moves": moves} if moves else {})))
+        configs.append(standalone_config(_json_flat(cfg), g, moves))
     jit = before["jit"]
     extra = {k: describe_arg(k, v) for k, v in call_kwargs.items()}
     path = None

@@ -81,6 +81,11 @@ def launch_grid(grid: Any, meta: dict) -> list[int] | None:
     return [int(x) for x in (g if isinstance(g, (list, tuple)) else [g])]
 
 
+def standalone_config(flat: dict, grid: list | None, moves: dict | None = None) -> dict:
+    """A standalone spec's config: flat config, grid, and the program's grid per block move (the sweep's)."""
+    return dict({"flat": flat, "grid": grid}, **({"grid_moves": moves} if moves else {}))
+
+
 def grid_moves(grid: Any, meta: dict, flat: dict) -> dict | None:
     """``{"BLOCK_SIZE_M=64": [gx, ...], ...}``: the program's own grid for each move the sweep makes of
     a block constexpr (x2 and /2), when the launch computes its grid from its meta-parameters

@@ -145,11 +145,6 @@ def snapshot(obj: Any, st: capture.KernelState, args: tuple, kwargs: dict, site:
             "stem": stem, "saved": saved, "site": site, "heuristics": heuristics}
 
 
-def _config_entry(flat: dict, grid: list | None, moves: dict | None) -> dict:
-    """A standalone spec's config: flat config, grid, and the program's grid per block move (the sweep's)."""
-    return dict({"flat": flat, "grid": grid}, **({"grid_moves": moves} if moves else {}))
-
-
 def site_text(site: dict | None) -> str | None:
     return f"{site['file']}:{site['line']}" if site else None
 
@@ -174,7 +169,7 @@ def record_launch(obj: Any, st: capture.KernelState, snap: dict) -> None:
                       "source_line": info.get("def_line"), "heuristics": snap["heuristics"] or None}
         path = standalone.write_user_standalone(
             capture.settings().capture_dir, snap["stem"], obj, st.name, described[:npos],
-            {d["name"]: d for d in described[npos:]}, [_config_entry(flat, snap["grid"], snap["grid_moves"])],
+            {d["name"]: d for d in described[npos:]}, [capture_records.standalone_config(flat, snap["grid"], snap["grid_moves"])],
             snap["num_bytes"], snap["bytes_source"], capture.device_record(), extra_spec=extra_spec)
     capture.emit("launch", st.name, args=described, keyword_args=snap["keyword"] or None, grid=snap["grid"],
                  num_bytes=snap["num_bytes"], bytes_source=snap["bytes_source"], winner=winner,

@@ -63,6 +63,7 @@ def _settle_before_destroy() -> None:
     program tears the group down, and the Reducer's destructor then joins it while holding the GIL,
     a deadlock at exit (README, "Programs that run as several processes"). Sleeping lets it finish."""
     try:
+        import functools
         import time
 
         import torch.distributed as dist
@@ -72,13 +73,12 @@ def _settle_before_destroy() -> None:
     if orig is None or getattr(orig, "_tko_settle", False):
         return
 
+    @functools.wraps(orig)
     def destroy_process_group(*args, **kwargs):
         time.sleep(SETTLE_S)
         return orig(*args, **kwargs)
 
     destroy_process_group._tko_settle = True  # type: ignore[attr-defined]
-    destroy_process_group.__wrapped__ = orig  # type: ignore[attr-defined]
-    destroy_process_group.__doc__ = orig.__doc__
     dist.destroy_process_group = destroy_process_group
 
 
