@@ -253,3 +253,68 @@ def test_a_matmul_kernel_the_library_gemm_beats_is_told_to_call_the_library():
     rep = with_library(0.20 * lead_min * 0.99, 0.20)             # a lead inside the cut: the sweep's answer stands
     assert (rep["decision"]["verdict"], rep["decision"]["rule"]) == ("leave_as_is", "ceiling_under_cut")
     assert rep["facts"]["library_gemm_lead"]["value"] < lead_min and rep["facts"]["headroom"]["value"] == 1.0
+
+
+def _host_bound_doc() -> dict:
+    # the two-rank H200 window: the GPU busy 3.1 % of 149 ms over 876 gaps, library GEMMs 90 % of kernel time
+    doc = {"summary": {"timeline": {"window": "after the last compilation", "window_us": 149266.5,
+                                    "busy_us": 4568.8, "idle_us": 144697.7, "idle_gaps": 876, "compile_gap_us": 0.0,
+                                    "largest_gaps_us": [18325.3, 2958.4, 2639.8]},
+                       "kernel_time_us": 1000.0, "dispatches": 30},
+           "ranking": [{"name": "sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize32x32x8_stage3", "origin": "other",
+                        "total_us": 900.0, "calls": 20, "share": 0.9},
+                       {"name": "triton_per_fused_gelu_0", "origin": "triton", "total_us": 100.0, "calls": 10,
+                        "share": 0.1}]}
+    doc["kernels"] = doc["ranking"]
+    return doc
+
+
+def _trials_with_cudagraphs(ms: list[float]) -> dict:
+    base = {"name": "baseline", "status": "ok", "ms": [10.0, 10.1, 9.9], "median_ms": 10.0, "x_baseline": 1.0,
+            "spread": 1.02, "counted": 3}
+    x = 10.0 / sorted(ms)[len(ms) // 2]
+    graphs = {"name": "cudagraphs", "status": "ok", "ms": ms, "median_ms": sorted(ms)[len(ms) // 2],
+              "x_baseline": x, "spread": max(ms) / min(ms), "noise": 1.03, "beyond_noise": abs(x - 1) > 0.03,
+              "outputs": {"result": "equal"}, "change": "set torch._inductor.config.triton.cudagraphs = True"}
+    return {"schema": "remedy_trials/1", "arms": [base, graphs]}
+
+
+def test_a_host_bound_step_is_told_to_cut_host_time_before_the_library_levers():
+    doc = _host_bound_doc()
+    facts = step_breakdown.program_facts(doc, "p.json")
+    assert facts["host_bound"].value is True and facts["gpu_busy_share"].value == pytest.approx(0.0306, abs=1e-4)
+    program = program_evidence.program_decision(doc, "p.json")
+    fired = [f["rule"] for f in program["fired"]]
+    assert program["rule"] == "host_bound_step" and "library_dominated" in fired   # both hold; the host first
+    assert program["says"].startswith("The host sets the step: the GPU runs kernels 3% of the steady window")
+    assert "CUDA/HIP graphs" in program["says"] and "library 90.0%" in program["says"]
+    # one long pause is no host-bound step: the library rule decides
+    doc["summary"]["timeline"]["largest_gaps_us"] = [140000.0]
+    assert program_evidence.program_decision(doc, "p.json")["rule"] == "library_dominated"
+
+
+def test_a_host_bound_step_where_graphs_were_measured_no_faster_is_not_told_to_try_them():
+    doc = _host_bound_doc()
+    program = program_evidence.program_decision(doc, "p.json", trials=_trials_with_cudagraphs([9.95, 10.05, 10.0]))
+    assert program["rule"] == "host_bound_step_graphs_measured", program["fired"]
+    assert "measured at 1.00x end to end" in program["says"] and "profile the host side" in program["says"]
+    assert "host_bound_step" not in [f["rule"] for f in program["fired"]]
+    # graphs measured faster: the measured remedy decides, neither host rule speaks for it
+    program = program_evidence.program_decision(doc, "p.json", trials=_trials_with_cudagraphs([6.0, 6.1, 5.9]))
+    assert program["rule"] == "remedy_measured_faster_program", program["fired"]
+    assert not {"host_bound_step", "host_bound_step_graphs_measured"} & {f["rule"] for f in program["fired"]}
+
+
+def test_the_recorded_default_investigation_is_told_to_cut_host_time():
+    # examples/recorded_h200/default_investigation: attention by hand, train, 20 steps, on an H200; the
+    # GPU busy 35 % of the window, library GEMMs 53.5 % of kernel time; its trials dropped cudagraphs up
+    # front (the plan ran before host_bound proposed it) and nothing they ran beat the baseline
+    rec = ROOT / "examples" / "recorded_h200" / "default_investigation" / "attention_by_hand_train"
+    doc = json.loads((rec / "capture" / "profile" / "profile.json").read_text())
+    trials = json.loads((rec / "trials" / "trials.json").read_text())
+    program = program_evidence.program_decision(doc, "profile.json", trials=trials)
+    assert program["facts"]["gpu_busy_share"]["value"] == pytest.approx(0.350, abs=0.001)
+    assert program["rule"] == "host_bound_step" and "library_dominated" in [f["rule"] for f in program["fired"]]
+    assert "the GPU runs kernels 35% of the steady window" in program["says"]
+    graphs = next(a for a in trials["arms"] if a["name"] == "cudagraphs")
+    assert graphs["status"] == "skipped" and trials["plan"]["priority"]["cudagraphs"] == "always"

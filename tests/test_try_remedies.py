@@ -426,8 +426,9 @@ def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_
     assert cd.status == "skipped" and cd.reason.startswith(
         f"budget: {len(arms)} arms x 2 runs x 20 s (first runs of compile-heavy arms longer) = "
         f"{len(arms) * 40 + 80 + 10} s (+ 20 s spent) > --budget-s 200; "
-        "lower priority than cudagraphs (proposed by the facts), multi_kernel (proposed by the facts), "
-        "pinned (proposed by a user flag)") and cd.reason.endswith("this arm is always tried")
+        "kept first: cudagraphs (proposed by the facts), multi_kernel (proposed by the facts), "
+        "pinned (proposed by a user flag); its 50 s did not fit the 20 s left") and cd.reason.endswith(
+        "this arm is always tried")
     assert all(a.status == "ok" for a in kept)
 
 
@@ -556,7 +557,7 @@ def test_a_budget_too_small_drops_the_arms_always_tried_up_front(fixtures_dir, t
     for name in plan["dropped"]:
         assert arms[name]["status"] == "skipped" and not arms[name]["ms"]
         assert arms[name]["reason"].startswith("budget: 4 arms x 2 runs x ")
-        assert "> --budget-s 9.3; lower priority than multi_kernel (proposed by the facts)" in arms[name]["reason"]
+        assert "> --budget-s 9.3; kept first: multi_kernel (proposed by the facts); its " in arms[name]["reason"]
     assert doc["order"] == ["baseline#0", "baseline#1", "multi_kernel#1", "baseline#2", "multi_kernel#2"]
     assert arms["multi_kernel"]["status"] == "ok" and len(arms["multi_kernel"]["ms"]) == 2
     assert doc["winner"] == "multi_kernel"
@@ -695,3 +696,51 @@ def test_a_winning_setting_is_stacked_with_a_rewrite_that_kept_outputs_equal(fix
         monkeypatch.setenv(k, v)
     doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t2", specs, runs=2, max_runs=2)
     assert [a["name"] for a in doc["arms"]] == ["baseline", "cudagraphs", "sdpa"] and doc["winner"] == "cudagraphs"
+
+
+def test_a_plan_keeps_a_cheaper_arm_after_a_costly_one_that_does_not_fit():
+    from tko.chains import trials
+    from tko.chains.trial_plan import ArmSpec
+
+    # the H200 default investigation: a run 29 s, 375 s; max-autotune (5x) did not fit and the
+    # cudagraphs arm after it, which did, was dropped with it
+    names = ["baseline", "eager_fallback", "sdpa", "coordinate_descent", "max_autotune_no_cudagraphs", "cudagraphs"]
+    arms = [trials.Arm(spec=ArmSpec(name=n, proposed_by="facts: x" if n in ("eager_fallback", "sdpa") else
+                                    "one-flag remedy (always tried)")) for n in names]
+    arms[0].runs.append({"wall_s": 28.6})
+    est = trials.plan_estimate(arms, 2, 375.0, elapsed_s=28.6, max_runs=4)
+    assert not est["fits"] and est["dropped"] == ["max_autotune_no_cudagraphs"], est
+    assert est["kept"] == ["baseline", "eager_fallback", "sdpa", "coordinate_descent", "cudagraphs"]
+    assert "(run after the rounds if the budget left fits them)" in est["text"]
+
+
+def test_a_host_bound_step_proposes_cuda_graphs_by_its_facts():
+    from tko.chains import trials
+
+    facts = Facts(program={"host_bound": True, "gpu_busy_share": 0.35}, given=True)
+    graphs = by_name(plan_arms(facts, {"gpu": True, "hip": False}))["cudagraphs"]
+    assert graphs.proposed_by == "program.host_bound (the GPU busy 35% of the step)"
+    assert trials.arm_priority(graphs) == "facts"
+    plain = by_name(plan_arms(Facts(program={"host_bound": False}, given=True), {"gpu": True, "hip": False}))
+    assert trials.arm_priority(plain["cudagraphs"]) == "always"
+
+
+def test_an_arm_dropped_up_front_runs_late_when_the_rounds_leave_budget(run_script, fixtures_dir, tmp_path):
+    # each cache's first run "compiles" for 1.5 s, later runs take milliseconds: the plan, costed at
+    # the baseline's cold run, drops multi_kernel and max-autotune (5x); the rounds leave room for
+    # multi_kernel, not for max-autotune
+    env = _steps_env(tmp_path, STEP_COLD_S=1.5, STEP_X_MK=0.5)
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "t", "--runs", "2",
+                      "--max-runs", "2", "--budget-s", "9",
+                      "--arms", "coordinate_descent,max_autotune_no_cudagraphs,multi_kernel",
+                      "--", "sh", fixtures_dir / STEPS, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "t" / "trials.json").read_text())
+    assert doc["plan"]["dropped"] == ["max_autotune_no_cudagraphs", "multi_kernel"], doc["plan"]
+    arms = {a["name"]: a for a in doc["arms"]}
+    assert arms["multi_kernel"]["status"] == "ok" and len(arms["multi_kernel"]["ms"]) == 2
+    assert arms["max_autotune_no_cudagraphs"]["status"] == "skipped"
+    assert any(n.startswith("late round: multi_kernel (dropped up front;") for n in doc["notes"]), doc["notes"]
+    # interleaved with baseline runs of its own
+    assert doc["order"][-4:] == ["baseline#3", "multi_kernel#1", "baseline#4", "multi_kernel#2"], doc["order"]
+    assert doc["winner"] == "multi_kernel"

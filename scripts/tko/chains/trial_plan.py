@@ -71,6 +71,9 @@ def _reduction_reason(facts: Facts) -> str | None:
 def _launch_bound_reason(facts: Facts) -> str:
     if "many_tiny_launches" in facts.program_rules:
         return "program.many_tiny_launches"
+    if facts.program.get("host_bound") is True:  # graphs cut the host's launch time first
+        busy = facts.program.get("gpu_busy_share")
+        return "program.host_bound" + (f" (the GPU busy {busy:.0%} of the step)" if isinstance(busy, float) else "")
     bound = sorted(k for k, rules in facts.kernel_rules.items() if "launch_bound" in rules)
     return f"{bound[0]}: launch_bound" if bound else "always tried on a GPU"
 

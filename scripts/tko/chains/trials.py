@@ -88,6 +88,7 @@ class Context:
     launcher: list | None = None      # torchrun / shell command run as typed (tko.chains.trial_ranks)
     plan: dict | None = None          # plan_estimate(), once the baseline's first run is timed
     caches: dict | None = None        # where the arms' compile caches are (cache_env)
+    user_cache: dict | None = None    # the user's CACHE_VARS, read before torch is imported (user_cache_env)
 
 
 def device_env() -> dict:
@@ -135,22 +136,31 @@ def cache_env(arm_name: str, out: Path, env: dict | None = None) -> dict:
     return {"TORCHINDUCTOR_CACHE_DIR": str(ind), "TRITON_CACHE_DIR": str(tri)}
 
 
-def prepare_caches(arms: list[Arm], out: Path) -> dict:
+def user_cache_env() -> dict:
+    """The cache folders the user set, read before anything imports Inductor: importing
+    ``torch._inductor`` (torch 2.13: through ``torch._dynamo.package``) sets ``TORCHINDUCTOR_CACHE_DIR``
+    to its default in this process, which is no choice of the user's."""
+    return {var: os.environ.get(var) for var in CACHE_VARS}
+
+
+def prepare_caches(arms: list[Arm], out: Path, user: dict | None = None) -> dict:
     """Give every arm that runs empty caches of its own (a first run compiles, as the user's first run
-    does); returns ``remedy_trials/1`` ``caches``."""
+    does) inside ``user`` (:func:`user_cache_env`; default: read now); returns ``remedy_trials/1``
+    ``caches``."""
     import shutil
 
+    user = user_cache_env() if user is None else user
     for arm in arms:
-        arm.cache = cache_env(arm.name, out)
+        arm.cache = cache_env(arm.name, out, user)
         for folder in dict.fromkeys(arm.cache.values()):
             try:
                 shutil.rmtree(folder, ignore_errors=True)
                 Path(folder).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise InputError(f"cannot make the compile cache {folder} of arm {arm.name}: {exc}") from None
-    given = [v for v in CACHE_VARS if os.environ.get(v)]
+    given = [v for v in CACHE_VARS if user.get(v)]
     return {"source": ("inside the user's " + " and ".join(given)) if given else "the trials' output folder",
-            "root": str(Path(cache_env("baseline", out)["TORCHINDUCTOR_CACHE_DIR"]).parent),
+            "root": str(Path(cache_env("baseline", out, user)["TORCHINDUCTOR_CACHE_DIR"]).parent),
             "kept_across_runs": True}
 
 
@@ -416,6 +426,32 @@ def stop_records(arms: list[Arm], notes: list[str]) -> None:
             arm.stopped = now
 
 
+def late_rounds(arms: list[Arm], live: list[Arm], runs: int, budget_s: float, ctx: Context, t0: float) -> list[str]:
+    """The arms the plan dropped up front (highest priority first) that the budget left by the
+    rounds still fits, each ``runs`` times after a baseline run; appended to ``live``. A plan is an
+    estimate from one run, and arms that the sequential test decided early sit rounds out: on an
+    H200 the plan dropped cudagraphs and the rounds ended with 164 of 375 s unused."""
+    notes, base = [], live[0]
+    for name in ctx.plan.get("dropped") or []:
+        arm = next((a for a in arms if a.name == name), None)
+        if arm is None or base.status != "ok":
+            continue
+        need = ctx.plan["run_s"] * (runs - 1 + first_run_x(name)) + runs * _estimate(base, base)
+        left = budget_s - (time.perf_counter() - t0)
+        if need > left:
+            continue
+        arm.status, arm.reason = "ok", None
+        live.append(arm)
+        note = f"late round: {name} (dropped up front; {left:.0f} s of the budget left, about {need:.0f} s needed)"
+        notes.append(note)
+        print(note, file=sys.stderr, flush=True)
+        ctx.total += 2 * runs
+        for i in range(runs):
+            _run_in_budget(base, base, max(r["run"] for r in base.runs) + 1, budget_s, ctx, t0, notes)
+            _run_in_budget(arm, base, i + 1, budget_s, ctx, t0, notes)
+    return notes
+
+
 # ----------------------------------------------------------------------------- the stacked arm
 
 def stacked_spec(arms: list[Arm]) -> ArmSpec | None:
@@ -451,7 +487,7 @@ def stack_round(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: f
     if spec is None:
         return None, []
     arm = resolve_settings(spec)
-    prepare_caches([arm], ctx.out_dir)
+    prepare_caches([arm], ctx.out_dir, ctx.user_cache)
     note = f"stacked round: {arm.name} ({spec.proposed_by}), interleaved with the baseline"
     print(note, file=sys.stderr, flush=True)
     notes, start = [note], max(r["run"] for r in arms[0].runs) + 1
@@ -497,9 +533,10 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     """What the whole plan costs, said before its rounds start: the baseline's first run times one
     process (compile included), every arm (the baseline too) then runs ``runs`` times in rounds, an
     arm's first run at :func:`first_run_x` of that (max-autotune compiles for minutes). When that does
-    not fit the budget (``elapsed_s``, the time spent so far, included), the arms that fit are kept in
-    priority order (:func:`arm_priority`; the plan's order among equals) and the others are named in
-    ``dropped``, lowest priority last."""
+    not fit the budget (``elapsed_s``, the time spent so far, included), the arms are kept in priority
+    order (:func:`arm_priority`; the plan's order among equals) while each fits what is left (a cheaper
+    arm after one that does not fit is still kept) and the others are named in ``dropped``, lowest
+    priority last (:func:`late_rounds` runs them if the rounds leave the budget)."""
     run_s = max(r["wall_s"] for r in arms[0].runs)
     spent = run_s if elapsed_s is None else elapsed_s
     first_x = {a.name: first_run_x(a.name) if i else 1.0 for i, a in enumerate(arms)}
@@ -508,13 +545,16 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     fits = need <= budget_s
     ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
     room, n_fit = budget_s - spent - cost[arms[0].name], 0
+    kept, left_for = ranked[:1], {}
     for arm in ranked[1:] if not fits else []:
-        if cost[arm.name] > room:
-            break
-        room, n_fit = room - cost[arm.name], n_fit + 1
+        if cost[arm.name] <= room:  # a cheaper arm after a costly one that does not fit still runs
+            room, n_fit = room - cost[arm.name], n_fit + 1
+            kept.append(arm)
+        else:
+            left_for[arm.name] = [round(cost[arm.name], 1), round(max(room, 0.0), 1)]
     n_fit = len(arms) - 1 if fits else n_fit
-    kept = ranked[:1 + n_fit]
-    dropped = [a.name for a in ranked[1 + n_fit:]]
+    kept = ranked if fits else kept
+    dropped = [a.name for a in ranked[1:] if not any(a is k for k in kept)]
     kept_need = spent + sum(cost[a.name] for a in kept)
     extra = (max_runs or runs) - runs
     slow = [f"{name} x{x:g}" for name, x in first_x.items() if x > 1]
@@ -526,25 +566,32 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
                  if extra > 0 else "")
     else:
         text += (f": {n_fit} arm(s) besides the baseline fit (about {kept_need:.0f} s); dropped up front, lowest "
-                 f"priority last: {', '.join(dropped)}; --budget-s {1.1 * need:.0f} would run them all")
+                 f"priority last: {', '.join(dropped)} (run after the rounds if the budget left fits them); "
+                 f"--budget-s {1.1 * need:.0f} would run them all")
     return {"arms": len(arms), "runs": runs, "max_runs": max_runs or runs, "run_s": round(run_s, 1),
             "elapsed_s": round(spent, 1), "estimate_s": round(need, 1), "budget_s": budget_s, "fits": fits,
             "kept": [a.name for a in arms if any(a is k for k in kept)], "dropped": dropped, "kept_estimate_s": round(kept_need, 1),
-            "priority": {a.name: arm_priority(a.spec) for a in arms[1:]}, "text": text}
+            "priority": {a.name: arm_priority(a.spec) for a in arms[1:]}, "cost_and_room_s": left_for,
+            "text": text}
 
 
 def apply_plan(arms: list[Arm], plan: dict) -> list[Arm]:
     """Skip the arms ``plan`` dropped, each with the estimate as its reason; returns the arms kept."""
     kept = [a for a in arms if a.name in plan["kept"]]
-    ahead = [f"{a.name} ({PRIORITY_WORDS[plan['priority'][a.name]]})" for a in kept[1:]]
+    rank = {name: PRIORITIES.index(p) for name, p in plan["priority"].items()}
     for arm in arms:
-        if arm.name in plan["dropped"]:
-            arm.status = "skipped"
-            arm.reason = (f"budget: {plan['arms']} arms x {plan['runs']} runs x {plan['run_s']:.0f} s (first runs "
-                          f"of compile-heavy arms longer) = {plan['estimate_s'] - plan['elapsed_s']:.0f} s (+ "
-                          f"{plan['elapsed_s']:.0f} s spent) > --budget-s {plan['budget_s']:g}; "
-                          + (f"lower priority than {', '.join(ahead)}" if ahead else "no arm fits beside the baseline")
-                          + f": this arm is {PRIORITY_WORDS[plan['priority'][arm.name]]}")
+        if arm.name not in plan["dropped"]:
+            continue
+        ahead = [f"{a.name} ({PRIORITY_WORDS[plan['priority'][a.name]]})" for a in kept[1:]
+                 if rank[a.name] <= rank[arm.name]]
+        cost, room = (plan.get("cost_and_room_s") or {}).get(arm.name, [None, None])
+        arm.status = "skipped"
+        arm.reason = (f"budget: {plan['arms']} arms x {plan['runs']} runs x {plan['run_s']:.0f} s (first runs "
+                      f"of compile-heavy arms longer) = {plan['estimate_s'] - plan['elapsed_s']:.0f} s (+ "
+                      f"{plan['elapsed_s']:.0f} s spent) > --budget-s {plan['budget_s']:g}; "
+                      + (f"kept first: {', '.join(ahead)}" if ahead else "no arm fits beside the baseline")
+                      + (f"; its {cost:.0f} s did not fit the {room:.0f} s left" if cost is not None else "")
+                      + f": this arm is {PRIORITY_WORDS[plan['priority'][arm.name]]}")
     return kept
 
 
@@ -642,6 +689,7 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
 def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec], runs: int = 3,
                budget_s: float = 1800.0, timeout: float = 1800.0, metric_regex: str = DEFAULT_METRIC,
                device: dict | None = None, tool: str = "try_remedies.py", max_runs: int | None = None) -> dict:
+    user_cache = user_cache_env()  # before resolve_settings imports Inductor's config
     from .trial_compare import compare_arms
 
     if runs < 1:
@@ -663,7 +711,8 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
     with tempfile.TemporaryDirectory(prefix=".trials_", dir=out) as work:
         ctx = Context(script, args, out, Path(work), metric, timeout, total=1 + runs * len(live),
                       max_runs=max_runs, launcher=launcher)
-        ctx.caches = prepare_caches(live, out)
+        ctx.user_cache = user_cache
+        ctx.caches = prepare_caches(live, out, user_cache)
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
         ctx.plan = plan_estimate(live, runs, budget_s, time.perf_counter() - t0, max_runs)
@@ -675,6 +724,7 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
             notes.append("no arm fits the budget beside the baseline: " + ctx.plan["text"])
         else:
             notes += run_rounds(live, runs, budget_s, ctx, t0)
+            notes += late_rounds(arms, live, runs, budget_s, ctx, t0)
             notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
             compare_arms(arms)  # the rewrite arms' outputs, which the stacked arm needs equal
             stacked, more = stack_round(live, runs, budget_s, ctx, t0)

@@ -5,7 +5,8 @@ GPU's busy and idle time on the trace timeline (idle = host/launch gaps, compile
 kernel time by class (``references/kernel_classes.yaml``, via :mod:`tko.read.kernel_classes`),
 whether library compute dominates (``library_dominated_share`` of decision_rules.yaml), and what can
 move the dominant library kernels. :func:`program_facts` gives the same numbers as facts for the
-``library_dominated`` program rule; :func:`markdown` renders the section and its stacked bar.
+``library_dominated`` and ``host_bound_step`` program rules; :func:`markdown` renders the section and
+its stacked bar.
 """
 
 from __future__ import annotations
@@ -77,15 +78,37 @@ def _gemm_levers(doc: dict, trials: dict | None) -> list[str]:
 
 
 def program_facts(doc: dict, label: str, trials: dict | None = None) -> dict:
-    """Facts of the ``library_dominated`` program rule (and of each kernel's library rules)."""
+    """Facts of the ``library_dominated`` and ``host_bound_step`` program rules (and of each kernel's
+    library rules)."""
     b = class_shares(doc)
     if not b["classes"]:
         return {}
     where = f"{label}: ranking by class (references/kernel_classes.yaml)"
-    return {"library_share": Fact(round(b["library_share"], 6), f"{where}, library classes summed"),
-            "library_detail": Fact(library_detail(b), where),
-            "triton_share": Fact(round(b["triton_share"], 6), f"{where}, Triton classes summed"),
-            "library_levers": Fact("; ".join(levers(doc, b, trials)) or "none known", where)}
+    facts = {"library_share": Fact(round(b["library_share"], 6), f"{where}, library classes summed"),
+             "library_detail": Fact(library_detail(b), where),
+             "triton_share": Fact(round(b["triton_share"], 6), f"{where}, Triton classes summed"),
+             "library_levers": Fact("; ".join(levers(doc, b, trials)) or "none known", where)}
+    summary = doc.get("summary") if isinstance(doc.get("summary"), dict) else {}
+    tl, _ = _timeline(summary)
+    if tl:
+        bound = host_bound(tl)
+        tw = f"{label}: summary.timeline (the steady window, compilation left out)"
+        facts["gpu_busy_share"] = Fact(round(tl["busy_share"], 6), f"{tw}: busy_us / active window")
+        facts["host_bound"] = Fact(bound["host_bound"], f"{tw}: busy share under host_bound_busy_share, idle "
+                                                        "time not one gap (host_bound_largest_gap_share)")
+    return facts
+
+
+def host_bound(tl: dict | None, rules: dict | None = None) -> dict:
+    """Whether the host sets the step on a :func:`_timeline`: the GPU busy under
+    ``host_bound_busy_share`` of the window with the idle time spread over many gaps (one gap
+    holding ``host_bound_largest_gap_share`` of it or more is a pause, ``one_gap``)."""
+    idle_cut = threshold("host_bound_busy_share", rules)
+    gap_cut = threshold("host_bound_largest_gap_share", rules)
+    one_gap = _largest_gap_share(tl)
+    idle = bool(tl and tl["busy_share"] < idle_cut)
+    return {"host_bound": idle and one_gap < gap_cut, "host_bound_busy_share": idle_cut,
+            "largest_gap_share": one_gap, "one_gap": idle and one_gap >= gap_cut}
 
 
 def _step_time(timeline: dict | None, trials: dict | None) -> dict | None:
@@ -129,12 +152,7 @@ def summarize(doc: dict | None, label: str, trials: dict | None = None, rules: d
             "classes": b["classes"], "library_share": round(b["library_share"], 6),
             "triton_share": round(b["triton_share"], 6), "library_dominated": b["library_share"] >= cut,
             "library_dominated_share": cut, "levers": levers(doc, b, trials) if b["library_share"] >= cut else []}
-    idle_cut = threshold("host_bound_busy_share", rules)
-    gap_cut = threshold("host_bound_largest_gap_share", rules)
-    one_gap = _largest_gap_share(tl)
-    step.update(host_bound=bool(tl and tl["busy_share"] < idle_cut and one_gap < gap_cut),
-                host_bound_busy_share=idle_cut, largest_gap_share=one_gap,
-                one_gap=bool(tl and tl["busy_share"] < idle_cut and one_gap >= gap_cut))
+    step.update(host_bound(tl, rules))
     step["headline"] = headline(step)
     return step
 
