@@ -318,3 +318,12 @@ def test_the_recorded_default_investigation_is_told_to_cut_host_time():
     assert "the GPU runs kernels 35% of the steady window" in program["says"]
     graphs = next(a for a in trials["arms"] if a["name"] == "cudagraphs")
     assert graphs["status"] == "skipped" and trials["plan"]["priority"]["cudagraphs"] == "always"
+
+
+def test_a_host_bound_step_whose_graphs_arm_sits_inside_the_noise_still_says_cut_host_time():
+    # the cudagraphs arm ran but its runs do not judge it (inside the noise): no claim that graphs failed
+    trials = _trials_with_cudagraphs([9.0, 9.5, 10.5])
+    trials["arms"][1]["beyond_noise"] = False
+    program = program_evidence.program_decision(_host_bound_doc(), "p.json", trials=trials)
+    assert "cudagraphs_faster" not in program["facts"] and program["facts"]["cudagraphs_x"]["value"] > 1
+    assert program["rule"] == "host_bound_step", program["fired"]

@@ -544,16 +544,15 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     need = spent + sum(cost.values())
     fits = need <= budget_s
     ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
-    room, n_fit = budget_s - spent - cost[arms[0].name], 0
-    kept, left_for = ranked[:1], {}
+    room = budget_s - spent - cost[arms[0].name]
+    kept, left_for = (ranked, {}) if fits else (ranked[:1], {})
     for arm in ranked[1:] if not fits else []:
         if cost[arm.name] <= room:  # a cheaper arm after a costly one that does not fit still runs
-            room, n_fit = room - cost[arm.name], n_fit + 1
+            room -= cost[arm.name]
             kept.append(arm)
         else:
             left_for[arm.name] = [round(cost[arm.name], 1), round(max(room, 0.0), 1)]
-    n_fit = len(arms) - 1 if fits else n_fit
-    kept = ranked if fits else kept
+    n_fit = len(kept) - 1
     dropped = [a.name for a in ranked[1:] if not any(a is k for k in kept)]
     kept_need = spent + sum(cost[a.name] for a in kept)
     extra = (max_runs or runs) - runs

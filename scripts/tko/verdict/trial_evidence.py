@@ -251,8 +251,9 @@ def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict
             + (" (none beyond noise)" if not gained else ""))
         put("tuning_arms", ", ".join(a.x_text() for a in o["tuning"]), "arms[].x_baseline")
     graphs = [a for a in o["ran"] if a.name == "cudagraphs"]
-    if graphs and graphs[0] not in unjudged:  # CUDA graphs measured: the host-bound advice reads it
+    if graphs:  # CUDA graphs measured: the host-bound advice reads it
         put("cudagraphs_x", graphs[0].x_baseline, f"arms[{graphs[0].index}].x_baseline (cudagraphs)")
+    if graphs and graphs[0] not in unjudged:  # inside the noise or undecided: no claim either way
         put("cudagraphs_faster", graphs[0] in o["faster"], "cudagraphs among the arms faster beyond noise")
     replaced = [a for a in o["ran"] if a.name == "replace"]
     if replaced and replaced[0] not in unjudged:  # measured in the program: the offer stands only if it helped
