@@ -106,6 +106,7 @@ def main(argv=None) -> int:
     result = {"mode": mode, "capture_dir": str(cap), "out_dir": str(out), "command": cmd or None,
               "repro": pipeline.repro_command(cap), "program": program, "trials": trial_summary, "kernels": kernels,
               "steps": [s.as_dict() for s in chain.steps]}
+    result["cpu_kernels"] = pipeline.cpu_kernels(out)
     result["step"] = investigation_index.step_section(cap, out, trial_summary)
     result["rewrites"] = investigation_index.rewrite_section(cap, out, result)
     ranks = pipeline.ranks_summary(cap, out)
@@ -119,7 +120,7 @@ def main(argv=None) -> int:
     failed = [s for s in chain.steps if s.status == "failed"]
     print(f"{TOOL}: {len(kernels)} kernel report(s) in {out}/investigation.md; "
           f"{len(failed)} step(s) failed" + (f" ({', '.join(s.name for s in failed)})" if failed else ""))
-    return exit_status(kernels, failed)
+    return exit_status(kernels, failed, investigation_index.compiled_for_cpu(result))
 
 
 def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
@@ -154,17 +155,18 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
     return lines
 
 
-def exit_status(kernels: list, failed: list) -> int:
+def exit_status(kernels: list, failed: list, cpu: str | None = None) -> int:
     """0 when every hot kernel has its report; else the reason on stderr, one line, and 2 when no
     report could be made because an input was refused (a step that exited 2), else 1: a failed
     step leaves a gap in the reports, and the run is not a success whatever it wrote."""
     if kernels and not failed:
         return 0
     first = failed[0] if failed else None
-    why = f"{first.name} failed: {first.error}" if first else "no Triton kernel found in the profile or the autotune log"
+    why = (cpu if cpu and not kernels else f"{first.name} failed: {first.error}" if first
+           else "no Triton kernel found in the profile or the autotune log")
     more = f" (and {len(failed) - 1} more failed step(s), listed in investigation.md)" if len(failed) > 1 else ""
     print(f"{TOOL}: error: " + ("no kernel report: " if not kernels else "") + why + more, file=sys.stderr)
-    bad_input = not kernels and any((s.error or "").startswith("exit 2:") for s in failed)
+    bad_input = not kernels and (bool(cpu) or any((s.error or "").startswith("exit 2:") for s in failed))
     return 2 if bad_input else 1
 
 

@@ -110,9 +110,17 @@ def main(argv=None) -> int:
     launch = None
     if args.launch_event:
         _, parsed = kernel_source.read_kernel_file(args.kernel_file)
-        chosen = kernel_source.select_kernel(parsed, args.kernel)
-        names = {chosen["name"], (chosen.get("inductor_facts") or {}).get("kernel_name")} - {None}
-        launch = read_launch_event(args.launch_event, names)
+        if parsed.get("standalone_spec"):
+            # a captured standalone file records its launch whole (keyword flags, heuristics' constexprs)
+            from tko.base import inputs
+
+            inputs.check_input(args.launch_event, "a launch event file")  # still refused when unusable
+            print("probe_compile.py: the captured file's own launch record is used, not --launch-event",
+                  flush=True)
+        else:
+            chosen = kernel_source.select_kernel(parsed, args.kernel)
+            names = {chosen["name"], (chosen.get("inductor_facts") or {}).get("kernel_name")} - {None}
+            launch = read_launch_event(args.launch_event, names)
 
     result = compile_probe.run_probe(args.kernel_file, arches, variant_names=variant_names, kernel=args.kernel,
                              config=config, signature=signature, launch=launch, timeout=args.timeout,

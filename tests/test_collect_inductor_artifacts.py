@@ -359,3 +359,20 @@ def test_cache_layouts_of_other_torch_and_triton_versions(tmp_path):
     assert sorted(len(e.key) for e in entries) == [52, 64]
     assert all(e.name == ROW_KERNEL and meta["hash"] in e.keys() for e in entries)
     assert refused == []
+
+
+def test_a_region_compiled_for_the_cpu_is_named_by_its_cpp_kernels(run_script, tmp_path):
+    """Inductor's CPU output code (torch 2.13, a real capture: tests/fixtures/inductor_cpu) defines its
+    kernels with async_compile.cpp_pybinding: no Triton kernel, and the manifest names the C++ one.
+    A Triton run's manifest names none."""
+    from tko.read import inductor_files
+
+    cpu = Path(__file__).resolve().parent / "fixtures" / "inductor_cpu" / "pointwise_chain"
+    doc = _collect(run_script, tmp_path / "cpu", "--log", cpu / "log_profile.txt", "--cache-root",
+                   cpu / "inductor_cache")
+    assert doc["kernels"] == [] and doc["cpu_kernels"] == ["cpp_fused_add_gelu_mul_0"]
+    (code,) = (cpu / "inductor_cache").rglob("*.py")
+    assert inductor_files.kernels_in_output_code(code.read_text()) == {}
+    gpu = _collect(run_script, tmp_path / "gpu", "--log", ROW / "log_profile.txt", "--cache-root",
+                   ROW / "inductor_cache")
+    assert gpu["kernels"] and gpu["cpu_kernels"] == []

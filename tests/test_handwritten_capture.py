@@ -483,7 +483,9 @@ def sweep_block_moves_launch_the_programs_grid(matmul: Path, work: Path) -> None
     reasons = {r["name"]: r["reason"] for r in payload["variants"]}
     assert reasons["recorded_grid"].endswith(f"BLOCK_SIZE_M changed but the launch kept the recorded grid {grid0}: the "
                                              "capture recorded no grid for this block (a grid function's grids are "
-                                             "recorded as grid_moves; a fixed grid is not)")
+                                             "recorded as grid_moves; a fixed grid is not); either the grid must "
+                                             "follow the block or the kernel needs the block to cover its data "
+                                             "(a whole row)")
     assert reasons[f"BLOCK_SIZE_M={bm // 2}"] is None
 
 
@@ -537,3 +539,56 @@ def test_grid_moves_come_from_the_grid_function_and_only_for_blocks_it_reads():
     assert grid_moves(lambda m: 1 // 0, meta, flat) is None                  # a grid function that raises
     only_small = lambda m: (8 if m["BLOCK"] > 128 else -(-m["n"] // m["BLOCK"]),)  # noqa: E731
     assert grid_moves(only_small, meta, flat) == {"BLOCK=256": [8], "BLOCK=64": [16]}
+
+
+ROWPKG_PROGRAM = ROOT / "tests" / "fixtures" / "repros" / "rowpkg_program.py"
+
+
+@pytest.mark.parametrize("configs", ["1", "2"])
+def test_a_packaged_kernel_autotuned_over_heuristics_is_captured_and_reruns(tmp_path, configs):
+    """tests/fixtures/kernels/rowpkg, laid out as kernel libraries are (attorch's layers: relative
+    imports, a module named ``types``, @triton.autotune over @triton.heuristics): the launch's grid
+    follows the heuristic's block, the standalone file is written with the heuristic's constexpr in
+    its configs and reruns in the interpreter. Two configs need a benchmarker, which the interpreter
+    lacks without a GPU driver: the host clock stands in, said in the record (Triton >= 3.4)."""
+    if not _interpreter_records_plain_launches():
+        pytest.skip("Triton < 3.6: the interpreter launches through GridExecutor and its Autotuner asks "
+                    "for a GPU benchmarker even with one config (a GPU's launches are captured)")
+    cap = tmp_path / "cap"
+    env = dict(os.environ, TRITON_INTERPRET="1", TRITON_CAPTURE_DIR=str(cap), ROWPKG_CONFIGS=configs)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "autotune_capture_patch.py"), str(ROWPKG_PROGRAM)],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-3000:]
+    assert not (cap / "capture_errors.log").exists(), (cap / "capture_errors.log").read_text()
+    events = [json.loads(line) for line in (cap / "autotune.log").read_text().splitlines()]
+    (launch,) = [e for e in events if e["event"] == "launch"]
+    cols = launch["winner"]["kwargs"]["BLOCK_COLS"]
+    assert launch["grid"] == [3, -(-100 // cols)]            # rows: cdiv(40, BLOCK_ROWS=16) from the heuristic
+    tuned = [e for e in events if e["event"] == "autotune"]
+    if configs == "2":
+        assert tuned[0]["benchmarker"] == "host clock in Triton's interpreter (no GPU driver)"
+    else:
+        assert tuned == []
+    standalone = Path(launch["standalone_file"])
+    text = standalone.read_text()
+    assert "__package__ = 'rowpkg'" in text and "_tko_sys.path.insert(0, " + repr(str(ROWPKG_PROGRAM.parents[1] / "kernels")) in text
+    from tko.read import kernel_source
+
+    spec = kernel_source.read_kernel_file(standalone)[1]["standalone_spec"]
+    assert spec["heuristics"] == ["BLOCK_ROWS"] and spec["configs"][0]["flat"]["BLOCK_ROWS"] == 16
+    # the sweep's moves of the heuristic's block launch the program's grid for it too
+    assert spec["configs"][0]["grid_moves"]["BLOCK_ROWS=8"] == [5, -(-100 // cols)]
+    assert spec["configs"][0]["grid_moves"]["BLOCK_ROWS=32"] == [2, -(-100 // cols)]
+    run = subprocess.run([sys.executable, str(SCRIPTS / "run_captured_kernel.py"), str(standalone), "--rep", "1",
+                          "--json-out", str(tmp_path / "run.json")], env=dict(env, ROWPKG_CONFIGS="2"),
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "ok"
+    if configs == "1":  # the probe reads the file's own launch record: the keyword flag NEGATE included
+        probe = subprocess.run([sys.executable, str(SCRIPTS / "probe_compile.py"), str(standalone), "--arch", "gfx942",
+                                "--variants", "baseline", "--launch-event", str(cap / "autotune.log"),
+                                "--json-out", str(tmp_path / "probe.json")],
+                               env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert probe.returncode == 0, probe.stdout[-2000:] + probe.stderr[-2000:]
+        assert "the captured file's own launch record is used" in probe.stdout

@@ -189,3 +189,58 @@ def test_speed_of_light_takes_the_kernels_times_from_its_run_step_on_a_gpu(tmp_p
         assert ("--kernel-run" in cmd) == flag and ("--offline" in cmd) == (not gpu)
         if flag:
             assert cmd[cmd.index("--kernel-run") + 1] == str(kd / "run.json")
+
+
+def test_a_background_steps_time_is_its_childs_not_the_wait(tmp_path):
+    """A probe that ends in well under a second, waited for two seconds later, is recorded with its own
+    time: the H200 investigations recorded their probes at the time the chain waited for them."""
+    import sys
+    import time
+
+    from tko.chains import chain_steps
+
+    chain = chain_steps.Chain(tmp_path, timeout=60)
+    probe = chain.start("probe k", [sys.executable, "-c", "pass"])
+    time.sleep(2.0)
+    assert probe.wait() is True
+    step = chain.steps[-1]
+    assert step.status == "ok" and step.seconds < 1.5, step
+
+
+def test_without_a_gpu_the_profile_and_the_copy_peak_are_skipped_and_the_report_says_why(tmp_path, monkeypatch):
+    """On a CPU (a user's TRITON_INTERPRET=1 check) the capture runs; the steps that time a GPU are
+    skipped with their reason, not failed twice, and the breakdown's section says why it is missing."""
+    from tko.chains import chain_steps, investigation_index, pipeline
+
+    repro = tmp_path / "repro.py"
+    repro.write_text("print('ok')\n")
+    chain = chain_steps.Chain(tmp_path)
+    ran = []
+    monkeypatch.setattr(chain, "run", lambda name, cmd, **kw: ran.append(name) or True)
+    monkeypatch.setattr(pipeline, "gpu_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    pipeline.capture_online(chain, ["python", str(repro)], tmp_path / "capture", smoke=False)
+    assert ran == ["check_env", "capture"]
+    skipped = {s.name: s.error for s in chain.steps}
+    assert skipped["profile"].startswith("no GPU here: the profiler times GPU kernels (the capture ran the "
+                                         "kernels in Triton's interpreter")
+    assert skipped["peak_bandwidth"] == "no GPU here: nothing to measure"
+    assert not (tmp_path / "capture" / "profile").exists()   # no trace for a second profile step to read
+    text = investigation_index.index_markdown({
+        "capture_dir": "c", "mode": "online", "kernels": [], "steps": [s.as_dict() for s in chain.steps]})
+    assert "No profile: the step's breakdown is unknown (the profile step skipped: no GPU here: the profiler " \
+           "times GPU kernels" in text
+
+
+def test_a_program_compiled_for_the_cpu_is_told_to_move_to_the_gpu():
+    """No Triton kernel and C++ kernels in the output code: the one next step, and the exit line's reason."""
+    from tko.chains import investigation_index
+
+    result = {"kernels": [], "cpu_kernels": ["cpp_fused_add_0", "cpp_fused_mul_1", "cpp_fused_gelu_2",
+                                             "cpp_fused_sum_3"], "repro": ["python", "r.py"]}
+    line = investigation_index.compiled_for_cpu(result)
+    assert line.startswith("Inductor compiled the program for the CPU (4 C++ kernel(s): cpp_fused_add_0, "
+                           "cpp_fused_mul_1, cpp_fused_gelu_2 and 1 more) and no Triton kernel ran")
+    assert investigation_index.next_steps(result) == [line]
+    assert investigation_index.compiled_for_cpu(dict(result, kernels=[{"kernel": "k"}])) is None
+    assert investigation_index.compiled_for_cpu(dict(result, cpu_kernels=[])) is None

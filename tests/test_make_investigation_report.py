@@ -108,7 +108,10 @@ def test_measured_variants_table_and_impact_from_a_benchmark_run(run_script, tmp
     best = case["ranking"]["best"]
     assert doc["sections"]["tuning_runs"]["best"] == best
     assert f"| {best} (best) | passed |" in md
-    assert "Best measured variant" in doc["impact"]
+    # CPU times of the interpreter rank nothing: no best speed-up, no headroom from them
+    assert doc["sections"]["tuning_runs"]["interpreter"] is True and doc["sections"]["tuning_runs"]["best_x"] is None
+    assert f"{len(names)} variants checked in Triton's interpreter (bench.json): correct or not" in doc["impact"]
+    assert "Best measured variant" not in doc["impact"]
     skipped = [r for r in case["results"] if r["status"] == "skipped"]
     for r in skipped:  # never ranked, reason shown
         assert r["reason"] in md

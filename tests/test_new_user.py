@@ -171,3 +171,47 @@ def test_a_dropped_timer_is_said(tmp_path):
     proc = run("run_captured_kernel.py", old, "--timer", "do_bench,profiler_flushed", "--timeout", "120",
                "--json-out", tmp_path / "run.json")
     assert "predates timer(s) " + ", ".join(dropped) in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("conftest")._gpu_present(), reason="checks the machine without a GPU")
+def test_the_online_investigation_of_hand_written_kernels_on_a_cpu_under_the_interpreter(tmp_path):
+    """The Triton tutorials run on the CPU under TRITON_INTERPRET=1 (a user's first check): the chain
+    ends 0 with nothing failed: the GPU steps skipped with their reason, every probe and twin compiled
+    for gfx942 although the interpreter is on in every step's environment."""
+    out = tmp_path / "inv"
+    env = {k: v for k, v in os.environ.items() if k not in ("TKO_DEBUG", "PYTHONPATH")}
+    env["TRITON_INTERPRET"] = "1"
+    proc = subprocess.run([sys.executable, str(SCRIPTS / "investigate.py"), "--out", str(out), "--",
+                           sys.executable, str(ROOT / "examples" / "triton_tutorials" / "tutorial_kernels.py"),
+                           "--device", "cpu", "--rows", "32", "--cols", "64", "--steps", "1", "--warmup", "1"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads((out / "investigation.json").read_text())
+    steps = {s["name"]: s for s in doc["steps"]}
+    assert [s["name"] for s in doc["steps"] if s["status"] == "failed"] == []
+    assert steps["profile"]["status"] == "skipped" and "no GPU here" in steps["profile"]["error"]
+    kernels = ("softmax_kernel", "_layer_norm_fwd_fused", "matmul_kernel")
+    for name in kernels:
+        assert steps[f"probe {name}"]["status"] == "ok", steps[f"probe {name}"]
+        sol = json.loads((out / "kernels" / name / "sol.json").read_text())
+        assert sol["kernel"] == name and sol["validity"]["valid"], sol["validity"]["reasons"]
+        probe = json.loads((out / "kernels" / name / "probe.json").read_text())
+        status = {r["variant"]: r["status"] for r in probe["results"]}
+        assert probe["kernel"] == name and status["baseline"] == "ok", status
+        assert set(status.values()) <= {"ok", "skipped"}, status   # skipped: a variant that does not apply
+
+
+@pytest.mark.slow
+def test_a_compiled_model_left_on_the_cpu_is_told_so(tmp_path):
+    """A model never moved to the GPU: Inductor writes C++ kernels and no Triton kernel runs. The
+    run ends 2 with one line that says so and how to fix it, not "no autotune records"."""
+    out = tmp_path / "inv"
+    proc = run("investigate.py", "--out", out, "--", sys.executable, ROOT / "examples" / "pointwise_chain.py",
+               "--device", "cpu", "--rows", "256", "--steps", "2", cwd=tmp_path, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("investigate.py: error: no kernel report: Inductor compiled the program for the CPU "
+                           "(1 C++ kernel(s): cpp_fused_add_gelu_mul_0) and no Triton kernel ran"), last
+    doc = json.loads((out / "investigation.json").read_text())
+    assert doc["cpu_kernels"] == ["cpp_fused_add_gelu_mul_0"] and doc["next_steps"] == [last.split("report: ", 1)[1]]

@@ -445,3 +445,30 @@ def test_kernel_file_with_future_import_loads(tmp_path):
                    "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n")
     namespace, notes = offline_compile.load_module_namespace(src)
     assert "add_kernel" in namespace and notes == []
+
+
+TUTORIALS_CAPTURE = Path(__file__).resolve().parents[1] / "examples" / "recorded_h200" / "triton_tutorials" / \
+    "autotune_kernels"
+
+
+@needs_offline_triton
+def test_an_offline_compile_under_the_interpreter_compiles_the_kernel(monkeypatch, tmp_path):
+    """A user checking a program on a CPU sets TRITON_INTERPRET=1 and the chain's steps inherit it:
+    @triton.jit then gives an InterpretedFunction, which has no cache_key to compile. The load and
+    the probe's workers turn the interpreter off."""
+    monkeypatch.setenv("TKO_CACHE_DIR", "off")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    out = offline_compile.compile_kernel_file(KERNELS / "autotuned_scale.py", "sm_90",
+                                              signature="x_ptr=*fp16,out_ptr=*fp16,n=i32,alpha=fp32")
+    assert out.kernel == "scale_kernel" and ".target sm_90" in out.asm["ptx"]
+    assert os.environ["TRITON_INTERPRET"] == "1"                         # the user's setting is back
+    assert "TRITON_INTERPRET" not in offline_compile.worker_env(None)
+
+
+def test_a_captured_files_launched_kernel_is_the_default_kernel():
+    for name in ("softmax_kernel", "_layer_norm_fwd_fused", "matmul_kernel"):
+        _, parsed = kernel_source.read_kernel_file(TUTORIALS_CAPTURE / f"{name}.py")
+        assert len(parsed["kernels"]) >= 3
+        assert kernel_source.select_kernel(parsed, None)["name"] == name
+        assert kernel_source.select_kernel(parsed, "matmul_kernel")["name"] == "matmul_kernel"  # a name decides

@@ -54,6 +54,19 @@ def test_hot_kernels_chart_share_and_gap():
     assert "2.10x floor" in texts and "no floor" in texts and "60.0 %" in texts
 
 
+def test_an_unknown_share_is_said_not_drawn_as_zero():
+    """Without a profile the shares are unknown: no bar, no "0.0 %"; the investigation drops a chart
+    that knows neither a share nor a floor of any kernel."""
+    from tko.chains.investigation_index import index_chart
+
+    root = ET.fromstring(svg_chart.hot_kernels_chart("hot", [{"name": "k", "share": None, "gap": 1.5}]))
+    assert root.findall(".//s:rect[@class='share']", NS) == []
+    texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "share unknown" in texts and "0.0 %" not in texts and "1.50x floor" in texts
+    assert index_chart({"kernels": [{"kernel": "k", "share": None, "sol_over_floor": None}]}) is None
+    assert index_chart({"kernels": [{"kernel": "k", "share": 0.5, "sol_over_floor": None}]}) is not None
+
+
 def test_percent_unit():
     root = ET.fromstring(svg_chart.kernel_bars("pct", [("kernel", 48.0), ("memory twin", 97.0)], unit="%"))
     assert [t.text for t in root.findall(".//s:text[@class='value']", NS)] == ["48.0 %", "97.0 %"]

@@ -281,6 +281,9 @@ def test_cli_two_workers_and_best_file_runs(captured, tmp_path, run_script):
     assert "BLOCK=128" not in [r["name"] for r in doc["ranking"]["ranked"]]
     best = doc["best"]
     assert best["name"] == doc["ranking"]["best"] and best["name"] in status and status[best["name"]] == "ok"
+    # interpreter times rank the path, not a speed: the change is given, never as measured faster
+    assert best["apply"].startswith("interpreter run (TRITON_INTERPRET=1): its times are not a speed; sweep on a GPU")
+    assert "measured" not in best["apply"]
     assert doc["summary"]["status_counts"] == {"ok": 5, "failed": 2, "error": 0}
     for v in doc["variants"]:   # where each variant's seconds went; only passing variants are timed
         assert set(v["phase_s"]) == ({"prepare", "first_launch", "check"} | ({"timing"} if v["status"] == "ok" else set()))
@@ -504,3 +507,24 @@ def test_apply_text_warns_where_inductor_would_halve_r0_block():
     rows = {v["name"]: v for v in doc["variants"]}
     assert "halving off" in sweep_results.how_to_apply(rows["R0_BLOCK=2048"], plan)
     assert "halving off" not in sweep_results.how_to_apply(rows["num_warps=8"], plan)
+
+
+def test_an_autotuned_kernels_heuristic_block_is_changed_in_its_heuristics_not_pinned():
+    """attorch's layer norm: @triton.autotune over @triton.heuristics giving both blocks. A heuristic
+    overwrites whatever a config pins, so the change names the heuristics, and pins only what the
+    config sets (nothing when that is the captured one)."""
+    from tko.measure.sweep_plan import Plan, Variant
+
+    spec = {"kind": "triton_autotune", "function": "layer_norm_forward_kernel", "source_file": "/p/ln.py",
+            "heuristics": ["BLOCK_SIZE_BATCH", "BLOCK_SIZE_FEAT"]}
+    base = {"BLOCK_SIZE_BATCH": 1, "BLOCK_SIZE_FEAT": 64, "num_warps": 1, "num_stages": 3}
+    plan = Plan("/c/ln.py", "layer_norm_forward_kernel", "jit", spec,
+                [Variant("baseline", "baseline", "", base, [16], "/c/ln.py")], [], [])
+    row = {"kind": "config", "config": dict(base, BLOCK_SIZE_BATCH=2)}
+    assert sweep_results.how_to_apply(row, plan) == ("change the @triton.heuristics of layer_norm_forward_kernel "
+                                                     "(/p/ln.py) to give BLOCK_SIZE_BATCH=2")
+    row = {"kind": "config", "config": dict(base, BLOCK_SIZE_BATCH=2, num_warps=2)}
+    assert sweep_results.how_to_apply(row, plan).endswith(
+        "to give BLOCK_SIZE_BATCH=2; and pin triton.Config({}, num_warps=2, num_stages=3)")
+    row = {"kind": "config", "config": dict(base, num_warps=4)}
+    assert sweep_results.how_to_apply(row, plan) == "pin triton.Config({}, num_warps=4, num_stages=3)"

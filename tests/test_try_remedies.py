@@ -214,7 +214,7 @@ def _scripted_arms(monkeypatch, script: dict):
     """Arms whose runs return the next ms of ``script[name]``; every run takes 1 s of wall time."""
     from tko.chains import trials as tr
 
-    def run_once(arm, index, ctx):
+    def run_once(arm, index, ctx, limit_s=None):
         ctx.order.append(f"{arm.name}#{index}")
         return {"run": index, "status": "ok", "error": None, "ms": script[arm.name].pop(0), "wall_s": 1.0, "log": "x.log",
                 "counted": True}
@@ -744,3 +744,22 @@ def test_an_arm_dropped_up_front_runs_late_when_the_rounds_leave_budget(run_scri
     # interleaved with baseline runs of its own
     assert doc["order"][-4:] == ["baseline#3", "multi_kernel#1", "baseline#4", "multi_kernel#2"], doc["order"]
     assert doc["winner"] == "multi_kernel"
+
+
+def test_a_run_still_going_when_the_budget_ends_is_killed_so_the_deadline_holds(run_script, fixtures_dir, tmp_path):
+    """max-autotune's run overruns its estimate (a 60 s compile): it is killed 5 % of the budget past
+    the budget's end (at most 15 s), not at --timeout, and says so; the baseline's runs stand."""
+    import time
+
+    env = _steps_env(tmp_path, STEP_MAT_SLEEP_S=60)
+    t0 = time.perf_counter()
+    proc = run_script("try_remedies.py", *ON_THIS_MACHINE, "--out", tmp_path / "t", "--runs", "2",
+                      "--budget-s", "6", "--timeout", "300", "--arms", "max_autotune_no_cudagraphs",
+                      "--", "sh", fixtures_dir / STEPS, cwd=tmp_path, env=env)
+    took = time.perf_counter() - t0
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "t" / "trials.json").read_text())
+    arm = {a["name"]: a for a in doc["arms"]}["max_autotune_no_cudagraphs"]
+    assert arm["status"] == "timeout", arm
+    assert "(the trials' budget ended; process group killed)" in arm["reason"], arm["reason"]
+    assert took < 30, took                                    # 6 s of budget, 0.3 s past it, startup

@@ -150,3 +150,17 @@ def test_sweep_of_the_poor_fixed_launch_and_its_launch_override(run_script, tmp_
         assert run.returncode == 0, run.stderr[-3000:]  # the example checks both kernels' outputs
         timed[label] = float(run.stdout.split("ms/step")[0].split(":")[-1])
     print("ms/step", timed, "override applied:", entry["launch"])
+
+
+ROWPKG = ROOT / "tests" / "fixtures" / "repros" / "rowpkg_program.py"
+
+
+def test_investigation_of_a_packaged_kernel_autotuned_over_heuristics(run_script, tmp_path):
+    """A kernel library's layout (tests/fixtures/kernels/rowpkg: relative imports, a module named
+    ``types``, @triton.autotune over @triton.heuristics): captured with its standalone file, run and
+    timed on the GPU, every step ok."""
+    inv, index = investigate(run_script, tmp_path, ROWPKG, top=1, steps=20, budget_s=120)
+    assert every_step_ok(index), index["steps"]
+    assert [k["kernel"] for k in index["kernels"]] == ["scale_rows_kernel"]
+    run = json.loads((inv / "kernels" / "scale_rows_kernel" / "run.json").read_text())
+    assert run["status"] == "ok", run

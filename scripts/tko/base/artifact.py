@@ -256,7 +256,7 @@ FIELD_TYPES: dict[str, dict[str, str]] = {
     "autotune_summary": {"inputs": "objs", "spread_threshold": "num", "flag_meanings": "obj",
                          "kernels": "objs", "skipped": "objs"},
     "artifact_manifest": {"out_dir": "str", "roots": "obj", "kernels": "objs", "refused": "list",
-                          "relocated": "obj", "notes": "list"},
+                          "relocated": "obj", "cpu_kernels": "list?", "notes": "list"},
     "isa_scan": {"input": "str", "kernel_filter": "str?", "arch_requested": "str?",
                  "kernels": "objs", "summary": "obj"},
     "fallback_ab": {"command": "list", "disable": "list", "device": "obj", "arms": "objs",

@@ -69,7 +69,7 @@ def kernel_bars(title: str, bars: list[tuple[str, float | None]], *, unit: str =
 
 
 def hot_kernels_chart(title: str, kernels: list[dict], width: int = 720) -> str:
-    """One row per kernel: ``name``, ``share`` (0..1 of GPU time) as a bar, ``gap`` (kernel ms /
+    """One row per kernel: ``name``, ``share`` (0..1 of GPU time, or None: unknown) as a bar, ``gap`` (kernel ms /
     floor ms, or None) as a second bar on its own scale, labelled ``1.8x floor``; without a gap,
     ``missing`` says why (default "no floor")."""
     name_w, row_h, top = 240, 24, 40
@@ -85,11 +85,14 @@ def hot_kernels_chart(title: str, kernels: list[dict], width: int = 720) -> str:
         shown = name if len(name) <= 36 else name[:33] + "..."
         body.append(f'<text class="label" x="{name_w - 6}" y="{y + 16}" text-anchor="end" {FONT}>'
                     f"<title>{text(name)}</title>{text(shown)}</text>")
-        share = float(k.get("share") or 0.0)
-        w = max(1.0, (half - 50) * min(1.0, share))
-        body.append(f'<rect class="share" x="{name_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" '
-                    f'fill="#c0392b" data-label={quoteattr(name)} data-value="{share:.6g}"/>')
-        body.append(f'<text class="value" x="{name_w + w + 4:.1f}" y="{y + 16}" {FONT}>{100 * share:.1f} %</text>')
+        if isinstance(k.get("share"), (int, float)):
+            share = float(k["share"])
+            w = max(1.0, (half - 50) * min(1.0, share))
+            body.append(f'<rect class="share" x="{name_w}" y="{y + 4}" width="{w:.1f}" height="{row_h - 8}" '
+                        f'fill="#c0392b" data-label={quoteattr(name)} data-value="{share:.6g}"/>')
+            body.append(f'<text class="value" x="{name_w + w + 4:.1f}" y="{y + 16}" {FONT}>{100 * share:.1f} %</text>')
+        else:  # no profile: unknown, not 0 %
+            body.append(f'<text class="missing" x="{name_w}" y="{y + 16}" {FONT} fill="#999">share unknown</text>')
         gap = k.get("gap")
         x0 = name_w + half + 10
         if isinstance(gap, (int, float)) and gap > 0:

@@ -109,13 +109,15 @@ class Chain:
 
 
 class Background:
-    """A step running in a thread of its own (its child in its own process group, as every step's)."""
+    """A step running in a thread of its own (its child in its own process group, as every step's).
+    Its time is the child's, from start to exit, not until :meth:`wait` is called."""
 
     def __init__(self, chain: Chain, step: Step):
         self.chain, self.step = chain, step
         self.procs: list[subprocess.Popen] = []
         self.result: tuple[int | None, list[str]] = (None, ["(did not start)"])
         self.t0 = time.perf_counter()
+        self.ended: float | None = None
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.thread = threading.Thread(target=self._work, args=(env,), daemon=True)
         self.thread.start()
@@ -123,11 +125,12 @@ class Background:
     def _work(self, env: dict) -> None:
         self.result = run_streaming(self.step.cmd, env, None, self.chain.timeout, None, False,
                                     label=f"[investigate] {self.step.name}", started=self.procs.append)
+        self.ended = time.perf_counter()
 
     def wait(self) -> bool:
         """Wait for the step to end; True when it succeeded."""
         self.thread.join()
-        return self.chain.finish(self.step, *self.result, time.perf_counter() - self.t0, None)
+        return self.chain.finish(self.step, *self.result, (self.ended or time.perf_counter()) - self.t0, None)
 
     def cancel(self) -> None:
         """End the step's whole process group now (the chain is stopping)."""

@@ -14,12 +14,27 @@ from ..verdict.report import DECISION_TEXT
 from ..base.layout import PROFILE_DIR
 from .pipeline import load_doc
 
+def compiled_for_cpu(result: dict) -> str | None:
+    """When no Triton kernel was found and Inductor wrote C++ kernels: the program ran its compiled
+    region on the CPU (a model or inputs never moved to the GPU), in one sentence; else None."""
+    cpu = result.get("cpu_kernels") or []
+    if result.get("kernels") or not cpu:
+        return None
+    shown = ", ".join(cpu[:3]) + (f" and {len(cpu) - 3} more" if len(cpu) > 3 else "")
+    return (f"Inductor compiled the program for the CPU ({len(cpu)} C++ kernel(s): {shown}) and no Triton "
+            "kernel ran: its tensors are on the CPU. Move the model and its inputs to the GPU (.to('cuda'); "
+            "ROCm and DTK builds of torch use the same name) and run the investigation again")
+
+
 def next_steps(result: dict) -> list[str]:
     """What to run next, per kernel decision and for the whole program: commands, not advice."""
     repro = " ".join(result.get("repro") or []) or "python <repro> ..."
     before = Path(result.get("capture_dir") or ".") / PROFILE_DIR / "profile.json"
     compare = (f"`python scripts/profile_kernels.py --json-out after.json -- {repro}`, then "
                f"`python scripts/compare_profiles.py {before if before.is_file() else '<profile before>'} after.json`")
+    cpu = compiled_for_cpu(result)
+    if cpu:
+        return [cpu]
     steps = []
     program = result.get("program") or {}
     trials = result.get("trials") or {}
@@ -123,11 +138,13 @@ def index_chart(result: dict) -> str | None:
     """Each hot kernel's share of GPU time and its time over the copy floor (tko.base.svg_chart)."""
     from ..base.svg_chart import hot_kernels_chart
 
-    rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else 0.0,
+    rows = [{"name": k["kernel"], "share": k.get("share") if isinstance(k.get("share"), (int, float)) else None,
              "gap": k.get("sol_over_floor"),
              "missing": (f"not timed (floor {1000 * k['sol_copy_floor_ms']:.1f} us)"
                          if isinstance(k.get("sol_copy_floor_ms"), (int, float)) else None)}
             for k in result.get("kernels", [])]
+    if not any(r["share"] is not None or r["gap"] is not None or r["missing"] for r in rows):
+        return None  # no profile and no speed of light: a chart of nothing known
     return hot_kernels_chart("Hot kernels: share of GPU time and time over the copy floor", rows) if rows else None
 
 
@@ -154,7 +171,7 @@ def index_markdown(result: dict) -> str:
     from .rewrites import markdown as rewrite_markdown
 
     lines = ["# Investigation", "", f"Capture: `{result['capture_dir']}` ({result['mode']})", ""]
-    lines += step_markdown(result.get("step"))
+    lines += step_markdown(result.get("step"), _profile_missing(result))
     lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...",
                               result.get("step"))
     lines += trials_markdown(result.get("trials"))
@@ -181,6 +198,14 @@ def index_markdown(result: dict) -> str:
         [s["name"], s["status"], "" if s["seconds"] is None else s["seconds"], md.text((s["error"] or "")[:200])]
         for s in result["steps"]])
     return "\n".join(lines) + "\n"
+
+
+def _profile_missing(result: dict) -> str | None:
+    """Why the run has no profile, when its profile step did not end ok (its last such step)."""
+    step = next((s for s in reversed(result.get("steps") or []) if s.get("name") == "profile"), None)
+    if not step or step.get("status") == "ok":
+        return None
+    return f"the profile step {step.get('status')}: {(step.get('error') or '')[:200]}"
 
 
 def _wall_line(result: dict) -> list[str]:

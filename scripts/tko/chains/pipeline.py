@@ -96,6 +96,13 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
         "--dir", cap / CAPTURE_KERNELS, "--force-retune", argv[0], "--", *argv[1:]]
     if not chain.run("capture", run, env=env, log=cap / CAPTURE_LOG, output=cap / CAPTURE_KERNELS, stream=True):
         repro_failed(chain, cap / CAPTURE_LOG)
+    if not gpu_available():  # the profiler and the copy peak time a GPU: nothing to record here
+        why = ("no GPU here: the profiler times GPU kernels"
+               + (" (the capture ran the kernels in Triton's interpreter: a check, not a timing)"
+                  if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") else ""))
+        chain.skip("profile", why)
+        chain.skip("peak_bandwidth", "no GPU here: nothing to measure")
+        return
     (cap / PROFILE_DIR).mkdir(exist_ok=True)
     # the kernels the capture recorded are Triton kernels, hand-written @triton.jit ones included
     logged = ["--capture-log", cap / CAPTURE_KERNELS / "autotune.log"] \
@@ -224,6 +231,13 @@ class TrialOptions:
                                f"for the reports" + (f", at least {TRIALS_MIN_BUDGET_S:g} s" if left < budget else ""))
 
 
+def cpu_kernels(out: Path) -> list[str]:
+    """The C++ kernels Inductor wrote for the CPU, as the collect step found them in the output code
+    (``artifact_manifest/1`` ``cpu_kernels``): a compiled region whose tensors were on the CPU."""
+    doc = load_doc(out / "artifacts" / "manifest.json") or {}
+    return [k for k in doc.get("cpu_kernels") or [] if isinstance(k, str)]
+
+
 def recorded_trials(cap: Path) -> Path | None:
     """A capture's recorded remedy trials: ``trials/trials.json``, else ``trials.json``."""
     for path in (cap / "trials" / TRIALS_FILE, cap / TRIALS_FILE):
@@ -325,7 +339,7 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path,
 def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path,
            jobs: int | None = None) -> Background | None:
     """probe_compile.py for the --probe-arch targets of a hot kernel, started in the background:
-    the slowest offline step, and no step of the kernel but its report reads what it writes.
+    offline compiles of every variant, and no step of the kernel but its report reads what it writes.
     ``jobs``: its parallel compiles (the probes of all kernels share the CPUs)."""
     name = f"probe {kernel}"
     if not ctx.probe_archs:

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIXES = ("TRITON_", "AMDGCN_", "HCUGCN_", "MLIR_", "LLVM_")
-ENV_IGNORED = {"TRITON_CACHE_DIR", "TRITON_HOME"}  # where Triton caches, not what it compiles
+# where Triton caches, not what it compiles; the interpreter is off for every offline compile
+ENV_IGNORED = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_INTERPRET"}
 # The modules whose code turns a kernel file and the arguments into the compile call.
 PLANNING_MODULES = ("tko.compile.offline_compile", "tko.read.kernel_source", "tko.base.config", "tko.base.archs")
 

@@ -8,7 +8,9 @@ Loading never runs the file as written: the module is re-compiled from its AST w
 - top-level ``*.set_driver_to_gpu()`` calls dropped (Inductor files call it at import, 2.6+),
 - every other top-level statement guarded, so an import that the installed Triton lacks (e.g.
   ``from triton.compiler.compiler import AttrsDescriptor`` on triton >= 3.3) does not stop the load,
-- ``__name__`` set so that an appended ``if __name__ == "__main__":`` runner does not run.
+- ``__name__`` set so that an appended ``if __name__ == "__main__":`` runner does not run,
+- ``TRITON_INTERPRET`` off while it loads (``@triton.jit`` reads it at decoration: under the
+  interpreter it gives an ``InterpretedFunction``, which does not compile), and off in the workers.
 
 The hints come from the static ``triton_meta`` (kept as written), from a captured ``launch`` event
 (``autotune_event/1``), or from ``--signature``; the config from the caller, the declared configs, or a
@@ -157,7 +159,8 @@ def load_module_namespace(path: str | Path, text: str | None = None) -> tuple[di
     if added:  # sibling modules of a hand-written kernel (shared @triton.jit helpers) must import
         sys.path.insert(0, folder)
     try:
-        exec(code, namespace)  # noqa: S102 - the decorators that need a GPU were removed above
+        with _env({"TRITON_INTERPRET": None}):  # a JITFunction to compile, not the interpreter's
+            exec(code, namespace)  # noqa: S102 - the decorators that need a GPU were removed above
     except Exception as exc:
         raise ToolFailure(f"{path}: loading the kernel module failed: {type(exc).__name__}: {exc}") from None
     finally:
@@ -227,10 +230,12 @@ def hints_from_launch(kernel: dict, launch: dict) -> tuple[dict, dict, dict, lis
     notes: list[str] = []
     args = {a.get("name"): a for a in launch.get("args", []) if isinstance(a, dict)}
     for param in kernel["params"]:
-        if param["kind"] == "constexpr":
-            continue
         arg = args.get(param["name"])
         if arg is None:
+            continue
+        if param["kind"] == "constexpr":  # a flag passed by keyword (scale_by_weight=True): its value
+            if arg.get("kind") == "scalar" and isinstance(arg.get("value"), (bool, int, float, str)):
+                constexprs[param["name"]] = arg["value"]
             continue
         if arg.get("kind") == "tensor":
             dtype = _dtype_from_torch(arg.get("dtype"))
@@ -257,8 +262,11 @@ def hints_from_launch(kernel: dict, launch: dict) -> tuple[dict, dict, dict, lis
 
 
 def launch_from_standalone_spec(spec: dict) -> dict:
-    """A captured standalone file's ``_TKO_SPEC`` as a launch event: recorded args + first config."""
-    launch: dict[str, Any] = {"args": [a for a in spec.get("args", []) if isinstance(a, dict)]}
+    """A captured standalone file's ``_TKO_SPEC`` as a launch event: recorded args (the keyword
+    ones too: a constexpr flag passed by name) + first config."""
+    extra = spec.get("extra_kwargs") if isinstance(spec.get("extra_kwargs"), dict) else {}
+    launch: dict[str, Any] = {"args": [a for a in spec.get("args", []) if isinstance(a, dict)]
+                              + [dict(a, name=n) for n, a in extra.items() if isinstance(a, dict)]}
     configs = [c for c in spec.get("configs") or [] if isinstance(c, dict)]
     if configs:
         launch["winner"] = configs[0]
@@ -734,6 +742,7 @@ def worker_command(*spec_paths: str | os.PathLike) -> list[str]:
 def worker_env(overrides: dict | None) -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = _scripts_dir() + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("TRITON_INTERPRET", None)  # a compile, never the interpreter (a user's CPU check sets it)
     for key, value in (overrides or {}).items():
         if value is None:
             env.pop(key, None)

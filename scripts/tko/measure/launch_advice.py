@@ -27,6 +27,15 @@ def changed_arguments(new: dict, old: dict) -> dict:
     return {k: v for k, v in new.items() if old.get(k) != v}
 
 
+def heuristics_text(spec: dict, values: dict) -> str:
+    """``change the @triton.heuristics of kernel (file:line) to give BLOCK=...``: a heuristic sets
+    these at every launch, so a value passed at the launch or pinned in a config is overwritten."""
+    where = (f"{spec.get('source_file')}:{spec.get('source_line')}" if spec.get("source_line")
+             else spec.get("source_file") or "the kernel")
+    return (f"change the @triton.heuristics of {spec.get('function')} ({where}) to give "
+            + ", ".join(f"{k}={v!r}" for k, v in values.items()))
+
+
 def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, gain: float | None) -> str:
     """``change the launch at FILE:LINE to kernel[grid](..., BLOCK=256, num_warps=8)`` with the gain."""
     changed = changed_arguments(new, old)
@@ -37,10 +46,7 @@ def launch_text(spec: dict, new: dict, old: dict, grid_new: Any, grid_old: Any, 
         args = ", ".join(f"{k}={v!r}" for k, v in passed.items())
         parts.append(f"change the launch at {site_text(spec)} to {spec.get('function')}[grid](..., {args})")
     if computed:
-        # @triton.heuristics sets these at every launch: a value passed at the launch is overwritten
-        where = f"{spec.get('source_file')}:{spec.get('source_line')}" if spec.get("source_file") else "the kernel"
-        parts.append(f"change the @triton.heuristics of {spec.get('function')} ({where}) to give "
-                     + ", ".join(f"{k}={changed[k]!r}" for k in computed))
+        parts.append(heuristics_text(spec, {k: changed[k] for k in computed}))
     text = "; and ".join(parts)
     if gain:
         text += f" (measured {gain:.2f}x the captured launch's speed on the captured inputs)"

@@ -213,17 +213,33 @@ def write_inductor_standalone(capture_dir: Path, stem: str, obj: Any, kernel: st
     return path
 
 
+def package_of(module_dir: str) -> tuple[str | None, str]:
+    """(the dotted package a folder is, the folder to import it from); (None, the folder itself)
+    when it holds no ``__init__.py``."""
+    parts, folder = [], Path(module_dir).resolve()
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        parts.append(folder.name)
+        folder = folder.parent
+    return (".".join(reversed(parts)), str(folder)) if parts else (None, module_dir)
+
+
 def user_module_source(source: str, module_dir: str, module_name: str | None = None) -> str:
     """A hand-written kernel's module made safe to run as a captured copy.
 
     Its own ``if __name__ == "__main__":`` entry point is disabled, and its folder
-    goes on ``sys.path`` (after any ``from __future__`` line) so sibling imports resolve.
+    goes on ``sys.path`` (after any ``from __future__`` line) so sibling imports resolve. A module
+    of a package (its folder holds ``__init__.py``) gets the package's parent folder instead and its
+    ``__package__``: its relative imports resolve, and a sibling named as a standard module (a
+    package's ``types.py``) does not shadow it.
     """
     source = _MAIN_GUARD.sub('if False:  # the module\'s own entry point, disabled in the captured copy', source)
     # the module's body sees its own __file__ (paths relative to it resolve as in the original);
     # the runner appended after it gets the copy's back (runner_text's header)
     original = os.path.join(module_dir, module_name) if module_name else None
-    path_line = f"import sys as _tko_sys; _tko_sys.path.insert(0, {module_dir!r})\n"
+    package, root = package_of(module_dir)
+    path_line = f"import sys as _tko_sys; _tko_sys.path.insert(0, {root!r})\n"
+    if package:
+        path_line += f"__package__ = {package!r}\n"
     if original:
         path_line += f"_tko_own_file, __file__ = __file__, {original!r}\n"
     futures = list(_FUTURE.finditer(source))

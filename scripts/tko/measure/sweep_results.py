@@ -90,12 +90,15 @@ def _variant_row(v: Variant, rec: dict | None, base: dict, num_bytes, peak, inte
 
 
 def _kept_grid_note(v: Variant, flat0: dict, grid0: list) -> str | None:
-    """Why a block move can leave outputs unwritten: it launched the recorded grid."""
+    """Why a block move can leave outputs unwritten: it launched the recorded grid. Which of the two
+    causes holds is not known here (the tutorials' softmax launches one program per row whatever its
+    block: a block under the row length leaves the rest of each row unwritten)."""
     moved = [k for k, val in v.flat.items() if is_block_key(k, val) and flat0.get(k) != val]
     if not moved:
         return None
     return (f"{', '.join(moved)} changed but the launch kept the recorded grid {grid0}: the capture recorded "
-            "no grid for this block (a grid function's grids are recorded as grid_moves; a fixed grid is not)")
+            "no grid for this block (a grid function's grids are recorded as grid_moves; a fixed grid is not); "
+            "either the grid must follow the block or the kernel needs the block to cover its data (a whole row)")
 
 
 def _rank(rows: list[dict], base_ms: float | None, noise: float | None) -> dict:
@@ -193,7 +196,14 @@ def how_to_apply(row: dict, plan: Plan) -> str:
         return launch_advice.launch_text(plan.spec, row["config"], base.flat, row.get("grid"), base.grid,
                                          row.get("x_vs_baseline"))
     if row["kind"] == "config":
-        text = "pin " + config_text(row["config"])
+        # an @triton.autotune over @triton.heuristics: the heuristics' blocks are not the config's to pin
+        heur, base = set(plan.spec.get("heuristics") or []), plan.variants[0].flat
+        pinned = {k: v for k, v in row["config"].items() if k not in heur}
+        text = "pin " + config_text(pinned)
+        computed = {k: v for k, v in row["config"].items() if k in heur and base.get(k) != v}
+        if computed:
+            same = pinned == {k: v for k, v in base.items() if k not in heur}
+            text = launch_advice.heuristics_text(plan.spec, computed) + ("" if same else "; and " + text)
         if plan.launch == "inductor":
             # an Inductor kernel's configs are generated, not written by the user; its own
             # coordinate-descent tuner walks the same neighbourhood (block sizes x2 and /2,
@@ -247,7 +257,11 @@ def write_best(plan: Plan, payload: dict, path: str | Path) -> str | None:
     row = next(r for r in payload["variants"] if r["name"] == name)
     payload["best"]["file"] = str(Path(path).resolve())
     payload["best"]["apply"] = how_to_apply(row, plan)
-    if payload["best"]["within_noise"]:
+    if payload["interpreter"]:  # the interpreter ran it: the path is checked, no speed was measured
+        payload["best"]["apply"] = ("interpreter run (TRITON_INTERPRET=1): its times are not a speed; sweep on a "
+                                    "GPU before changing anything (the change this variant would be: "
+                                    + how_to_apply(dict(row, x_vs_baseline=None), plan) + ")")
+    elif payload["best"]["within_noise"]:
         payload["best"]["apply"] = ("within the noise of the captured winner: re-measure before changing "
                                     "anything; if it holds, " + payload["best"]["apply"])
     return str(path)

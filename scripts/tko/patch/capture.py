@@ -42,7 +42,7 @@ from ..base import atomic
 from ..base import ranks
 from ..base.archs import torch_device_arch
 from ..base.versions import autotuner_user_do_bench
-from .capture_records import (_clean, _finite, _from_cache, _json_default, _json_flat,
+from .capture_records import (_clean, _finite, _from_cache, _json_default, _json_flat, _jsonable_scalar,
                               _signature_names, config_flat, config_from_hashable, config_record,
                               describe_arg, gb_per_s, grid_moves, inductor_configs, inductor_kernel_name,
                               inductor_meta_record, inductor_statistic, kernel_kind, launch_grid,
@@ -547,13 +547,29 @@ def on_coordesc(obj: Any, args: tuple, result_launcher: Any) -> None:
 # Triton's own Autotuner (hand-written @triton.autotune outside torch.compile)
 
 
-def _base_jit(autotuner: Any) -> Any:
-    fn = getattr(autotuner, "fn", None)
+def _under_autotuner(autotuner: Any) -> tuple[Any, list[dict]]:
+    """(the JIT function under an autotuner, the ``values`` of each ``@triton.heuristics`` between
+    them, outermost first: the order Triton computes them in). A Heuristics has ``arg_names`` and
+    ``run`` too; only the JIT function wraps a plain Python function."""
+    layers, fn = [], getattr(autotuner, "fn", None)
     for _ in range(8):
-        if fn is None or (hasattr(fn, "arg_names") and hasattr(fn, "run") and not hasattr(fn, "configs")):
+        if fn is None or (hasattr(fn, "arg_names") and hasattr(fn, "run") and not hasattr(fn, "configs")
+                          and isinstance(getattr(fn, "fn", None), types.FunctionType)):
             break
+        if isinstance(getattr(fn, "values", None), dict):
+            layers.append(fn.values)
         fn = getattr(fn, "fn", None)
-    return fn
+    return fn, layers
+
+
+def heuristic_values(layers: list[dict], meta: dict) -> dict:
+    """What the heuristics give for one launch's ``meta`` (arguments, keywords and config), as
+    Triton's ``Heuristics.run`` computes them: in order, each seeing the ones before it."""
+    meta, out = dict(meta), {}
+    for values in layers:
+        for name, fn in values.items():
+            out[name] = meta[name] = fn(meta)
+    return out
 
 
 def on_triton_autotune_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> Any:
@@ -562,7 +578,7 @@ def on_triton_autotune_run(obj: Any, args: tuple, kwargs: dict, orig: Any) -> An
     size = len(cache) if isinstance(cache, dict) else 0
     before = None
     try:
-        jit = _base_jit(obj)
+        jit = _under_autotuner(obj)[0]
         name = str(getattr(getattr(obj, "base_fn", None), "__name__", None) or getattr(jit, "__name__", "kernel"))
         st = _states.get(id(obj))
         if st is None or st.obj is not obj:
@@ -628,7 +644,8 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
                  "gb_per_s": gb_per_s(num_bytes, _timing_ms(t))} for c, t in timings.items()]
         emit("autotune", st.name, timings=rows, winner=config_record(best) if best else None,
              statistic="median",
-             benchmarker="custom do_bench" if autotuner_user_do_bench(obj) else "triton.testing.do_bench",
+             benchmarker="custom do_bench" if autotuner_user_do_bench(obj)
+             else HOST_CLOCK if _installed.get("interpreter_clock") else "triton.testing.do_bench",
              num_bytes=num_bytes,
              bytes_source=source, from_cache=from_cache or None,
              duration_s=getattr(obj, "bench_time", None))
@@ -638,25 +655,37 @@ def _record_triton_autotune(obj: Any, st: KernelState, args: tuple, kwargs: dict
     call_kwargs = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
     configs = []
     all_cfgs = [best] + [c for c in (getattr(obj, "configs", None) or []) if c is not best] if best else []
+    layers = _under_autotuner(obj)[1]
     for cfg in all_cfgs:
         meta = dict(zip(names, args))
         meta.update(call_kwargs)
         meta.update(config_flat(cfg))
+        heur = {}
+        if layers:
+            try:
+                heur = heuristic_values(layers, meta)
+            except Exception as exc:
+                log_error(f"heuristics {st.name}", exc)
+            meta.update(heur)
         grid = kwargs.get("grid")
         try:
             g = launch_grid(grid, meta)
         except Exception as exc:
             log_error(f"grid {st.name}", exc)
             g = None
-        moves = grid_moves(grid, meta, config_flat(cfg)) if cfg is best else None
-        configs.append(standalone_config(_json_flat(cfg), g, moves))
+        # the heuristics' blocks move too: the sweep moves every block of the standalone's config
+        moves = grid_moves(grid, meta, dict(config_flat(cfg), **heur)) if cfg is best else None
+        # the heuristics' constexprs go with the config: the standalone launches the bare JIT function
+        configs.append(standalone_config(dict(_json_flat(cfg), **{k: _jsonable_scalar(v) for k, v in heur.items()}),
+                                         g, moves))
     jit = before["jit"]
     extra = {k: describe_arg(k, v) for k, v in call_kwargs.items()}
     path = None
     if settings().standalone:
         path = standalone.write_user_standalone(
             settings().capture_dir, before["stem"], jit, st.name, before["described"], extra, configs,
-            num_bytes, source, device_record())
+            num_bytes, source, device_record(),
+            extra_spec={"heuristics": [str(k) for layer in layers for k in layer]} if layers else None)
     emit("launch", st.name, args=before["described"], grid=configs[0]["grid"] if configs else None,
          num_bytes=num_bytes, bytes_source=source, winner=config_record(best) if best else None,
          device=device_record(), standalone_file=str(path) if path else None,
@@ -758,6 +787,34 @@ def _force_retune() -> None:
         log_error("force_retune", exc)
 
 
+HOST_CLOCK = "host clock in Triton's interpreter (no GPU driver)"
+
+
+def _interpreter_clock(ta: Any) -> bool:
+    """In Triton's interpreter without a GPU driver an ``@triton.autotune`` of several configs stops
+    the program (Triton >= 3.4 asks the driver for a benchmarker: "0 active drivers"): it gets the
+    host clock instead, and the capture's records say so. Nothing changes where a driver exists."""
+    import functools
+
+    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+        return False
+    if not isinstance(ta.Autotuner.__dict__.get("do_bench"), functools.cached_property):
+        return False   # Triton < 3.4: do_bench is set per instance
+    try:
+        from triton.runtime.driver import driver
+
+        driver.active.get_benchmarker()
+        return False
+    except Exception:
+        pass
+    from ..measure.bench import cpu_wall_bench
+
+    # one untimed call, then three on the host clock: an interpreter's times rank configs, no more
+    host_clock = functools.partial(cpu_wall_bench, warmup=1, rep=0, min_calls=3)
+    ta.Autotuner.do_bench = property(lambda self: getattr(self, "_do_bench", None) or host_clock)
+    return True
+
+
 def install(env: dict | None = None) -> dict:
     """Patch Inductor and Triton once per process; returns what was patched."""
     global _settings
@@ -782,6 +839,7 @@ def install(env: dict | None = None) -> dict:
         if not getattr(ta.Autotuner.run, "_tko_capture", False):
             _wrap_triton_autotuner(ta.Autotuner)
         _installed["triton_autotuner"] = True
+        _installed["interpreter_clock"] = _interpreter_clock(ta)
     except Exception as exc:
         _installed["triton_autotuner"] = False
         log_error("install triton autotuner", exc)

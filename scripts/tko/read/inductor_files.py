@@ -35,6 +35,8 @@ DEBUG_TRACE_LINE = re.compile(r" debug trace: (?P<path>\S+)")
 KERNEL_PATH_COMMENT = re.compile(r"^# kernel path: (?P<path>\S+\.py)\s*$", re.M)
 ASYNC_TRITON = re.compile(r"async_compile\.triton\(\s*['\"](?P<name>\w+)['\"]")
 JIT_DEF = re.compile(r"@triton\.jit\s*\ndef (?P<name>\w+)\(")
+# Inductor's CPU backend: ``cpp_fused_add_0 = async_compile.cpp_pybinding([...], '''...`` (or ``.cpp(``)
+ASYNC_CPP = re.compile(r"^(?P<name>\w+) = async_compile\.cpp(?:_pybinding)?\(", re.M)
 CACHE_KEY = re.compile(r"^(?:[0-9a-f]{64}|[A-Z2-7]{52})$")
 MAKE_RANGE = re.compile(r"tt\.make_range \{end = (\d+) : i32")
 # Triton truncates the kernel name in cache file names to 150 characters (3.2+).
@@ -150,6 +152,12 @@ def kernels_in_output_code(text: str) -> dict[str, str | None]:
             result.setdefault(a.group("name"), pending_path)
             pending_path = None
     return result
+
+
+def cpu_kernels_in_output_code(text: str) -> list[str]:
+    """The C++ kernels (Inductor's CPU backend) an output code module defines: a compiled region
+    whose tensors were on the CPU."""
+    return list(dict.fromkeys(m.group("name") for m in ASYNC_CPP.finditer(text)))
 
 
 def kernels_in_module(text: str) -> list[str]:
@@ -440,6 +448,7 @@ class _Scan:
     modules: dict = field(default_factory=dict)
     entries: list[CacheEntry] = field(default_factory=list)
     triton_roots: list[tuple[Root, Path]] = field(default_factory=list)
+    cpu_kernels: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -502,7 +511,9 @@ def _discover_logged(scan: _Scan) -> None:
         if str(p) != raw:
             scan.relocated[raw] = str(p)
         if real.is_file():
-            scan.output_codes.append((p, real, kernels_in_output_code(read_text(real))))
+            text = read_text(real)
+            scan.output_codes.append((p, real, kernels_in_output_code(text)))
+            scan.cpu_kernels += [k for k in cpu_kernels_in_output_code(text) if k not in scan.cpu_kernels]
     for raw in refs["debug_traces"]:
         trace = relocate(raw, scan.search_roots)
         if trace is None or not trace.is_dir() or _within(trace, scan.debug_roots) is not None:
@@ -744,6 +755,7 @@ def _manifest(scan: _Scan, out: Path, kernels: list[dict]) -> dict:
         "kernels": kernels,
         "refused": unique_refused,
         "relocated": scan.relocated,
+        "cpu_kernels": scan.cpu_kernels,
         "notes": col.notes,
     }
 

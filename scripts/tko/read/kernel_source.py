@@ -528,8 +528,13 @@ def read_kernel_file(path: str | Path) -> tuple[str, dict]:
 
 
 def select_kernel(parsed: dict, name: str | None) -> dict:
-    """The kernel to compile: by name, else the one with metadata/decorators, else the entry."""
+    """The kernel to compile: by name, else a captured standalone file's kernel (its ``_TKO_SPEC``),
+    else the one with metadata/decorators, else the entry."""
     kernels = parsed["kernels"]
+    # a captured hand-written kernel's file holds its whole module: the spec names the one launched
+    launched = (parsed.get("standalone_spec") or {}).get("function")
+    if not name and any(launched in (k["name"], (k.get("inductor_facts") or {}).get("kernel_name")) for k in kernels):
+        name = launched
     if name:
         for k in kernels:
             # Inductor's descriptive name (inductor_meta) differs from the function name on torch 2.4-2.5

@@ -643,9 +643,12 @@ def from_benchmark_or_sweep(ev: Evidence, doc: dict | None, label: str) -> None:
         return
     runs = TuningRuns.read(doc)
     rows = [r.row() for r in runs.rows]
-    best_row = next((r for r in runs.rows if r.name == runs.best), None)
+    # a sweep in Triton's interpreter checks each variant; its times are no speed and no headroom
+    interpreter = (doc.get("interpreter") is True or "interpreter" in (runs.timer or "")
+                   or _obj(doc.get("device")).get("backend") == "interpreter")
+    best_row = None if interpreter else next((r for r in runs.rows if r.name == runs.best), None)
     ev.sections["tuning_runs"] = {"schema": runs.schema, "label": label, "rows": rows, "best": runs.best,
-                                  "best_x": best_row.x_vs_baseline if best_row else None,
+                                  "best_x": best_row.x_vs_baseline if best_row else None, "interpreter": interpreter,
                                   "noise_rel": runs.noise_rel, "timer": runs.timer, "apply": runs.apply,
                                   "failed": [r.name for r in runs.rows if r.status in ("failed", "error")]}
 

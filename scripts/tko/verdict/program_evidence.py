@@ -192,9 +192,10 @@ def from_manifest(ev: Evidence, doc: dict | None, label: str) -> None:
         return
     frames = []
     for f in mc.frames:
-        target = f"__main__:{f['qualname']}" if f.get("qualname") else None
-        # the report joins a frame's nodes: a value that is not a list reads as none
-        frames.append({**f, "nodes": _list(f.get("nodes")), "disable_target": target})
+        # the report keys paths by file and joins a frame's nodes: a field of the wrong type reads as none
+        text = {key: _str(f.get(key)) for key in ("file", "qualname", "function", "code")}
+        target = f"__main__:{text['qualname']}" if text["qualname"] else None
+        frames.append({**f, **text, "line": _int(f.get("line")), "nodes": _list(f.get("nodes")), "disable_target": target})
     ev.sections["model_code"] = {"source": f"{label}: kernels[{i}].model_code", "aten_ops": mc.aten_ops,
                                  "source_nodes": mc.source_nodes, "frames": frames,
                                  "unmapped_nodes": mc.unmapped_nodes}

@@ -75,7 +75,10 @@ def impact_text(ev: evidence.Evidence) -> str:
     t = ev.sections.get("timing", {})
     runs = ev.sections.get("tuning_runs")
     if runs and runs.get("rows"):
-        if runs.get("best") and runs.get("best_x"):
+        if runs.get("interpreter"):
+            parts.append(f"{len(runs['rows'])} variants checked in Triton's interpreter ({runs['label']}): "
+                         "correct or not, no speed measured.")
+        elif runs.get("best") and runs.get("best_x"):
             noise = runs.get("noise_rel")
             parts.append(f"Best measured variant `{runs['best']}`: {runs['best_x']:.3f}x the baseline"
                          + (f" (run-to-run noise {100 * noise:.1f}%)" if noise is not None else "") + ".")

@@ -225,11 +225,11 @@ def chart(step: dict) -> str | None:
     return stacked_bar(title, segs, unit="us") if segs else None
 
 
-def markdown(step: dict | None) -> list[str]:
-    """The section investigation.md leads with."""
+def markdown(step: dict | None, missing: str | None = None) -> list[str]:
+    """The section investigation.md leads with; ``missing``: why there is no profile, when known."""
     if not step:
-        return ["## Where the step's time goes", "", "No profile: the step's breakdown is unknown "
-                "(profile_kernels.py on a trace of the program).", ""]
+        return ["## Where the step's time goes", "", "No profile: the step's breakdown is unknown ("
+                + md.text(missing or "profile_kernels.py on a trace of the program") + ").", ""]
     lines = ["## Where the step's time goes", "", step["headline"], ""]
     st = step.get("step_time")
     lines.append(f"Step time: {st['ms']:.4g} ms ({md.text(st['source'])})." if st else
