@@ -24,6 +24,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from tko.base.errors import ArgumentParser, InputError, run_main  # noqa: E402
+from tko.base.interpreter import interpreter_on  # noqa: E402
 
 TOOL = "sweep_captured_kernel.py"
 
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     opts = build_parser().parse_args(argv)
     _check(opts)
     kernel = Path(opts.kernel)
-    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    interpret = interpreter_on()
     probe_doc = read_artifact(opts.probe, expect="compile_probe") if opts.probe else None
 
     started = time.time()

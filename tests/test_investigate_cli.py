@@ -244,3 +244,26 @@ def test_a_program_compiled_for_the_cpu_is_told_to_move_to_the_gpu():
     assert investigation_index.next_steps(result) == [line]
     assert investigation_index.compiled_for_cpu(dict(result, kernels=[{"kernel": "k"}])) is None
     assert investigation_index.compiled_for_cpu(dict(result, cpu_kernels=[])) is None
+
+
+@pytest.mark.parametrize("interpret", ["1", ""])
+def test_a_failing_repro_stops_the_investigation_with_its_own_last_line(run_script, tmp_path, interpret):
+    """The repro's own error is the exit line's cause; in Triton's interpreter the line says the
+    program ran there (a kernel a GPU compiles may fail only there), outside it the line does not."""
+    repro = tmp_path / "repro.py"
+    repro.write_text("raise ValueError('the repro broke: float has no attribute to')\n")
+    proc = run_script("investigate.py", "--out", tmp_path / "inv", "--", "python", repro,
+                      env={"TRITON_INTERPRET": interpret}, timeout=120)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("investigate.py: error: the repro failed (exit 1")
+    assert "ValueError: the repro broke: float has no attribute to" in last
+    assert ("in Triton's interpreter (TRITON_INTERPRET=1 is set)" in last) == bool(interpret)
+
+
+@pytest.mark.parametrize("value,on", [("1", True), ("true", True), ("ON", True), ("0", False), ("", False),
+                                      ("off", False), (None, False)])
+def test_the_interpreter_is_on_as_triton_reads_its_variable(value, on):
+    from tko.base.interpreter import interpreter_on
+
+    assert interpreter_on({} if value is None else {"TRITON_INTERPRET": value}) is on

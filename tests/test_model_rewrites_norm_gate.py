@@ -59,7 +59,6 @@ def _compiled_with(mod, fn):
 
 def _same_outputs_and_grads(mod, fn, *inputs, dtype="float32"):
     """Compile ``fn`` with the rewrite: one replacement, outputs and gradients of every input equal."""
-    import torch
 
     def run(f):
         leaves = [t.detach().clone().requires_grad_(t.is_floating_point()) for t in inputs]

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
-import subprocess
 import sys
 import warnings
 from pathlib import Path

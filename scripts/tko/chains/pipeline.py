@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..base import fronts, resources
 from ..base import atomic
+from ..base.interpreter import interpreter_on
 from ..verdict import evidence, program_evidence, trial_evidence
 from ..base.errors import InputError, ToolFailure
 from ..base.layout import (CAPTURE_LOG, CAPTURE_KERNELS, INDUCTOR_CACHE, PROFILE_DIR, RUNS_DIR, ENV_FILE, PEAKS_FILE, REPRO_FILE)
@@ -99,7 +100,7 @@ def capture_online(chain: Chain, cmd: list[str], cap: Path, smoke: bool) -> None
     if not gpu_available():  # the profiler and the copy peak time a GPU: nothing to record here
         why = ("no GPU here: the profiler times GPU kernels"
                + (" (the capture ran the kernels in Triton's interpreter: a check, not a timing)"
-                  if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") else ""))
+                  if interpreter_on() else ""))
         chain.skip("profile", why)
         chain.skip("peak_bandwidth", "no GPU here: nothing to measure")
         return
@@ -143,7 +144,11 @@ def repro_failed(chain: Chain, log: Path) -> None:
     from ..base.subproc import failure_line
 
     cause = failure_line("\n".join(lines)) or "no output"
-    raise ToolFailure(f"the repro failed ({chain.steps[-1].error.split(':')[0]}): {cause}; full log: {log}; "
+    # Triton's interpreter refuses some kernels a GPU compiles (a float argument used as a tensor, some
+    # libdevice calls): say where it ran, so the user checks the program there, not the capture
+    where = (" in Triton's interpreter (TRITON_INTERPRET=1 is set), which runs fewer kernels than a GPU does"
+             if interpreter_on() else "")
+    raise ToolFailure(f"the repro failed ({chain.steps[-1].error.split(':')[0]}){where}: {cause}; full log: {log}; "
                       "fix the repro (it must run as `python repro.py ...` on this machine), then run again")
 
 

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..base.errors import ToolFailure
+from ..base.interpreter import interpreter_on
 
 # --------------------------------------------------------------------------- tolerances
 
@@ -377,9 +378,7 @@ class Timing:
 
 def timing_unavailable_reason() -> str | None:
     """Why ``time_fn`` cannot time here, or None when a device timer is available."""
-    import os
-
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    if interpreter_on():
         return "TRITON_INTERPRET=1: kernels run in the Triton interpreter on the CPU, not on a device"
     try:
         import torch

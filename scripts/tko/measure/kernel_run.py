@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..base import inputs, subproc
 from ..base.subproc import failure_line
+from ..base.interpreter import interpreter_on
 from .standalone import RESULT_PREFIX, runner_version, timer_for_runner
 
 STDERR_TAIL_LINES = 30
@@ -58,7 +59,7 @@ def gpu_missing(kernel_py: Path) -> str | None:
 
     from ..read.kernel_source import standalone_spec
 
-    if os.environ.get("TRITON_INTERPRET") == "1":
+    if interpreter_on():
         return None
     try:
         spec = standalone_spec(ast.parse(kernel_py.read_text(errors="replace")), str(kernel_py))

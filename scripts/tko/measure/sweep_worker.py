@@ -27,6 +27,7 @@ import traceback
 from typing import Any
 
 from ..base.archs import torch_device_arch
+from ..base.interpreter import interpreter_on
 
 MESSAGE_PREFIX = "TKO_SWEEP "
 SELF_CHECK_RUNS = 4          # re-runs of the winner that measure its own run-to-run difference
@@ -41,7 +42,7 @@ def _send(obj: dict) -> None:
 def _interpreter_allows_inductor_modules() -> None:
     """Inductor kernel modules call ``set_driver_to_gpu()`` at import, which raises without a GPU;
     under the interpreter there is no driver to pick, so in this worker process it does nothing."""
-    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if not interpreter_on():
         return
     try:
         from torch._inductor.runtime import triton_helpers

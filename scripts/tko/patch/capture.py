@@ -41,6 +41,7 @@ from typing import Any
 from ..base import atomic
 from ..base import ranks
 from ..base.archs import torch_device_arch
+from ..base.interpreter import interpreter_on
 from ..base.versions import autotuner_user_do_bench
 from .capture_records import (_clean, _finite, _from_cache, _json_default, _json_flat, _jsonable_scalar,
                               _signature_names, config_flat, config_from_hashable, config_record,
@@ -796,7 +797,7 @@ def _interpreter_clock(ta: Any) -> bool:
     host clock instead, and the capture's records say so. Nothing changes where a driver exists."""
     import functools
 
-    if os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if not interpreter_on():
         return False
     if not isinstance(ta.Autotuner.__dict__.get("do_bench"), functools.cached_property):
         return False   # Triton < 3.4: do_bench is set per instance

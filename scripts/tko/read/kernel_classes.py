@@ -110,7 +110,6 @@ def breakdown(doc: dict, classes: tuple[KernelClass, ...] | None = None) -> dict
     share, kernels, calls, top: [{name, share}]}...]}`` in the data file's order, classes with no
     time left out. Shares are of the profile's kernel time (summary.kernel_time_us, else the sum)."""
     classes = classes or bundled()
-    info = class_info(classes)
     acc: dict[str, dict] = {}
     for r in _rows(doc):
         cid = classify(r["name"], r.get("origin"), classes)
