@@ -163,7 +163,9 @@ def rewrite_section(cap: Path, out: Path, result: dict) -> list[dict]:
     from . import rewrites
 
     path = out / "profile.json" if (out / "profile.json").is_file() else cap / PROFILE_DIR / "profile.json"
-    return rewrites.section(result, out, load_doc(path))
+    found = rewrites.section(result, out, load_doc(path))
+    rewrites.write_patches(found, out)
+    return found
 
 
 def index_markdown(result: dict) -> str:

@@ -156,10 +156,55 @@ def markdown(found: list[dict] | None, repro: str, step: dict | None = None) -> 
             elif how["how"] == "program_rule":
                 lines.append(f"- program rule `{how['rule']}` fired")
             else:
-                lines += [f"- `{Path(how['file']).name}:{how['line']}` (in `{how['function']}`), before:", "",
-                          "```python"] + [f"{s['line']:>5}  {s['text']}" for s in how["snippet"]] + \
-                         ["```", "", "  after:", "", "```python", f"{how['line']:>5}  {f['after']}", "```"]
+                lines += _model_code_lines(how, f["after"])
         lines += ["", f"**Replacement:** {md.text(f['replacement'])}", "",
                   f"**When equal:** {md.text(f['conditions'])}", "",
                   f"**Measured:** {_measured_text(f, repro, step)}", "", f"Source: {md.text(f['source'])}", ""]
     return lines
+
+
+def _model_code_lines(how: dict, template: str) -> list[str]:
+    """A model-code hit: the lines the change replaces and the change in the model's own names
+    (``change``, with its patch), else the lines around the anchor and the catalog's template."""
+    change = how.get("change") if isinstance(how.get("change"), dict) else None
+    where = f"`{Path(how['file']).name}:{how['line']}` (in `{how['function']}`)"
+    if not change:
+        why = f" (the catalog's template: {md.text(how['change_why'])})" if how.get("change_why") else ""
+        return ([f"- {where}, before:", "", "```python"] + [f"{s['line']:>5}  {s['text']}" for s in how["snippet"]]
+                + ["```", "", f"  after{why}:", "", "```python", f"{how['line']:>5}  {template}", "```"])
+    patch = (f"; as a patch: `{how['patch']}`, to apply with `git apply` or `patch -p1` in {md.code(how['apply_in'])}"
+             if how.get("patch") else "")
+    out = [f"- {where}, lines {change['start']}-{change['end']}, before:", "", "```python"]
+    out += [f"{s['line']:>5}  {s['text']}" for s in change["before"]] + ["```", "",
+                                                                         f"  after, in the model's own names{patch}:",
+                                                                         "", "```python"]
+    out += [f"{change['start'] + n:>5}  {text}" for n, text in enumerate(change["after"])] + ["```", ""]
+    return out + [f"  - {md.text(note)}" for note in change.get("notes") or []]
+
+
+def write_patches(found: list[dict], out: Path, cwd: Path | None = None) -> None:
+    """Each proposed change as a unified diff under ``out/rewrites/`` (``patch`` and ``apply`` added
+    to its hit), against the file as it is now: ``git apply`` or ``patch -p1`` in the folder named."""
+    import difflib
+    import os
+
+    from ..base import atomic
+
+    cwd = (cwd or Path.cwd()).resolve()
+    for f in found:
+        for how in f.get("found_by") or []:
+            change = how.get("change")
+            if how.get("how") != "model_code" or not isinstance(change, dict):
+                continue
+            path = Path(how["file"]).resolve()
+            try:
+                old = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            except (OSError, UnicodeDecodeError):
+                continue
+            base = cwd if path.is_relative_to(cwd) else path.parent
+            rel = os.path.relpath(path, base)
+            new = old[:change["start"] - 1] + [t + "\n" for t in change["after"]] + old[change["end"]:]
+            name = f"{f['id']}-{path.stem}-{change['start']}.patch"
+            atomic.write_text(out / "rewrites" / name,
+                              "".join(difflib.unified_diff(old, new, f"a/{rel}", f"b/{rel}")))
+            how["patch"], how["apply_in"] = f"rewrites/{name}", str(base)

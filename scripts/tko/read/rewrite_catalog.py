@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..base import inputs, resources
 from ..base.errors import InputError
+from . import rewrite_code
 
 CATALOG_PATH = resources.reference("rewrite_catalog.yaml")
 REQUIRED = ("id", "pattern", "detect", "replacement", "after", "conditions", "source")
@@ -113,7 +114,8 @@ def check_only_lines(fn: ast.AST) -> set[int]:
 
 
 def by_model_code(entry: dict, path: Path) -> list[dict]:
-    """``[{"how": "model_code", "file", "line", "function", "snippet"}]``: each function of ``path``
+    """``[{"how": "model_code", "file", "line", "function", "snippet"}]`` (plus ``change`` or
+    ``change_why`` where :mod:`tko.read.rewrite_code` has a rule for the entry): each function of ``path``
     holding every ``model_code.all`` expression (innermost functions first; each anchor line once).
     Lines that only check outputs (:func:`check_only_lines`: an assert, ``assert_close`` /
     ``allclose``, a reference computed for them) are not model code and are skipped."""
@@ -139,8 +141,9 @@ def by_model_code(entry: dict, path: Path) -> list[dict]:
             continue
         seen.add(at)
         lo, hi = max(1, at - SNIPPET_LINES), min(len(lines), at + SNIPPET_LINES)
-        found.append({"how": "model_code", "file": str(path), "line": at, "function": fn.name,
-                      "snippet": [{"line": n, "text": lines[n - 1]} for n in range(lo, hi + 1)]})
+        hit = {"how": "model_code", "file": str(path), "line": at, "function": fn.name,
+               "snippet": [{"line": n, "text": lines[n - 1]} for n in range(lo, hi + 1)]}
+        found.append({**hit, **(rewrite_code.propose(entry["id"], tree, lines, fn, at) or {})})
     return found
 
 

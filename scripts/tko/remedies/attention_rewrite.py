@@ -6,12 +6,15 @@
     s = q @ k.transpose(-2, -1)          # matmul / torch.matmul / torch.bmm
     s = s * scale   |  s / d             # optional: one Python number
     s = s.masked_fill(mask, -inf)        # optional: boolean mask, fill <= MASK_FILL_MAX; or s + bias
-    p = softmax(s, dim=-1)               # F.softmax / torch.softmax / Tensor.softmax, no dtype
+    p = softmax(s, dim=-1)               # F.softmax / torch.softmax / Tensor.softmax; dtype=torch.float32
+                                         # or s.float() allowed (the fp32 upcast), p.to(q.dtype) after it
+    p = dropout(p, p=0.0 | training=False)  # optional: a dropout that does nothing
     o = p @ v
 
 into ``o = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask | bias, scale=scale)`` (scale 1.0
-when the graph has none: SDPA's default is 1/sqrt(E)). Dropout between softmax and the second
-matmul, a softmax over another dim or with a dtype, and a finite mask fill are left alone.
+when the graph has none: SDPA's default is 1/sqrt(E)). ``k.transpose(2, 3)`` counts as the last two
+dims when k's recorded rank is 4. An active dropout between softmax and the second matmul, a softmax
+over another dim or with another dtype, and a finite mask fill are left alone.
 
 The trial arm ``sdpa`` (``TKO_SDPA_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement (SDPA's own
@@ -57,11 +60,44 @@ def _is(node, kind: str, t: dict) -> bool:
 
 
 def _key_of(kt, t: dict):
-    """k when kt is k transposed over its last two dims, else None."""
+    """k when kt is k transposed over its last two dims (``transpose(-2, -1)``, or ``transpose(2, 3)``
+    of a 4-D k: positive dims are read against k's recorded rank), else None."""
     if not _is(kt, "transpose", t) or not fx_match.single_use(kt):
         return None
     dims = {fx_match.arg(kt, 1, "dim0"), fx_match.arg(kt, 2, "dim1")}
+    value = fx_match.example_value(kt.args[0])
+    if value is not None and all(isinstance(d, int) for d in dims):
+        dims = {d - value.dim() if d >= 0 else d for d in dims}
     return kt.args[0] if dims == {-2, -1} else None
+
+
+def _cast_of(node, up: bool):
+    """The input of a single-use dtype cast, else None: with ``up``, ``x.float()`` /
+    ``x.to(torch.float32)`` (the scores upcast for the softmax); else ``x.to(<dtype>)`` /
+    ``x.type_as(t)`` (the weights cast back before ``@ v``)."""
+    import torch
+
+    if getattr(node, "op", None) != "call_method" or not fx_match.single_use(node) or node.kwargs:
+        return None
+    if up:
+        if node.target == "float" and len(node.args) == 1:
+            return node.args[0]
+        return node.args[0] if node.target == "to" and node.args[1:] == (torch.float32,) else None
+    if node.target == "type_as" and len(node.args) == 2:
+        return node.args[0]
+    dtype = node.args[1] if len(node.args) == 2 else None
+    read = getattr(dtype, "op", None) == "call_function" and dtype.target is getattr and dtype.args[1:] == ("dtype",)
+    return node.args[0] if node.target == "to" and (isinstance(dtype, torch.dtype) or read) else None
+
+
+def _inactive_dropout(node):
+    """The input of a dropout that does nothing (p == 0, or training False), else None."""
+    import torch.nn.functional as F
+
+    if getattr(node, "op", None) != "call_function" or node.target is not F.dropout or not fx_match.single_use(node):
+        return None
+    p, training = fx_match.arg(node, 1, "p", 0.5), fx_match.arg(node, 2, "training", True)
+    return node.args[0] if (isinstance(p, (int, float)) and p == 0) or training is False else None
 
 
 def _python_number(node) -> bool:
@@ -99,10 +135,21 @@ def match(out, t: dict) -> dict | None:
     if not _is(out, "matmul", t) or len(out.args) != 2:
         return None
     probs, v = out.args
+    dead = [out]
+    for look_through in (_inactive_dropout, lambda n: _cast_of(n, up=False)):
+        inner = look_through(probs)
+        if inner is not None:
+            dead.append(probs)
+            probs = inner
+    dtype = probs.kwargs.get("dtype")
     if not _is(probs, "softmax", t) or not fx_match.single_use(probs) or fx_match.arg(probs, 1, "dim") != -1 \
-            or probs.kwargs.get("dtype") is not None or (len(probs.args) > 2 and probs.args[2] is not None):
+            or (dtype is not None and str(dtype) != "torch.float32") or (len(probs.args) > 2 and probs.args[2] is not None):
         return None
-    node, scale, mask, dead = probs.args[0], 1.0, None, [out, probs]
+    node, scale, mask = probs.args[0], 1.0, None
+    dead.append(probs)
+    if _cast_of(node, up=True) is not None:     # the scores upcast to float32: SDPA keeps fp32 inside
+        dead.append(node)
+        node = _cast_of(node, up=True)
     found = _mask_of(node, t)
     if found:
         dead.append(node)

@@ -1,0 +1,499 @@
+"""The concrete code change of a catalog rewrite, written in the user's own names.
+
+``references/rewrite_catalog.yaml`` gives each pattern's replacement as a template (``after``). Where
+the model code is one of the forms the trial arms rewrite, :func:`propose` reads the function's
+statements with :mod:`ast` and returns the lines to replace and their replacement: the same
+expressions for q, k, v, the mask, the scale, the input, the weight and eps that the model uses. It
+mirrors the FX matchers of the arms (``tko.remedies.attention_rewrite``, ``norm_rewrite``), so the
+change shown is the change measured; any other form gets no proposal and a reason, and the report
+keeps the template.
+
+    att = (q @ k.transpose(-2, -1)) / math.sqrt(d)     ->   y = F.scaled_dot_product_attention(
+    att = att.masked_fill(mask, float("-inf"))                   q, k, v, attn_mask=~mask, scale=1 / math.sqrt(d))
+    att = F.softmax(att, dim=-1)
+    y = att @ v
+
+    x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  ->  F.rms_norm(x, (x.shape[-1],), eps=eps)
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+
+MASK_FILL_MAX = -1e4       # as tko.remedies.attention_rewrite: a fill at or under this masks out
+
+
+class NoMatch(Exception):
+    """The code is not a form the rewrite covers; the message says which part."""
+
+
+@dataclass
+class Block:
+    """The statements around the pattern (one body of the function) and the module's names."""
+    stmts: list
+    fn: ast.AST
+    functional: str                          # how the module spells torch.nn.functional
+    consumed: set = field(default_factory=set)  # indices of statements the change replaces
+
+    def assigned_before(self, name: str, index: int):
+        """(value, index) of the last ``name = value`` before statement ``index``, else None."""
+        for i in range(index - 1, -1, -1):
+            st = self.stmts[i]
+            if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name) \
+                    and st.targets[0].id == name:
+                return st.value, i
+            if name in _stored(st):
+                return None    # assigned some other way (a tuple, a loop): not followed
+        return None
+
+    def resolve(self, node, index: int, consume: bool = True):
+        """``node`` with one level of a plain name followed to its assignment (consumed)."""
+        if isinstance(node, ast.Name):
+            found = self.assigned_before(node.id, index)
+            if found:
+                if consume:
+                    self.consumed.add(found[1])
+                return found
+        return node, index
+
+
+def _stored(node) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _loaded(node) -> list[str]:
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _call(node, *names: str) -> bool:
+    """A call of a function or method whose last name is one of ``names``."""
+    if not isinstance(node, ast.Call):
+        return False
+    f = node.func
+    return (f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else None) in names
+
+
+def _arg(call: ast.Call, pos: int, name: str):
+    kw = next((k.value for k in call.keywords if k.arg == name), None)
+    return kw if kw is not None else call.args[pos] if len(call.args) > pos else None
+
+
+def _number(node) -> float | None:
+    """A literal number, ``float("-inf")``, ``-math.inf``, ``-float("inf")``; else None."""
+    try:
+        value = ast.literal_eval(node)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _number(node.operand)
+        return -inner if inner is not None else None
+    if _call(node, "float") and len(node.args) == 1 and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str):
+        try:
+            return float(node.args[0].value)
+        except ValueError:
+            return None
+    if isinstance(node, ast.Attribute) and node.attr == "inf" and isinstance(node.value, ast.Name):
+        return float("inf")     # math.inf, np.inf, torch.inf
+    return None
+
+
+def _is_module_name(node) -> bool:
+    """``F``, ``torch``, ``functional``, ``nn.functional``, ``torch.nn.functional``: a function, not a tensor."""
+    text = ast.unparse(node)
+    return text in ("F", "torch", "functional", "nn.functional", "torch.nn.functional")
+
+
+def _same(a, b) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _upcast_inner(node):
+    """``x`` of ``x.float()`` / ``x.to(torch.float32)``, else None."""
+    if _call(node, "float") and isinstance(node.func, ast.Attribute) and not node.args:
+        return node.func.value
+    if _call(node, "to") and isinstance(node.func, ast.Attribute) and len(node.args) == 1 \
+            and ast.unparse(node.args[0]) in ("torch.float32", "torch.float"):
+        return node.func.value
+    return None
+
+
+def _downcast_inner(node):
+    """``x`` of ``x.to(<name>.dtype)`` / ``x.type_as(t)`` / ``x.to(<dtype name>)``, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1 \
+            and not node.keywords and node.func.attr in ("to", "type_as"):
+        return node.func.value
+    return None
+
+
+def functional_name(tree: ast.AST) -> str:
+    """How the module names torch.nn.functional (``F`` for ``import torch.nn.functional as F``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch.nn.functional" and a.asname:
+                    return a.asname
+        if isinstance(node, ast.ImportFrom) and node.module == "torch.nn" and not node.level:
+            for a in node.names:
+                if a.name == "functional":
+                    return a.asname or "functional"
+    return "torch.nn.functional"
+
+
+def _matmul(node):
+    """(a, b) of ``a @ b``, ``torch.matmul(a, b)``, ``torch.bmm(a, b)``; else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return node.left, node.right
+    if _call(node, "matmul", "bmm") and isinstance(node.func, ast.Attribute) and _is_module_name(node.func.value) \
+            and len(node.args) == 2:
+        return node.args[0], node.args[1]
+    return None
+
+
+def _key_of(kt):
+    """(k, four_d) of ``k.transpose(-2, -1)``, ``torch.transpose(k, -1, -2)``, ``k.mT``, or of
+    ``k.transpose(2, 3)`` (the last two dims of a 4-D k: ``four_d``); else None."""
+    if isinstance(kt, ast.Attribute) and kt.attr == "mT":
+        return kt.value, False
+    if not _call(kt, "transpose"):
+        return None
+    method = not _is_module_name(kt.func.value) if isinstance(kt.func, ast.Attribute) else False
+    k, dims = (kt.func.value, kt.args) if method else (kt.args[0] if kt.args else None, kt.args[1:])
+    dims = {_number(d) for d in dims} if k is not None and len(dims) == 2 else set()
+    return (k, False) if dims == {-2.0, -1.0} else (k, True) if dims == {2.0, 3.0} else None
+
+
+def _softmax_input(node):
+    """(scores, upcast) of ``softmax(scores, dim=-1)`` (function or method form); a float32 upcast
+    (``dtype=torch.float32``, ``scores.float()``) is looked through and reported."""
+    f = node.func
+    method = isinstance(f, ast.Attribute) and not _is_module_name(f.value)
+    scores, dim = (f.value, _arg(node, 0, "dim")) if method else (_arg(node, 0, "input"), _arg(node, 1, "dim"))
+    if scores is None or _number(dim) != -1:
+        raise NoMatch("a softmax over another dim than the last")
+    upcast = False
+    dtype = next((k.value for k in node.keywords if k.arg == "dtype"), None)
+    if dtype is not None:
+        if ast.unparse(dtype) not in ("torch.float32", "torch.float"):
+            raise NoMatch(f"a softmax with dtype={ast.unparse(dtype)}")
+        upcast = True
+    inner = _upcast_inner(scores)
+    return (inner, True) if inner is not None else (scores, upcast)
+
+
+def _mask_of(node):
+    """(scores, ("bool" | "additive", mask)) of a masked_fill with a masking fill or ``scores + bias``."""
+    if _call(node, "masked_fill"):
+        method = isinstance(node.func, ast.Attribute) and not _is_module_name(node.func.value)
+        inner, m, fill = ((node.func.value, _arg(node, 0, "mask"), _arg(node, 1, "value")) if method else
+                          (_arg(node, 0, "input"), _arg(node, 1, "mask"), _arg(node, 2, "value")))
+        finfo_min = fill is not None and "finfo" in ast.unparse(fill) and ast.unparse(fill).endswith(".min")
+        value = _number(fill) if fill is not None else None
+        if inner is None or m is None or not (finfo_min or (value is not None and value <= MASK_FILL_MAX)):
+            raise NoMatch("a masked_fill whose fill does not mask out (over -1e4)")
+        return inner, ("bool", m)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and _number(node.left) is None \
+            and _number(node.right) is None:
+        return node.left, ("additive", node.right)
+    return None
+
+
+def _scale_of(block: Block, node, index: int):
+    """(scores, scale expression, index) of ``s * c``, ``c * s``, ``s / d`` around the q @ k^T; else None."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div))):
+        return None
+    if isinstance(node.op, ast.Div):
+        return node.left, ast.BinOp(ast.Constant(1), ast.Div(), node.right), index
+    for inner, scale in ((node.left, node.right), (node.right, node.left)):
+        if _matmul(block.resolve(inner, index, consume=False)[0]):
+            return inner, scale, index
+    return None
+
+
+def _scores(block: Block, scores, index: int):
+    """q, k, mask and scale of the scores chain ending at ``scores``, names followed back."""
+    node, index = block.resolve(scores, index)
+    mask = None
+    found = _mask_of(node)
+    if found:
+        inner, mask = found
+        node, index = block.resolve(inner, index)
+    scale = None
+    found = _scale_of(block, node, index)
+    if found:
+        node, scale, index = found
+        node, index = block.resolve(node, index)
+    qk = _matmul(node)
+    key = _key_of(qk[1]) if qk else None
+    if key is None:
+        raise NoMatch("the scores are not q @ k.transpose(-2, -1) (a scale and a mask around it at most)")
+    return qk[0], key, mask, scale
+
+
+def _dropout_p(st, name: str) -> str | None:
+    """The dropout probability of ``name = self.drop(name)`` / ``name = F.dropout(name, p, training)``
+    as SDPA's ``dropout_p`` expression; None when ``st`` is no such statement."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and st.targets[0].id == name and isinstance(st.value, ast.Call)):
+        return None
+    call = st.value
+    first = call.args[0] if call.args else None
+    if not (isinstance(first, ast.Name) and first.id == name):
+        return None
+    if _call(call, "dropout") and isinstance(call.func, ast.Attribute) and _is_module_name(call.func.value):
+        p, training = _arg(call, 1, "p"), _arg(call, 2, "training")
+        p_text = ast.unparse(p) if p is not None else "0.5"
+        return p_text if training is None else f"{p_text} if {ast.unparse(training)} else 0.0"
+    callee = ast.unparse(call.func)
+    if len(call.args) == 1 and not call.keywords and "drop" in callee.lower():
+        return f"{callee}.p if self.training else 0.0"    # an nn.Dropout module: its p, off in eval
+    return None
+
+
+def _consumer(block: Block, i: int, name: str):
+    """(j, the ``name @ v`` node, dropout_p) of the statement after ``i`` that multiplies the weights by v."""
+    drop = None
+    for j in range(i + 1, len(block.stmts)):
+        st = block.stmts[j]
+        if name not in _loaded(st):
+            if name in _stored(st):
+                raise NoMatch(f"{name} is assigned again before {name} @ v")
+            continue
+        p = _dropout_p(st, name)
+        if p is not None and drop is None:
+            drop = p
+            block.consumed.add(j)
+            continue
+        uses = [n for n in ast.walk(st) if _matmul(n) and isinstance(_matmul(n)[0], ast.Name)
+                and _matmul(n)[0].id == name]
+        if len(uses) != 1 or _loaded(st).count(name) != 1:
+            raise NoMatch(f"the attention weights {name} are used other than in {name} @ v (line {st.lineno})")
+        return j, uses[0], drop
+    raise NoMatch("no weights @ v after the softmax in the same block")
+
+
+def _negate(mask) -> ast.AST:
+    """``~mask`` written plainly: ``a == b`` -> ``a != b``, ``~m`` / ``not m`` -> ``m``."""
+    if isinstance(mask, ast.Compare) and len(mask.ops) == 1 and isinstance(mask.ops[0], (ast.Eq, ast.NotEq)):
+        op = ast.NotEq() if isinstance(mask.ops[0], ast.Eq) else ast.Eq()
+        return ast.Compare(mask.left, [op], mask.comparators)
+    if isinstance(mask, ast.UnaryOp) and isinstance(mask.op, (ast.Invert, ast.Not)):
+        return mask.operand
+    return ast.UnaryOp(ast.Invert(), mask)
+
+
+def _in_place_use(st, soft):
+    """The ``softmax(...) @ v`` node inside ``st`` when the weights are never named."""
+    for n in ast.walk(st):
+        mm = _matmul(n)
+        if mm and (mm[0] is soft or _downcast_inner(mm[0]) is soft):
+            return n
+    return None
+
+
+def _replace(stmt, old, new):
+    """A copy of ``stmt`` with the node at ``old``'s place swapped for ``new``."""
+    def place(n):
+        return (type(n), getattr(n, "lineno", None), getattr(n, "col_offset", None),
+                getattr(n, "end_lineno", None), getattr(n, "end_col_offset", None))
+
+    key = place(old)
+
+    class Swap(ast.NodeTransformer):
+        def visit(self, node):
+            return new if place(node) == key else super().visit(node)
+
+    return Swap().visit(copy.deepcopy(stmt))
+
+
+def _functional(block: Block, name: str, args: list, keywords: list) -> ast.Call:
+    func = ast.parse(f"{block.functional}.{name}", mode="eval").body
+    return ast.Call(func, args, [ast.keyword(k, v) for k, v in keywords])
+
+
+def _attention(block: Block, i: int, line: int):
+    """(new statement, index it replaces, notes) for attention written by hand around the softmax."""
+    st = block.stmts[i]
+    soft = next((n for n in ast.walk(st) if _call(n, "softmax")), None)
+    if soft is None:
+        raise NoMatch("no softmax call in the statement at the line")
+    scores, upcast = _softmax_input(soft)
+    use, drop, j = _in_place_use(st, soft), None, i
+    if use is None:
+        named = isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+        if not named or not (st.value is soft or _downcast_inner(st.value) is soft):
+            raise NoMatch("the softmax is neither assigned to one name nor multiplied by v where it is computed")
+        block.consumed.add(i)
+        j, use, drop = _consumer(block, i, st.targets[0].id)
+    q, (k, four_d), mask, scale = _scores(block, scores, i)
+    keywords = []
+    if mask:
+        keywords.append(("attn_mask", _negate(mask[1]) if mask[0] == "bool" else mask[1]))
+    if drop:
+        keywords.append(("dropout_p", ast.parse(drop, mode="eval").body))
+    keywords.append(("scale", scale if scale is not None else ast.Constant(1.0)))
+    call = _functional(block, "scaled_dot_product_attention", [q, k, _matmul(use)[1]], keywords)
+    notes = ["SDPA's scale is a Python number: " + (
+        "the scores had none, hence scale=1.0 (SDPA's default is 1/sqrt(head dim))" if scale is None else
+        f"the scores were scaled by {ast.unparse(scale)}")]
+    if mask and mask[0] == "bool":
+        notes.append("attn_mask is True where a query may attend: the negation of the masked_fill mask")
+        if any(w in ast.unparse(mask[1]) for w in ("triu", "tril", "causal")):
+            notes.append("for the causal mask itself, is_causal=True (no attn_mask) picks SDPA's causal kernels")
+    if four_d:
+        notes.append("transpose(2, 3) is k's last two dims only when k is 4-D (batch, heads, sequence, head dim)")
+    if upcast:
+        notes.append("the softmax ran in float32 by hand: SDPA's kernels keep it in float32 inside and return "
+                     "the inputs' dtype")
+    if drop:
+        notes.append("dropout moves inside SDPA: the same probability, other random draws; the sdpa trial "
+                     "arm swaps only where the dropout is off (eval, or p=0)")
+    return _replace(block.stmts[j], use, call), j, notes
+
+
+def _unary(node, name: str):
+    """x of ``x.name()`` or ``torch.name(x)``; else None."""
+    if not _call(node, name) or not isinstance(node.func, ast.Attribute):
+        return None
+    if _is_module_name(node.func.value):
+        return node.args[0] if len(node.args) == 1 else None
+    return node.func.value if not node.args else None
+
+
+def _square_of(node):
+    """x of ``x.pow(2)``, ``torch.pow(x, 2)``, ``x ** 2``, ``x * x``, ``x.square()``; else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and _number(node.right) == 2:
+        return node.left
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and _same(node.left, node.right):
+        return node.left
+    if _call(node, "pow") and isinstance(node.func, ast.Attribute):
+        method = not _is_module_name(node.func.value)
+        x, e = (node.func.value, _arg(node, 0, "exponent")) if method else (_arg(node, 0, "input"),
+                                                                           _arg(node, 1, "exponent"))
+        return x if _number(e) == 2 else None
+    return _unary(node, "square")
+
+
+def _mean_square_of(node):
+    """x of ``mean(x ** 2, dim=-1, keepdim=True)`` in its method or function form; else None."""
+    if not _call(node, "mean") or not isinstance(node.func, ast.Attribute):
+        return None
+    method = not _is_module_name(node.func.value)
+    inner, dim = (node.func.value, _arg(node, 0, "dim")) if method else (_arg(node, 0, "input"), _arg(node, 1, "dim"))
+    keep = _arg(node, 1 if method else 2, "keepdim")
+    if inner is None or _number(dim) != -1 or not (isinstance(keep, ast.Constant) and keep.value is True):
+        return None
+    return _square_of(inner)
+
+
+def _norm_parts(node):
+    """(x, s) of ``x * rsqrt(s)``, ``rsqrt(s) * x``, ``x / sqrt(s)``; else None."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        for x, r in ((node.left, node.right), (node.right, node.left)):
+            if _unary(r, "rsqrt") is not None:
+                return x, _unary(r, "rsqrt")
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and _unary(node.right, "sqrt") is not None:
+        return node.left, _unary(node.right, "sqrt")
+    return None
+
+
+def _rms_of(block: Block, node, index: int):
+    """(x, eps) when ``node`` is ``x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)`` (the mean square
+    possibly named in an earlier statement, then consumed); else None."""
+    parts = _norm_parts(node)
+    if not parts or not (isinstance(parts[1], ast.BinOp) and isinstance(parts[1].op, ast.Add)):
+        return None
+    x, s = parts
+    for ms, eps in ((s.left, s.right), (s.right, s.left)):
+        value, at = block.resolve(ms, index, consume=False)
+        square = _mean_square_of(value)
+        if square is not None and _same(square, x):
+            if value is not ms:
+                block.consumed.add(at)
+            return x, eps
+    return None
+
+
+def _rms_norm(block: Block, i: int, line: int):
+    """(new statement, index it replaces, notes) for an RMSNorm written by hand at or after the mean."""
+    for k in range(i, min(i + 4, len(block.stmts))):
+        st = block.stmts[k]
+        parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
+        for node in ast.walk(st):
+            found = _rms_of(block, node, k)
+            if not found:
+                continue
+            x, eps = found
+            parent = parents.get(id(node))
+            weight = None
+            if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mult):
+                weight = parent.right if parent.left is node else parent.left
+            shape = ast.Tuple([ast.parse(f"{ast.unparse(x)}.shape[-1]", mode="eval").body], ast.Load())
+            args, kws = ([x, shape, weight, eps], []) if weight is not None else ([x, shape], [("eps", eps)])
+            call = _functional(block, "rms_norm", args, kws)
+            notes = [f"eps ({ast.unparse(eps)}) a Python number; torch >= 2.4 for F.rms_norm"]
+            if weight is not None:
+                notes.append(f"{ast.unparse(weight)} of shape (d,) and the input's dtype; otherwise keep the "
+                             "multiply after the call")
+            return _replace(st, parent if weight is not None else node, call), k, notes
+    raise NoMatch("no x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) at or just after the line")
+
+
+def _check_unread(block: Block, j: int) -> None:
+    """The names the change removes are read nowhere else: not between its statements, not after."""
+    names = set().union(*[_stored(block.stmts[c]) for c in block.consumed if c != j]) - _stored(block.stmts[j])
+    start = min(block.consumed | {j})
+    for c in range(start, j):
+        if c not in block.consumed and names & set(_loaded(block.stmts[c])):
+            raise NoMatch(f"line {block.stmts[c].lineno} reads what the change removes")
+    end = block.stmts[j].end_lineno
+    late = sorted((n.lineno, n.id) for n in ast.walk(block.fn)
+                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names and n.lineno > end)
+    if late:
+        raise NoMatch(f"{late[0][1]} is read again at line {late[0][0]}, and the change removes it")
+
+
+RULES = {"attention_by_hand": _attention, "norm_by_hand": _rms_norm}
+
+
+def _block_at(stmts: list, line: int):
+    """(statement list, index) of the innermost statement holding ``line``."""
+    for i, st in enumerate(stmts):
+        if st.lineno <= line <= st.end_lineno:
+            for body in ("body", "orelse", "finalbody"):
+                inner = getattr(st, body, None)
+                if isinstance(inner, list) and inner and not isinstance(st, (ast.FunctionDef, ast.ClassDef)) \
+                        and inner[0].lineno <= line <= inner[-1].end_lineno:
+                    return _block_at(inner, line)
+            return stmts, i
+    return None
+
+
+def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line: int) -> dict | None:
+    """``{"change": {start, end, before: [{line, text}], after: [text], notes}}``, or ``{"change": None,
+    "change_why": reason}`` when the code at ``line`` of ``fn`` is not a form the pattern's rule
+    covers; None for a pattern without a rule (its catalog template stands)."""
+    rule = RULES.get(pattern_id)
+    if rule is None:
+        return None
+    found = _block_at(fn.body, line)
+    if not found:
+        return {"change": None, "change_why": "the line is outside the function's statements"}
+    block = Block(found[0], fn, functional_name(tree))
+    try:
+        new, j, notes = rule(block, found[1], line)
+        _check_unread(block, j)
+    except NoMatch as exc:
+        return {"change": None, "change_why": str(exc)}
+    stmts = block.stmts
+    start = min(block.consumed | {j})
+    first, last = stmts[start].lineno, stmts[j].end_lineno
+    kept = [lines[n - 1] for c in range(start, j) if c not in block.consumed
+            for n in range(stmts[c].lineno, stmts[c].end_lineno + 1)]
+    indent = " " * stmts[j].col_offset
+    after = kept + [indent + text for text in ast.unparse(new).splitlines()]
+    return {"change": {"start": first, "end": last, "after": after, "notes": notes,
+                       "before": [{"line": n, "text": lines[n - 1]} for n in range(first, last + 1)]}}

@@ -1,0 +1,283 @@
+"""The catalog's rewrites written in the model's own names (tko.read.rewrite_code): the change
+proposed for each form the trial arms cover, a reason for each form they do not, and the changed
+model computing what the original computes (CPU, float32, the same weights)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from tko.chains import rewrites
+from tko.read import rewrite_catalog, rewrite_code
+
+torch = pytest.importorskip("torch")
+
+# nanoGPT's CausalSelfAttention (karpathy/nanoGPT model.py, its slow path), trimmed
+NANOGPT = '''
+import math
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd=32, n_head=4, block_size=16, dropout=0.0):
+        super().__init__()
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.n_head, self.n_embd = n_head, n_embd
+        self.register_buffer("bias", torch.tril(torch.ones(block_size, block_size)).view(1, 1, block_size, block_size))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        att = self.attn_dropout(att)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+'''
+
+# Hugging Face's eager_attention_forward (transformers models/llama), as a module: an additive
+# mask, the softmax upcast to float32 and cast back
+EAGER = '''
+import torch
+from torch import nn
+
+
+class Eager(nn.Module):
+    def __init__(self, head_dim=8):
+        super().__init__()
+        self.scaling = head_dim ** -0.5
+
+    def forward(self, query, key, value, attention_mask):
+        attn_weights = torch.matmul(query, key.transpose(2, 3)) * self.scaling
+        attn_weights = attn_weights + attention_mask
+        attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+        attn_output = torch.matmul(attn_weights, value)
+        return attn_output
+'''
+
+LLAMA_RMS = '''
+import torch
+from torch import nn
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size=32, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+'''
+
+FOLDED_RMS = '''
+import torch
+
+
+def rms(x, w, eps=1e-5):
+    return w * (x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + eps))
+'''
+
+
+def proposal(source: str, rid: str, needle: str) -> dict:
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    line = next(n for n, text in enumerate(lines, 1) if needle in text)
+    fn = min((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.lineno <= line <= f.end_lineno),
+             key=lambda f: f.end_lineno - f.lineno)
+    return rewrite_code.propose(rid, tree, lines, fn, line)
+
+
+def changed(source: str, change: dict) -> str:
+    lines = source.splitlines()
+    return "\n".join(lines[:change["start"] - 1] + change["after"] + lines[change["end"]:]) + "\n"
+
+
+def load(tmp_path, name: str, source: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_nanogpt_attention_becomes_sdpa_in_its_own_names_and_computes_the_same(tmp_path):
+    change = proposal(NANOGPT, "attention_by_hand", "F.softmax(")["change"]
+    assert change["after"] == [
+        "        y = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias[:, :, :T, :T] != 0, "
+        "dropout_p=self.attn_dropout.p if self.training else 0.0, scale=1.0 / math.sqrt(k.size(-1)))"]
+    assert [b["text"].strip() for b in change["before"]][0].startswith("att = (q @ k.transpose(-2, -1))")
+    assert change["end"] - change["start"] == 4   # scores, mask, softmax, dropout, @ v: five lines, one after
+    old, new = load(tmp_path, "old_gpt", NANOGPT), load(tmp_path, "new_gpt", changed(NANOGPT, change))
+    torch.manual_seed(0)
+    a = old.CausalSelfAttention().eval()
+    b = new.CausalSelfAttention().eval()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 16, 32)
+    torch.testing.assert_close(b(x), a(x))
+
+
+def test_an_additive_mask_and_the_float32_upcast_stay_equal(tmp_path):
+    found = proposal(EAGER, "attention_by_hand", "softmax(")
+    change = found["change"]
+    assert change["after"] == ["        attn_output = torch.nn.functional.scaled_dot_product_attention(query, key, "
+                               "value, attn_mask=attention_mask, scale=self.scaling)"]
+    assert any("float32" in n for n in change["notes"])
+    old, new = load(tmp_path, "old_eager", EAGER), load(tmp_path, "new_eager", changed(EAGER, change))
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    mask = torch.zeros(16, 16).masked_fill(torch.ones(16, 16, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(new.Eager()(q, k, v, mask), old.Eager()(q, k, v, mask))
+
+
+def test_the_bundled_example_model_becomes_sdpa_and_computes_the_same(tmp_path):
+    source = (ROOT / "examples" / "attention_by_hand" / "model.py").read_text()
+    change = proposal(source, "attention_by_hand", "F.softmax(")["change"]
+    assert change["after"] == ["        y = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask, "
+                               "scale=1 / math.sqrt(d // self.heads))"]
+    old, new = load(tmp_path, "old_model", source), load(tmp_path, "new_model", changed(source, change))
+    torch.manual_seed(0)
+    a = old.HandAttention(d=64, heads=4)
+    b = new.HandAttention(d=64, heads=4)
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(2, 12, 64)
+    mask = old.causal_mask(12, "cpu")
+    torch.testing.assert_close(b(x, mask), a(x, mask))
+    assert any("is_causal=True" in n for n in change["notes"]) is False   # `mask` says nothing of its shape
+
+
+@pytest.mark.parametrize("source, why", [
+    ("def f(q, k, v):\n    att = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n    y = att @ v\n    return y, att\n",
+     "att is read again at line 4"),
+    ("def f(q, k, v):\n    att = (q @ k.transpose(-2, -1)).softmax(dim=1)\n    return att @ v\n",
+     "a softmax over another dim than the last"),
+    ("def f(q, k, v, m):\n    s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e3)\n    p = s.softmax(-1)\n    return p @ v\n",
+     "a masked_fill whose fill does not mask out"),
+    ("def f(q, k, v):\n    p = (q @ k).softmax(-1)\n    return p @ v\n", "the scores are not q @ k.transpose(-2, -1)"),
+])
+def test_forms_the_arm_does_not_cover_get_no_change_and_the_reason(source, why):
+    found = proposal(source, "attention_by_hand", "softmax(")
+    assert found["change"] is None and why in found["change_why"]
+
+
+def test_attention_computed_in_place_and_with_a_dropout_call():
+    source = ("import torch.nn.functional as F\n\ndef f(q, k, v, training):\n"
+              "    s = q @ k.mT / 8.0\n    p = F.dropout(F.softmax(s, dim=-1), p=0.1, training=training)\n"
+              "    return p @ v\n")
+    assert proposal(source, "attention_by_hand", "softmax(")["change"] is None   # dropout wrapped around the call
+    source = "def f(q, k, v):\n    return (q @ k.transpose(-1, -2)).softmax(-1) @ v\n"
+    change = proposal(source, "attention_by_hand", "softmax(")["change"]
+    assert change["after"] == ["    return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0)"]
+
+
+def test_the_example_rms_norm_keeps_its_casts_and_computes_the_same(tmp_path):
+    source = (ROOT / "examples" / "rms_norm.py").read_text()
+    change = proposal(source, "norm_by_hand", ".mean(")["change"]
+    assert change["after"] == ["    return torch.nn.functional.rms_norm(xf, (xf.shape[-1],), eps=eps).to(x.dtype) * w"]
+    fn = ast.parse(changed(source, change)).body
+    new = {}
+    exec(compile(ast.Module([n for n in fn if isinstance(n, (ast.Import, ast.ImportFrom)) and "_repro" not in
+                             ast.unparse(n)] + [n for n in fn if isinstance(n, ast.FunctionDef) and n.name == "rms_norm"],
+                            []), "rms", "exec"), new)
+    old = {}
+    exec(compile(ast.Module([n for n in ast.parse(source).body if isinstance(n, ast.Import) or
+                             (isinstance(n, ast.FunctionDef) and n.name == "rms_norm")], []), "rms", "exec"), old)
+    x, w = torch.randn(8, 64, dtype=torch.bfloat16), torch.randn(64, dtype=torch.bfloat16)
+    torch.testing.assert_close(new["rms_norm"](x, w), old["rms_norm"](x, w))
+
+
+def test_llama_rms_norm_drops_its_variance_line_and_keeps_the_weight_outside(tmp_path):
+    change = proposal(LLAMA_RMS, "norm_by_hand", ".mean(")["change"]
+    assert change["after"] == ["        hidden_states = torch.nn.functional.rms_norm(hidden_states, "
+                               "(hidden_states.shape[-1],), eps=self.variance_epsilon)"]
+    assert [b["text"].strip() for b in change["before"]] == [
+        "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
+        "hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)"]
+    old, new = load(tmp_path, "old_rms", LLAMA_RMS), load(tmp_path, "new_rms", changed(LLAMA_RMS, change))
+    a, b = old.LlamaRMSNorm(), new.LlamaRMSNorm()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(4, 32, dtype=torch.bfloat16)
+    torch.testing.assert_close(b(x), a(x))
+
+
+def test_a_weight_multiplied_right_there_goes_into_the_call(tmp_path):
+    change = proposal(FOLDED_RMS, "norm_by_hand", ".mean(")["change"]
+    assert change["after"] == ["    return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps)"]
+    old, new = load(tmp_path, "old_f", FOLDED_RMS), load(tmp_path, "new_f", changed(FOLDED_RMS, change))
+    x, w = torch.randn(4, 32), torch.randn(32)
+    torch.testing.assert_close(new.rms(x, w), old.rms(x, w))
+
+
+def test_detection_carries_the_change_and_the_report_shows_it_with_a_patch_that_applies(tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(ROOT / "examples" / "attention_by_hand", work)
+    found = rewrite_catalog.detect([], [work / "model.py"], [])
+    hit = next(h for f in found if f["id"] == "attention_by_hand" for h in f["found_by"])
+    assert hit["change"]["start"] == 20 and hit["line"] == 22
+    rewrites.write_patches(found, tmp_path / "inv", cwd=tmp_path)
+    assert hit["patch"] == "rewrites/attention_by_hand-model-20.patch" and hit["apply_in"] == str(tmp_path)
+    text = "\n".join(rewrites.markdown(found, "python step.py"))
+    assert "lines 20-23, before:" in text and "after, in the model's own names; as a patch: " \
+        "`rewrites/attention_by_hand-model-20.patch`" in text
+    assert "   20          y = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask" in text
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the patch is not applied")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run(["git", "apply", str(tmp_path / "inv" / hit["patch"])], cwd=tmp_path, check=True)
+    assert "att = F.softmax" not in (work / "model.py").read_text()
+    assert changed((ROOT / "examples" / "attention_by_hand" / "model.py").read_text(), hit["change"]) == \
+        (work / "model.py").read_text()
+
+
+def test_patterns_without_a_rule_keep_the_catalog_template():
+    source = textwrap.dedent('''
+        import torch.nn.functional as F
+        def mlp(self, x):
+            return self.down(F.silu(self.gate(x)) * self.up(x))
+    ''')
+    tree = ast.parse(source)
+    fn = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef))
+    assert rewrite_code.propose("gated_activation", tree, source.splitlines(), fn, 4) is None
+    assert sys.version_info >= (3, 9)   # ast.unparse
+
+
+@pytest.mark.parametrize("source, cls", [(NANOGPT, "CausalSelfAttention"), (EAGER, "Eager")])
+def test_the_sdpa_arm_swaps_the_forms_the_proposal_rewrites(tmp_path, source, cls):
+    """What the report proposes is what the trial arm measures: its FX rewrite finds the same
+    attention under Dynamo (eval: nanoGPT's dropout module is off) and keeps the outputs."""
+    from tko.remedies import attention_rewrite
+
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(attention_rewrite.rewrite(gm.graph))
+        gm.recompile()
+        return gm
+
+    torch._dynamo.reset()
+    mod = getattr(load(tmp_path, f"arm_{cls}", source), cls)().eval()
+    args = ((torch.randn(2, 16, 32),) if cls == "CausalSelfAttention" else
+            tuple(torch.randn(2, 4, 16, 8) for _ in range(3)) + (torch.zeros(16, 16),))
+    out = torch.compile(mod, backend=backend)(*args)
+    assert counts == [1]
+    torch.testing.assert_close(out, mod(*args))
