@@ -71,6 +71,33 @@ class Eager(nn.Module):
         return attn_output
 '''
 
+# Hugging Face's GPT-2 eager_attention_forward (transformers models/gpt2), its weights not returned
+GPT2 = '''
+import torch
+from torch import nn
+
+
+def eager_attention_forward(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    if scaling is None:
+        scaling = query.size(-1) ** -0.5
+
+    attn_weights = torch.matmul(query, key.transpose(-1, -2)) * scaling
+
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1)
+
+    # Downcast (if necessary) back to V's dtype (if in mixed-precision) -- No-Op otherwise
+    attn_weights = attn_weights.type(value.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+
+    attn_output = torch.matmul(attn_weights, value)
+    attn_output = attn_output.transpose(1, 2)
+
+    return attn_output, None
+'''
+
 LLAMA_RMS = '''
 import torch
 from torch import nn
@@ -261,7 +288,16 @@ def test_patterns_without_a_rule_keep_the_catalog_template():
     assert sys.version_info >= (3, 9)   # ast.unparse
 
 
-@pytest.mark.parametrize("source, cls", [(NANOGPT, "CausalSelfAttention"), (EAGER, "Eager")])
+GPT2_MODULE = GPT2 + '''
+
+class GPT2Attention(nn.Module):
+    def forward(self, q, k, v, mask):
+        return eager_attention_forward(self, q, k, v, mask, dropout=0.1)[0]
+'''
+
+
+@pytest.mark.parametrize("source, cls", [(NANOGPT, "CausalSelfAttention"), (EAGER, "Eager"),
+                                         (GPT2_MODULE, "GPT2Attention")])
 def test_the_sdpa_arm_swaps_the_forms_the_proposal_rewrites(tmp_path, source, cls):
     """What the report proposes is what the trial arm measures: its FX rewrite finds the same
     attention under Dynamo (eval: nanoGPT's dropout module is off) and keeps the outputs."""
@@ -281,3 +317,36 @@ def test_the_sdpa_arm_swaps_the_forms_the_proposal_rewrites(tmp_path, source, cl
     out = torch.compile(mod, backend=backend)(*args)
     assert counts == [1]
     torch.testing.assert_close(out, mod(*args))
+
+
+def test_gpt2_eager_attention_with_an_optional_mask_keeps_it_optional(tmp_path):
+    change = proposal(GPT2, "attention_by_hand", "softmax(")["change"]
+    assert change["after"] == ["    attn_output = torch.nn.functional.scaled_dot_product_attention(query, key, value, "
+                               "attn_mask=attention_mask, dropout_p=dropout if module.training else 0.0, "
+                               "scale=scaling)"]
+    assert change["start"] == 10 and change["end"] == 21    # the scores through the output, comments included
+    old, new = load(tmp_path, "old_gpt2", GPT2), load(tmp_path, "new_gpt2", changed(GPT2, change))
+    module = torch.nn.Module().eval()
+    q, k, v = (torch.randn(2, 4, 16, 8) for _ in range(3))
+    bias = torch.randn(16, 16)
+    for mask in (None, bias):
+        torch.testing.assert_close(new.eager_attention_forward(module, q, k, v, mask)[0],
+                                   old.eager_attention_forward(module, q, k, v, mask)[0])
+
+
+def test_returned_weights_and_a_library_file_say_what_to_do_instead(tmp_path):
+    returned = GPT2.replace("return attn_output, None", "return attn_output, attn_weights")
+    found = proposal(returned, "attention_by_hand", "softmax(")
+    assert found["change"] is None and "(returned: SDPA gives no attention weights" in found["change_why"]
+    lib = tmp_path / "site-packages" / "transformers" / "models" / "gpt2" / "modeling_gpt2.py"
+    lib.parent.mkdir(parents=True)
+    lib.write_text(returned)
+    hit = next(h for f in rewrite_catalog.detect([], [lib], []) if f["id"] == "attention_by_hand"
+               for h in f["found_by"])
+    assert 'attn_implementation="sdpa"' in hit["library"]
+    text = "\n".join(rewrites.markdown([{"id": "attention_by_hand", "pattern": "p", "found_by": [hit], "after": "a",
+                                          "replacement": "r", "conditions": "c", "source": "s", "arm": None}],
+                                        "python x.py"))
+    assert "(in `eager_attention_forward`): a transformers model" in text and "load the model with " \
+           "attn_implementation=" in text and "(the catalog's template: attn_weights is read again" in text
+    assert rewrite_code.library_advice("attention_by_hand", tmp_path / "mine" / "model.py") is None

@@ -168,6 +168,8 @@ def _model_code_lines(how: dict, template: str) -> list[str]:
     (``change``, with its patch), else the lines around the anchor and the catalog's template."""
     change = how.get("change") if isinstance(how.get("change"), dict) else None
     where = f"`{Path(how['file']).name}:{how['line']}` (in `{how['function']}`)"
+    if how.get("library"):
+        where += f": {md.text(how['library'])}"
     if not change:
         why = f" (the catalog's template: {md.text(how['change_why'])})" if how.get("change_why") else ""
         return ([f"- {where}, before:", "", "```python"] + [f"{s['line']:>5}  {s['text']}" for s in how["snippet"]]

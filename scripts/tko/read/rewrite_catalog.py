@@ -143,7 +143,9 @@ def by_model_code(entry: dict, path: Path) -> list[dict]:
         lo, hi = max(1, at - SNIPPET_LINES), min(len(lines), at + SNIPPET_LINES)
         hit = {"how": "model_code", "file": str(path), "line": at, "function": fn.name,
                "snippet": [{"line": n, "text": lines[n - 1]} for n in range(lo, hi + 1)]}
-        found.append({**hit, **(rewrite_code.propose(entry["id"], tree, lines, fn, at) or {})})
+        advice = rewrite_code.library_advice(entry["id"], path)
+        found.append({**hit, **(rewrite_code.propose(entry["id"], tree, lines, fn, at) or {}),
+                      **({"library": advice} if advice else {})})
     return found
 
 

@@ -48,6 +48,25 @@ class Block:
                 return None    # assigned some other way (a tuple, a loop): not followed
         return None
 
+    def optional_mask(self, name: str, index: int):
+        """(mask, index) of ``if mask is not None: name = name + mask`` as the last statement before
+        ``index`` to assign ``name``: SDPA's ``attn_mask`` takes the mask or None alike."""
+        for i in range(index - 1, -1, -1):
+            st = self.stmts[i]
+            if name not in _stored(st):
+                continue
+            if not (isinstance(st, ast.If) and not st.orelse and len(st.body) == 1
+                    and isinstance(st.test, ast.Compare) and len(st.test.ops) == 1
+                    and isinstance(st.test.ops[0], ast.IsNot) and ast.unparse(st.test.comparators[0]) == "None"):
+                return None
+            body = st.body[0]
+            add = body.value if isinstance(body, ast.Assign) and len(body.targets) == 1 else None
+            if isinstance(add, ast.BinOp) and isinstance(add.op, ast.Add) and ast.unparse(body.targets[0]) == name \
+                    and ast.unparse(add.left) == name and _same(add.right, st.test.left):
+                return add.right, i
+            return None
+        return None
+
     def resolve(self, node, index: int, consume: bool = True):
         """``node`` with one level of a plain name followed to its assignment (consumed)."""
         if isinstance(node, ast.Name):
@@ -122,9 +141,9 @@ def _upcast_inner(node):
 
 
 def _downcast_inner(node):
-    """``x`` of ``x.to(<name>.dtype)`` / ``x.type_as(t)`` / ``x.to(<dtype name>)``, else None."""
+    """``x`` of ``x.to(<name>.dtype)`` / ``x.type_as(t)`` / ``x.type(<dtype>)`` / ``x.to(<dtype name>)``, else None."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1 \
-            and not node.keywords and node.func.attr in ("to", "type_as"):
+            and not node.keywords and node.func.attr in ("to", "type_as", "type"):
         return node.func.value
     return None
 
@@ -215,9 +234,13 @@ def _scale_of(block: Block, node, index: int):
 
 def _scores(block: Block, scores, index: int):
     """q, k, mask and scale of the scores chain ending at ``scores``, names followed back."""
-    node, index = block.resolve(scores, index)
     mask = None
-    found = _mask_of(node)
+    optional = block.optional_mask(scores.id, index) if isinstance(scores, ast.Name) else None
+    if optional:
+        mask, index = ("additive", optional[0]), optional[1]
+        block.consumed.add(index)
+    node, index = block.resolve(scores, index)
+    found = None if mask else _mask_of(node)
     if found:
         inner, mask = found
         node, index = block.resolve(inner, index)
@@ -253,6 +276,15 @@ def _dropout_p(st, name: str) -> str | None:
     return None
 
 
+def _recast(st, name: str) -> bool:
+    """``name = name.to(...)`` / ``.type(...)`` / ``.type_as(...)``: a cast of the weights alone."""
+    if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name)
+            and st.targets[0].id == name):
+        return False
+    inner = _downcast_inner(st.value)
+    return isinstance(inner, ast.Name) and inner.id == name
+
+
 def _consumer(block: Block, i: int, name: str):
     """(j, the ``name @ v`` node, dropout_p) of the statement after ``i`` that multiplies the weights by v."""
     drop = None
@@ -265,6 +297,9 @@ def _consumer(block: Block, i: int, name: str):
         p = _dropout_p(st, name)
         if p is not None and drop is None:
             drop = p
+            block.consumed.add(j)
+            continue
+        if _recast(st, name):     # name = name.type(v.dtype): SDPA returns the inputs' dtype already
             block.consumed.add(j)
             continue
         uses = [n for n in ast.walk(st) if _matmul(n) and isinstance(_matmul(n)[0], ast.Name)
@@ -453,7 +488,10 @@ def _check_unread(block: Block, j: int) -> None:
     late = sorted((n.lineno, n.id) for n in ast.walk(block.fn)
                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in names and n.lineno > end)
     if late:
-        raise NoMatch(f"{late[0][1]} is read again at line {late[0][0]}, and the change removes it")
+        returned = any(isinstance(n, ast.Return) and n.lineno == late[0][0] for n in ast.walk(block.fn))
+        raise NoMatch(f"{late[0][1]} is read again at line {late[0][0]}, and the change removes it"
+                      + (" (returned: SDPA gives no attention weights; return None there when no caller "
+                         "uses them)" if returned else ""))
 
 
 RULES = {"attention_by_hand": _attention, "norm_by_hand": _rms_norm}
@@ -497,3 +535,21 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     after = kept + [indent + text for text in ast.unparse(new).splitlines()]
     return {"change": {"start": first, "end": last, "after": after, "notes": notes,
                        "before": [{"line": n, "text": lines[n - 1]} for n in range(first, last + 1)]}}
+
+
+LIBRARY_ADVICE = {
+    ("transformers", "attention_by_hand"):
+        "a transformers model's eager attention: load the model with attn_implementation=\"sdpa\" "
+        "(from_pretrained, or config._attn_implementation) instead of editing the library",
+    ("transformers", "norm_by_hand"):
+        "a transformers model's RMSNorm: swap it without editing the library (Liger-Kernel's "
+        "apply_liger_kernel_to_<model>(rms_norm=True), or a subclass with F.rms_norm set on the model)",
+}
+
+
+def library_advice(pattern_id: str, path) -> str | None:
+    """How to make the change where the code is an installed library's, not the user's."""
+    parts = tuple(getattr(path, "parts", ()))
+    pairs = set(zip(parts, parts[1:]))
+    return next((text for (lib, pid), text in LIBRARY_ADVICE.items()
+                 if pid == pattern_id and (lib, "models") in pairs), None)

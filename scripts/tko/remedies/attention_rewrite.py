@@ -74,7 +74,7 @@ def _key_of(kt, t: dict):
 def _cast_of(node, up: bool):
     """The input of a single-use dtype cast, else None: with ``up``, ``x.float()`` /
     ``x.to(torch.float32)`` (the scores upcast for the softmax); else ``x.to(<dtype>)`` /
-    ``x.type_as(t)`` (the weights cast back before ``@ v``)."""
+    ``x.type(<dtype>)`` / ``x.type_as(t)`` (the weights cast back before ``@ v``)."""
     import torch
 
     if getattr(node, "op", None) != "call_method" or not fx_match.single_use(node) or node.kwargs:
@@ -87,7 +87,7 @@ def _cast_of(node, up: bool):
         return node.args[0]
     dtype = node.args[1] if len(node.args) == 2 else None
     read = getattr(dtype, "op", None) == "call_function" and dtype.target is getattr and dtype.args[1:] == ("dtype",)
-    return node.args[0] if node.target == "to" and (isinstance(dtype, torch.dtype) or read) else None
+    return node.args[0] if node.target in ("to", "type") and (isinstance(dtype, torch.dtype) or read) else None
 
 
 def _inactive_dropout(node):
