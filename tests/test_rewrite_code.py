@@ -350,3 +350,48 @@ def test_returned_weights_and_a_library_file_say_what_to_do_instead(tmp_path):
     assert "(in `eager_attention_forward`): a transformers model" in text and "load the model with " \
            "attn_implementation=" in text and "(the catalog's template: attn_weights is read again" in text
     assert rewrite_code.library_advice("attention_by_hand", tmp_path / "mine" / "model.py") is None
+
+
+HAND_LN = '''
+import torch
+from torch import nn
+
+
+class HandLayerNorm(nn.Module):
+    def __init__(self, d=32, eps=1e-5):
+        super().__init__()
+        self.weight, self.bias, self.eps = nn.Parameter(torch.randn(d)), nn.Parameter(torch.randn(d)), eps
+
+    def forward(self, x):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        return (x - mean) / torch.sqrt(var + self.eps) * self.weight + self.bias
+
+
+def plain(x, eps=1e-6):
+    mu = x.mean(dim=-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(x.var(dim=-1, keepdim=True, unbiased=False) + eps)
+
+
+def channels_first(x, eps=1e-6):
+    u = x.mean(1, keepdim=True)
+    s = (x - u).pow(2).mean(1, keepdim=True)
+    return (x - u) / torch.sqrt(s + eps)
+'''
+
+
+def test_a_layer_norm_by_hand_becomes_f_layer_norm_with_its_affine_and_computes_the_same(tmp_path):
+    change = proposal(HAND_LN, "norm_by_hand", "mean = x.mean(")["change"]
+    assert change["after"] == ["        return torch.nn.functional.layer_norm(x, (x.shape[-1],), self.weight, self.bias, "
+                               "self.eps)"]
+    assert (change["start"], change["end"]) == (12, 14)
+    plain = proposal(HAND_LN, "norm_by_hand", "mu = x.mean(")["change"]
+    assert plain["after"] == ["    return torch.nn.functional.layer_norm(x, (x.shape[-1],), eps=eps)"]
+    assert "over the last dim" in proposal(HAND_LN, "norm_by_hand", "u = x.mean(1")["change_why"]
+    text = changed(changed(HAND_LN, plain), change)
+    old, new = load(tmp_path, "old_ln", HAND_LN), load(tmp_path, "new_ln", text)
+    a, b = old.HandLayerNorm(), new.HandLayerNorm()
+    b.load_state_dict(a.state_dict())
+    x = torch.randn(4, 32)
+    torch.testing.assert_close(b(x), a(x))
+    torch.testing.assert_close(new.plain(x), old.plain(x))

@@ -14,6 +14,7 @@ keeps the template.
     y = att @ v
 
     x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  ->  F.rms_norm(x, (x.shape[-1],), eps=eps)
+    (x - mean) / torch.sqrt(var + eps) * w + b              ->  F.layer_norm(x, (x.shape[-1],), w, b, eps)
 """
 
 from __future__ import annotations
@@ -452,29 +453,92 @@ def _rms_of(block: Block, node, index: int):
     return None
 
 
-def _rms_norm(block: Block, i: int, line: int):
-    """(new statement, index it replaces, notes) for an RMSNorm written by hand at or after the mean."""
+def _mean_of(node):
+    """x of ``x.mean(-1, keepdim=True)`` / ``torch.mean(x, -1, keepdim=True)``; else None."""
+    if not _call(node, "mean") or not isinstance(node.func, ast.Attribute):
+        return None
+    method = not _is_module_name(node.func.value)
+    inner, dim = (node.func.value, _arg(node, 0, "dim")) if method else (_arg(node, 0, "input"), _arg(node, 1, "dim"))
+    keep = _arg(node, 1 if method else 2, "keepdim")
+    return inner if _number(dim) == -1 and isinstance(keep, ast.Constant) and keep.value is True else None
+
+
+def _biased_var(node, x, mean) -> bool:
+    """``node`` is x's biased variance over the last dim: ``x.var(-1, keepdim=True, unbiased=False)``
+    (or ``correction=0``), or ``((x - mean) ** 2).mean(-1, keepdim=True)``."""
+    square = _mean_square_of(node)
+    if square is not None:
+        return isinstance(square, ast.BinOp) and isinstance(square.op, ast.Sub) and _same(square.left, x) \
+            and _same(square.right, mean)
+    if not _call(node, "var") or not isinstance(node.func, ast.Attribute) or _is_module_name(node.func.value):
+        return False
+    biased = {k.arg: ast.unparse(k.value) for k in node.keywords if k.arg in ("unbiased", "correction")}
+    keep = _arg(node, 1, "keepdim")
+    return (_same(node.func.value, x) and _number(_arg(node, 0, "dim")) == -1 and biased in ({"unbiased": "False"},
+            {"correction": "0"}) and isinstance(keep, ast.Constant) and keep.value is True)
+
+
+def _ln_of(block: Block, node, index: int):
+    """(x, eps) when ``node`` is ``(x - mean) / sqrt(var + eps)`` (or ``* rsqrt``) over the last dim,
+    mean and var possibly named in earlier statements (then consumed); else None."""
+    parts = _norm_parts(node)
+    if not parts or not (isinstance(parts[0], ast.BinOp) and isinstance(parts[0].op, ast.Sub)) \
+            or not (isinstance(parts[1], ast.BinOp) and isinstance(parts[1].op, ast.Add)):
+        return None
+    (x, mean), s = (parts[0].left, parts[0].right), parts[1]
+    mean_value, mean_at = block.resolve(mean, index, consume=False)
+    if not _same(_mean_of(mean_value) or ast.Pass(), x):
+        return None
+    for var, eps in ((s.left, s.right), (s.right, s.left)):
+        value, at = block.resolve(var, index, consume=False)
+        if _biased_var(value, x, mean):
+            block.consumed.update(i for i, v, n in ((at, value, var), (mean_at, mean_value, mean)) if v is not n)
+            return x, eps
+    return None
+
+
+def _affine(parents: dict, node):
+    """(weight, bias, outermost node) of ``node * w + b`` / ``w * node`` / ``node + b`` around ``node``."""
+    weight, bias, top = None, None, node
+    parent = parents.get(id(top))
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mult):
+        weight, top = (parent.right if parent.left is top else parent.left), parent
+        parent = parents.get(id(top))
+    if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add) and parent.left is top:
+        bias, top = parent.right, parent
+    return weight, bias, top
+
+
+def _norm(block: Block, i: int, line: int):
+    """(new statement, index it replaces, notes) for an RMSNorm or LayerNorm written by hand at or
+    after the mean: ``F.rms_norm`` / ``F.layer_norm`` with the weight (and bias) applied right there."""
     for k in range(i, min(i + 4, len(block.stmts))):
         st = block.stmts[k]
         parents = {id(c): p for p in ast.walk(st) for c in ast.iter_child_nodes(p)}
         for node in ast.walk(st):
-            found = _rms_of(block, node, k)
+            ln = _ln_of(block, node, k)     # first: a LayerNorm is also an RMSNorm of x - mean
+            rms = None if ln else _rms_of(block, node, k)
+            found = ln or rms
             if not found:
                 continue
             x, eps = found
-            parent = parents.get(id(node))
-            weight = None
-            if isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Mult):
-                weight = parent.right if parent.left is node else parent.left
-            shape = ast.Tuple([ast.parse(f"{ast.unparse(x)}.shape[-1]", mode="eval").body], ast.Load())
-            args, kws = ([x, shape, weight, eps], []) if weight is not None else ([x, shape], [("eps", eps)])
-            call = _functional(block, "rms_norm", args, kws)
-            notes = [f"eps ({ast.unparse(eps)}) a Python number; torch >= 2.4 for F.rms_norm"]
-            if weight is not None:
-                notes.append(f"{ast.unparse(weight)} of shape (d,) and the input's dtype; otherwise keep the "
-                             "multiply after the call")
-            return _replace(st, parent if weight is not None else node, call), k, notes
-    raise NoMatch("no x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) at or just after the line")
+            weight, bias, top = _affine(parents, node)
+            if rms:
+                bias, top = None, (parents.get(id(node)) if weight is not None else node)
+            last = ast.Subscript(ast.Attribute(x, "shape", ast.Load()), ast.UnaryOp(ast.USub(), ast.Constant(1)),
+                                 ast.Load())
+            shape = ast.Tuple([last], ast.Load())
+            affine = [weight] if rms else [weight, bias] if weight is not None or bias is not None else []
+            affine = [a if a is not None else ast.Constant(None) for a in affine if not rms or a is not None]
+            call = _functional(block, "rms_norm" if rms else "layer_norm",
+                               [x, shape] + affine + ([eps] if affine else []), [] if affine else [("eps", eps)])
+            notes = [f"eps ({ast.unparse(eps)}) a Python number" + ("; torch >= 2.4 for F.rms_norm" if rms else "")]
+            if weight is not None or bias is not None:
+                notes.append("the weight and bias of shape (d,) and the input's dtype; otherwise keep them after "
+                             "the call")
+            return _replace(st, top, call), k, notes
+    raise NoMatch("no x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) or (x - mean) / sqrt(var + eps) over the "
+                  "last dim at or just after the line")
 
 
 def _check_unread(block: Block, j: int) -> None:
@@ -494,7 +558,7 @@ def _check_unread(block: Block, j: int) -> None:
                          "uses them)" if returned else ""))
 
 
-RULES = {"attention_by_hand": _attention, "norm_by_hand": _rms_norm}
+RULES = {"attention_by_hand": _attention, "norm_by_hand": _norm}
 
 
 def _block_at(stmts: list, line: int):
