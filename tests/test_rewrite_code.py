@@ -395,3 +395,17 @@ def test_a_layer_norm_by_hand_becomes_f_layer_norm_with_its_affine_and_computes_
     x = torch.randn(4, 32)
     torch.testing.assert_close(b(x), a(x))
     torch.testing.assert_close(new.plain(x), old.plain(x))
+
+
+def test_the_index_names_the_patch_of_a_winning_rewrite_arm():
+    from tko.chains import investigation_index
+
+    hit = {"how": "model_code", "patch": "rewrites/attention_by_hand-model-20.patch", "apply_in": "/home/u/proj"}
+    result = {"trials": {"winner": "cudagraphs+sdpa"},
+              "rewrites": [{"id": "attention_by_hand", "arm": "sdpa", "found_by": [hit]},
+                           {"id": "norm_by_hand", "arm": "rms_norm_fn", "found_by": [dict(hit, patch="n.patch")]}]}
+    assert investigation_index.winner_patch_markdown(result) == [
+        "The winning arm's change in the model's code (`attention_by_hand`): "
+        "`rewrites/attention_by_hand-model-20.patch`, to apply with `git apply` or `patch -p1` in `/home/u/proj`.", ""]
+    assert investigation_index.winner_patch_markdown(dict(result, trials={"winner": "coordinate_descent"})) == []
+    assert investigation_index.winner_patch_markdown({"trials": None}) == []

@@ -108,6 +108,17 @@ def trials_markdown(trials: dict | None) -> list[str]:
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
 
+def winner_patch_markdown(result: dict) -> list[str]:
+    """When the trials' winner (alone or stacked: ``cudagraphs+sdpa``) is a rewrite arm whose change
+    was written in the model's own names, where that change is as a patch."""
+    winner = (result.get("trials") or {}).get("winner")
+    arms = set(winner.split("+")) if isinstance(winner, str) else set()
+    patches = [(f.get("id"), h) for f in result.get("rewrites") or [] if f.get("arm") in arms
+               for h in f.get("found_by") or [] if isinstance(h, dict) and h.get("patch")]
+    return [f"The winning arm's change in the model's code (`{rid}`): `{h['patch']}`, to apply with `git apply` "
+            f"or `patch -p1` in {md.code(h.get('apply_in'))}." for rid, h in patches] + ([""] if patches else [])
+
+
 def what_to_change_markdown(result: dict) -> list[str]:
     """The index's "What to change" when no trials measured one (their table says it otherwise):
     that nothing was measured end to end, and what the kernels' evidence says."""
@@ -176,7 +187,7 @@ def index_markdown(result: dict) -> str:
     lines += step_markdown(result.get("step"), _profile_missing(result))
     lines += rewrite_markdown(result.get("rewrites"), " ".join(result.get("repro") or []) or "python <repro> ...",
                               result.get("step"))
-    lines += trials_markdown(result.get("trials"))
+    lines += trials_markdown(result.get("trials")) + winner_patch_markdown(result)
     lines += what_to_change_markdown(result)
     program = result.get("program") or {}
     if result.get("ranks"):
