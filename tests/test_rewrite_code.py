@@ -409,3 +409,43 @@ def test_the_index_names_the_patch_of_a_winning_rewrite_arm():
         "`rewrites/attention_by_hand-model-20.patch`, to apply with `git apply` or `patch -p1` in `/home/u/proj`.", ""]
     assert investigation_index.winner_patch_markdown(dict(result, trials={"winner": "coordinate_descent"})) == []
     assert investigation_index.winner_patch_markdown({"trials": None}) == []
+
+
+def test_the_bundled_hugging_face_form_is_proposed_and_swapped_by_the_arm(tmp_path):
+    """examples/attention_by_hand/hf_step.py: detection through the script's local imports, the
+    proposal in the file's names, the patched file computing the same, and the arm's FX swap."""
+    from tko.chains.rewrites import model_sources
+    from tko.remedies import attention_rewrite
+
+    folder = ROOT / "examples" / "attention_by_hand"
+    found = rewrite_catalog.detect([], model_sources([folder / "hf_step.py"]), [])
+    hit = next(h for f in found if f["id"] == "attention_by_hand" for h in f["found_by"])
+    assert hit["file"].endswith("hf_eager.py") and hit["function"] == "eager_attention_forward"
+    assert hit["change"]["after"] == [
+        "    attn_output = F.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, "
+        "dropout_p=dropout if module.training else 0.0, scale=scaling)"]
+    sys.path.insert(0, str(folder))
+    try:
+        import hf_eager
+        source = (folder / "hf_eager.py").read_text()
+        patched = load(tmp_path, "hf_eager_patched", changed(source, hit["change"]))
+        torch.manual_seed(0)
+        model = hf_eager.EagerAttention(d=64, heads=4)
+        mask = hf_eager.additive_causal_mask(12, "cpu", torch.float32)
+        x = torch.randn(2, 12, 64)
+        ref = model(x, mask)
+        twin = patched.EagerAttention(d=64, heads=4)
+        twin.load_state_dict(model.state_dict())
+        torch.testing.assert_close(twin(x, mask), ref)
+        counts = []
+
+        def backend(gm, example_inputs):
+            counts.append(attention_rewrite.rewrite(gm.graph))
+            gm.recompile()
+            return gm
+
+        torch._dynamo.reset()
+        torch.testing.assert_close(torch.compile(model, backend=backend)(x, mask), ref)
+        assert counts == [1]
+    finally:
+        sys.path.remove(str(folder))

@@ -18,13 +18,14 @@ def extra(p):
     p.add_argument("--seq", type=int, default=1024)
 
 
-def main():
+def main(model_class=HandAttention, make_mask=lambda n, device, dtype: causal_mask(n, device),
+         label="attention_by_hand"):
     args = parse_args(__doc__, extra)
     torch.manual_seed(0)
     dtype = torch.bfloat16 if args.device.startswith("cuda") else torch.float32
-    model = HandAttention().to(args.device, dtype)
+    model = model_class().to(args.device, dtype)
     x = torch.randn(args.batch, args.seq, 1024, device=args.device, dtype=dtype)
-    mask = causal_mask(args.seq, args.device)
+    mask = make_mask(args.seq, args.device, dtype)
     fwd = maybe_compile(model, args)
     opt = torch.optim.SGD(model.parameters(), lr=1e-5)
 
@@ -38,7 +39,7 @@ def main():
         opt.step()
         return out.detach()
 
-    run_steps(step, args, "attention_by_hand" + ("_train" if args.train else ""))
+    run_steps(step, args, label + ("_train" if args.train else ""))
 
 
 if __name__ == "__main__":

@@ -11,12 +11,13 @@ import pytest
 
 @pytest.mark.gpu
 @pytest.mark.slow
-def test_sdpa_arm_replaces_and_measures_hand_written_attention(run_script, tmp_path):
+@pytest.mark.parametrize("script", ["step.py", "hf_step.py"])   # model.py's form; Hugging Face's eager form
+def test_sdpa_arm_replaces_and_measures_hand_written_attention(run_script, tmp_path, script):
     from conftest import ROOT
 
     out = tmp_path / "trials"
     proc = run_script("try_remedies.py", "--out", out, "--runs", "2", "--timeout", "600", "--arms", "sdpa",
-                      "--", "python", ROOT / "examples" / "attention_by_hand" / "step.py", "--train", "--steps", "20",
+                      "--", "python", ROOT / "examples" / "attention_by_hand" / script, "--train", "--steps", "20",
                       cwd=tmp_path, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads((out / "trials.json").read_text())

@@ -23,6 +23,9 @@ CASES = [
     # the same at a sequence where the GPU, not the host, sets the step (b8 s1024 was host-bound on an H200)
     ("attention_by_hand_s4096", "sdpa", [EX / "attention_by_hand" / "step.py", "--train", "--steps", "10",
                                          "--batch", "2", "--seq", "4096"]),
+    # Hugging Face's eager form (transpose(2, 3), additive mask, fp32-upcast softmax), at the GPU-bound size
+    ("attention_hf_eager_s4096", "sdpa", [EX / "attention_by_hand" / "hf_step.py", "--train", "--steps", "10",
+                                          "--batch", "2", "--seq", "4096"]),
     ("rms_norm", "rms_norm_fn", [EX / "rms_norm.py", "--dtype", "bf16", "--train", "--steps", "50"]),
     ("gated_mlp", "gate_up_fused", [EX / "gated_mlp.py", "--train", "--steps", "20"]),
     ("large_vocab_ce", "ce_chunked", [EX / "large_vocab_ce.py", "--steps", "10"]),
