@@ -88,6 +88,8 @@ def test_investigate_refuses_a_stale_out_and_force_clears_only_its_own(tmp_path)
     out.mkdir()
     (out / "investigation.json").write_text("{}")
     (out / "notes.txt").write_text("mine")
+    (out / "rewrites").mkdir()
+    (out / "rewrites" / "attention_by_hand-model-20.patch").write_text("an earlier run's patch")
     proc = run("investigate.py", "--from-capture", CAPTURE, "--out", out, "--probe-arch", "none")
     assert proc.returncode == 2 and "not empty" in proc.stderr and "--force" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -95,6 +97,7 @@ def test_investigate_refuses_a_stale_out_and_force_clears_only_its_own(tmp_path)
     proc = run("investigate.py", "--from-capture", CAPTURE, "--out", out, "--probe-arch", "none", "--force")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (out / "notes.txt").read_text() == "mine"
+    assert not (out / "rewrites" / "attention_by_hand-model-20.patch").exists()   # never read as this run's
     doc = json.loads((out / "investigation.json").read_text())
     assert doc["schema"] == "investigation/1" and doc["kernels"]
     assert "step 1/" in proc.stdout  # progress with a planned count

@@ -33,8 +33,9 @@ class Step:
 
 
 # What a run writes into --out (and what --force clears: nothing else there is touched).
-OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "autotune_summary.json", "autotune_summary.md",
-               "profile.json", "profile.md", "investigation.json", "investigation.md", "pins.json")
+OUT_ENTRIES = ("capture", "artifacts", "kernels", "trials", "rewrites", "autotune_summary.json",
+               "autotune_summary.md", "profile.json", "profile.md", "investigation.json", "investigation.md",
+               "pins.json")
 HEARTBEAT_S = 15.0
 
 

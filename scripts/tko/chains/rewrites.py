@@ -185,7 +185,7 @@ def _model_code_lines(how: dict, template: str) -> list[str]:
 
 
 def write_patches(found: list[dict], out: Path, cwd: Path | None = None) -> None:
-    """Each proposed change as a unified diff under ``out/rewrites/`` (``patch`` and ``apply`` added
+    """Each proposed change as a unified diff under ``out/rewrites/`` (``patch`` and ``apply_in`` added
     to its hit), against the file as it is now: ``git apply`` or ``patch -p1`` in the folder named."""
     import difflib
     import os
