@@ -449,3 +449,14 @@ def test_the_bundled_hugging_face_form_is_proposed_and_swapped_by_the_arm(tmp_pa
         assert counts == [1]
     finally:
         sys.path.remove(str(folder))
+
+
+def test_no_patch_is_written_for_an_installed_librarys_file(tmp_path):
+    lib = tmp_path / "site-packages" / "transformers" / "models" / "llama" / "modeling_llama.py"
+    lib.parent.mkdir(parents=True)
+    lib.write_text(LLAMA_RMS)
+    found = rewrite_catalog.detect([], [lib], [])
+    hit = next(h for f in found if f["id"] == "norm_by_hand" for h in f["found_by"])
+    assert hit["change"]["after"] and "Liger-Kernel" in hit["library"]
+    rewrites.write_patches(found, tmp_path / "inv", cwd=tmp_path)
+    assert "patch" not in hit and not (tmp_path / "inv" / "rewrites").exists()

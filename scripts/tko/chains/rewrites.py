@@ -196,8 +196,8 @@ def write_patches(found: list[dict], out: Path, cwd: Path | None = None) -> None
     for f in found:
         for how in f.get("found_by") or []:
             change = how.get("change")
-            if how.get("how") != "model_code" or not isinstance(change, dict):
-                continue
+            if how.get("how") != "model_code" or not isinstance(change, dict) or how.get("library"):
+                continue    # an installed library's file: its advice says how to change it without an edit
             path = Path(how["file"]).resolve()
             try:
                 old = path.read_text(encoding="utf-8").splitlines(keepends=True)
