@@ -460,3 +460,19 @@ def test_no_patch_is_written_for_an_installed_librarys_file(tmp_path):
     assert hit["change"]["after"] and "Liger-Kernel" in hit["library"]
     rewrites.write_patches(found, tmp_path / "inv", cwd=tmp_path)
     assert "patch" not in hit and not (tmp_path / "inv" / "rewrites").exists()
+
+
+def test_a_measured_rewrite_win_is_applied_by_its_patch_in_next_steps():
+    from tko.chains import investigation_index
+
+    hit = {"how": "model_code", "patch": "rewrites/attention_by_hand-model-20.patch", "apply_in": "/home/u/proj"}
+    result = {"repro": ["python", "step.py"], "kernels": [],
+              "program": {"rule": "remedy_measured_faster_program", "verdict": "rewrite_model"},
+              "trials": {"winner": "sdpa", "what_to_change": "swap in F.scaled_dot_product_attention (sdpa, 1.94x)"},
+              "rewrites": [{"id": "attention_by_hand", "arm": "sdpa", "found_by": [hit]}]}
+    step = investigation_index.next_steps(result)[0]
+    assert step.startswith("whole program (remedy_measured_faster_program): swap in F.scaled_dot_product_attention "
+                           "(sdpa, 1.94x); apply `rewrites/attention_by_hand-model-20.patch` (`git apply` in "
+                           "/home/u/proj), then `python scripts/profile_kernels.py")
+    result["trials"]["winner"] = "cudagraphs"
+    assert "apply it in the model's setup" in investigation_index.next_steps(result)[0]

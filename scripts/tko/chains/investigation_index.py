@@ -40,8 +40,11 @@ def next_steps(result: dict) -> list[str]:
     trials = result.get("trials") or {}
     measured = str(program.get("rule") or "").startswith("remedy_measured_faster")
     if measured:
+        patches = winner_patches(result)
+        apply = ("apply " + ", ".join(f"`{h['patch']}` (`git apply` in {h.get('apply_in')})" for _, h in patches)
+                 if patches else "apply it in the model's setup")
         steps.append(f"whole program ({program['rule']}): {trials.get('what_to_change') or program.get('says')}; "
-                     f"apply it in the model's setup, then {compare}")
+                     f"{apply}, then {compare}")
     elif program.get("verdict") == "rewrite_model":
         steps.append(f"whole program ({program['rule']}): change the model as its finding says, then {compare} "
                      "(add --steps-before/--steps-after if the runs differ in steps)")
@@ -108,13 +111,18 @@ def trials_markdown(trials: dict | None) -> list[str]:
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
 
-def winner_patch_markdown(result: dict) -> list[str]:
-    """When the trials' winner (alone or stacked: ``cudagraphs+sdpa``) is a rewrite arm whose change
-    was written in the model's own names, where that change is as a patch."""
+def winner_patches(result: dict) -> list[tuple[str, dict]]:
+    """(rewrite id, model-code hit) of each patch of the trials' winner (alone or stacked:
+    ``cudagraphs+sdpa``) when it is a rewrite arm whose change was written in the model's own names."""
     winner = (result.get("trials") or {}).get("winner")
     arms = set(winner.split("+")) if isinstance(winner, str) else set()
-    patches = [(f.get("id"), h) for f in result.get("rewrites") or [] if f.get("arm") in arms
-               for h in f.get("found_by") or [] if isinstance(h, dict) and h.get("patch")]
+    return [(f.get("id"), h) for f in result.get("rewrites") or [] if f.get("arm") in arms
+            for h in f.get("found_by") or [] if isinstance(h, dict) and h.get("patch")]
+
+
+def winner_patch_markdown(result: dict) -> list[str]:
+    """Where the winning rewrite's change is, as a patch."""
+    patches = winner_patches(result)
     return [f"The winning arm's change in the model's code (`{rid}`): `{h['patch']}`, to apply with `git apply` "
             f"or `patch -p1` in {md.code(h.get('apply_in'))}." for rid, h in patches] + ([""] if patches else [])
 
