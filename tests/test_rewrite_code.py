@@ -284,7 +284,10 @@ def test_patterns_without_a_rule_keep_the_catalog_template():
     ''')
     tree = ast.parse(source)
     fn = next(f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef))
-    assert rewrite_code.propose("gated_activation", tree, source.splitlines(), fn, 4) is None
+    assert rewrite_code.propose("scatter_add", tree, source.splitlines(), fn, 4) is None
+    # the gate's rule needs torch.cat, and this module binds no torch
+    assert rewrite_code.propose("gated_activation", tree, source.splitlines(), fn, 4) == {
+        "change": None, "change_why": "the module does not import torch (torch.cat)"}
     assert sys.version_info >= (3, 9)   # ast.unparse
 
 
@@ -476,3 +479,88 @@ def test_a_measured_rewrite_win_is_applied_by_its_patch_in_next_steps():
                            "/home/u/proj), then `python scripts/profile_kernels.py")
     result["trials"]["winner"] = "cudagraphs"
     assert "apply it in the model's setup" in investigation_index.next_steps(result)[0]
+
+
+MLPS = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, d=16, inter=24, bias=False):
+        super().__init__()
+        self.w1, self.w2, self.w3 = nn.Linear(d, inter, bias=bias), nn.Linear(inter, d, bias=bias), nn.Linear(d, inter, bias=bias)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Named(LlamaMLP):
+    def forward(self, x):
+        g = self.w1(x)
+        u = self.w3(x)
+        return self.w2(F.gelu(g, approximate="tanh") * u)
+
+
+class TwoInputs(LlamaMLP):
+    def forward(self, x, y):
+        return self.w2(F.silu(self.w1(x)) * self.w3(y))
+'''
+
+
+def test_a_gated_mlp_becomes_one_linear_over_both_weights_and_computes_the_same(tmp_path):
+    change = proposal(MLPS, "gated_activation", "F.silu(self.w1(x)) * self.w3(x)")["change"]
+    assert change["after"] == [
+        "        gate, up = F.linear(x, torch.cat([self.w1.weight, self.w3.weight]), None if self.w1.bias is None "
+        "else torch.cat([self.w1.bias, self.w3.bias])).chunk(2, dim=-1)",
+        "        return self.w2(F.silu(gate) * up)"]
+    assert "of one x" in proposal(MLPS, "gated_activation", "self.w3(y)")["change_why"]
+    named = proposal(MLPS, "gated_activation", "F.gelu(g, ")["change"]
+    assert [b["text"].strip() for b in named["before"]][:2] == ["g = self.w1(x)", "u = self.w3(x)"]
+    assert named["after"][-1] == "        return self.w2(F.gelu(gate, approximate='tanh') * up)"
+    old = load(tmp_path, "old_mlp", MLPS)
+    new = load(tmp_path, "new_mlp", changed(changed(MLPS, named), change))   # the later lines first
+    for cls in ("LlamaMLP", "Named"):
+        for bias in (False, True):
+            a, b = getattr(old, cls)(bias=bias), getattr(new, cls)(bias=bias)
+            b.load_state_dict(a.state_dict())
+            x = torch.randn(3, 16)
+            torch.testing.assert_close(b(x), a(x))
+
+
+def test_the_bundled_gated_mlp_keeps_its_own_activation(tmp_path):
+    source = (ROOT / "examples" / "gated_mlp.py").read_text()
+    hit = next(h for f in rewrite_catalog.detect([], [ROOT / "examples" / "gated_mlp.py"], [])
+               if f["id"] == "gated_activation" for h in f["found_by"])
+    assert hit["change"]["after"][-1] == "        return self.down_proj(self.act(gate) * up)"
+    fixed = changed(source, hit["change"]).replace("from _repro import", "from _repro_absent import")
+    assert "self.act(self.gate_proj(x))" not in fixed
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        old = load(tmp_path, "old_gated", source)
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    tree = ast.parse(fixed)
+    body = [n for n in tree.body if not (isinstance(n, ast.ImportFrom) and n.module == "_repro_absent")]
+    new = {}
+    exec(compile(ast.Module(body, []), "gated_new", "exec"), new)
+    cls = next(n.name for n in tree.body if isinstance(n, ast.ClassDef))
+    for act in ("silu", "gelu"):
+        a = getattr(old, cls)(32, 48, act=act)
+        b = new[cls](32, 48, act=act)
+        b.load_state_dict(a.state_dict())
+        x = torch.randn(4, 32)
+        torch.testing.assert_close(b(x), a(x))
+
+
+def test_any_installed_packages_file_gets_advice_and_no_patch(tmp_path):
+    pkg = tmp_path / "lib" / "python3.11" / "site-packages" / "somelib" / "mlp.py"
+    pkg.parent.mkdir(parents=True)
+    pkg.write_text(MLPS)
+    found = rewrite_catalog.detect([], [pkg], [])
+    hit = next(h for f in found if f["id"] == "gated_activation" for h in f["found_by"])
+    assert hit["change"] and hit["library"].startswith("an installed package's file: make the change in your program")
+    rewrites.write_patches(found, tmp_path / "inv", cwd=tmp_path)
+    assert "patch" not in hit
+    assert rewrite_code.library_advice("gated_activation", tmp_path / "mine" / "mlp.py") is None

@@ -36,6 +36,7 @@ class Block:
     stmts: list
     fn: ast.AST
     functional: str                          # how the module spells torch.nn.functional
+    torch: str | None = None                 # how it spells torch (None: not imported)
     consumed: set = field(default_factory=set)  # indices of statements the change replaces
 
     def assigned_before(self, name: str, index: int):
@@ -146,6 +147,16 @@ def _downcast_inner(node):
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1 \
             and not node.keywords and node.func.attr in ("to", "type_as", "type"):
         return node.func.value
+    return None
+
+
+def torch_name(tree: ast.AST) -> str | None:
+    """The name ``import torch`` (or ``import torch as th``) binds in the module, else None."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name == "torch":
+                    return a.asname or "torch"
     return None
 
 
@@ -541,6 +552,67 @@ def _norm(block: Block, i: int, line: int):
                   "last dim at or just after the line")
 
 
+def _module_call(node):
+    """(module, x) of ``self.proj(x)``: one positional argument, no keywords; else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) and len(node.args) == 1 \
+            and not node.keywords and not isinstance(node.args[0], ast.Starred):
+        return node.func, node.args[0]
+    return None
+
+
+def _free_name(fn, base: str) -> str:
+    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {a.arg for a in ast.walk(fn)
+                                                                      if isinstance(a, ast.arg)}
+    return next(f"{base}{'_' * n}" for n in range(len(used) + 1) if f"{base}{'_' * n}" not in used)
+
+
+def _activation(node) -> bool:
+    """A one-argument call of ``F.silu`` / ``F.gelu`` or of an activation the model holds
+    (``self.act``, ``self.act_fn``, ``self.activation``: any elementwise function fits the rewrite)."""
+    if not isinstance(node, ast.Call) or len(node.args) != 1 or isinstance(node.args[0], ast.Starred):
+        return False
+    f = node.func
+    if _call(node, "silu", "gelu") and isinstance(f, ast.Attribute):
+        return _is_module_name(f.value)
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    return name.startswith(("act", "activation"))
+
+
+def _gate(block: Block, i: int, line: int):
+    """([statements], index, notes) for ``act(self.g(x)) * self.u(x)`` (names of those calls followed
+    back): one F.linear over the two weights concatenated, as the gate_up_fused arm measures it."""
+    st = block.stmts[i]
+    for node in ast.walk(st):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)):
+            continue
+        for act, up in ((node.left, node.right), (node.right, node.left)):
+            if not _activation(act):
+                continue
+            (g_node, g_at), (u_node, u_at) = block.resolve(act.args[0], i, False), block.resolve(up, i, False)
+            g, u = _module_call(g_node), _module_call(u_node)
+            if not g or not u or not _same(g[1], u[1]) or _same(g[0], u[0]):
+                continue
+            block.consumed.update(at for at, n, was in ((g_at, g_node, act.args[0]), (u_at, u_node, up))
+                                  if n is not was)
+            G, U, x = ast.unparse(g[0]), ast.unparse(u[0]), ast.unparse(g[1])
+            gate, upn = _free_name(block.fn, "gate"), _free_name(block.fn, "up")
+            if block.torch is None:
+                raise NoMatch("the module does not import torch (torch.cat)")
+            cat = f"{block.torch}.cat"
+            pre = ast.parse(f"{gate}, {upn} = {block.functional}.linear({x}, {cat}([{G}.weight, {U}.weight]), "
+                            f"None if {G}.bias is None else {cat}([{G}.bias, {U}.bias])).chunk(2, dim=-1)").body[0]
+            new_act, up_name = ast.Call(act.func, [ast.Name(gate, ast.Load())], act.keywords), ast.Name(upn, ast.Load())
+            left, right = (new_act, up_name) if act is node.left else (up_name, new_act)
+            mult = ast.BinOp(left, ast.Mult(), right)
+            notes = [f"{G} and {U}: nn.Linear layers of one input and output size and dtype, both with a bias or "
+                     "neither", "torch.cat copies both weights on every call, as the gate_up_fused arm measures; "
+                     f"one nn.Linear of twice the outputs in place of {G} and {U} (its weight loaded from both) "
+                     "saves that copy", "the arm measures it where the activation is F.silu or F.gelu once traced "
+                     "(nn.SiLU and nn.GELU modules are)"]
+            return [pre, _replace(st, node, mult)], i, notes
+    raise NoMatch("no silu/gelu(self.gate(x)) * self.up(x) of one x in the statement at the line")
+
+
 def _check_unread(block: Block, j: int) -> None:
     """The names the change removes are read nowhere else: not between its statements, not after."""
     names = set().union(*[_stored(block.stmts[c]) for c in block.consumed if c != j]) - _stored(block.stmts[j])
@@ -558,7 +630,7 @@ def _check_unread(block: Block, j: int) -> None:
                          "uses them)" if returned else ""))
 
 
-RULES = {"attention_by_hand": _attention, "norm_by_hand": _norm}
+RULES = {"attention_by_hand": _attention, "norm_by_hand": _norm, "gated_activation": _gate}
 
 
 def _block_at(stmts: list, line: int):
@@ -584,7 +656,7 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     found = _block_at(fn.body, line)
     if not found:
         return {"change": None, "change_why": "the line is outside the function's statements"}
-    block = Block(found[0], fn, functional_name(tree))
+    block = Block(found[0], fn, functional_name(tree), torch=torch_name(tree))
     try:
         new, j, notes = rule(block, found[1], line)
         _check_unread(block, j)
@@ -596,7 +668,8 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     kept = [lines[n - 1] for c in range(start, j) if c not in block.consumed
             for n in range(stmts[c].lineno, stmts[c].end_lineno + 1)]
     indent = " " * stmts[j].col_offset
-    after = kept + [indent + text for text in ast.unparse(new).splitlines()]
+    after = kept + [indent + text for st in (new if isinstance(new, list) else [new])
+                    for text in ast.unparse(st).splitlines()]
     return {"change": {"start": first, "end": last, "after": after, "notes": notes,
                        "before": [{"line": n, "text": lines[n - 1]} for n in range(first, last + 1)]}}
 
@@ -612,8 +685,13 @@ LIBRARY_ADVICE = {
 
 
 def library_advice(pattern_id: str, path) -> str | None:
-    """How to make the change where the code is an installed library's, not the user's."""
+    """How to make the change where the code is an installed package's (under site-packages or
+    dist-packages), not the user's: the package's own switch where one is known; else None."""
     parts = tuple(getattr(path, "parts", ()))
     pairs = set(zip(parts, parts[1:]))
-    return next((text for (lib, pid), text in LIBRARY_ADVICE.items()
-                 if pid == pattern_id and (lib, "models") in pairs), None)
+    known = next((text for (lib, pid), text in LIBRARY_ADVICE.items()
+                  if pid == pattern_id and (lib, "models") in pairs), None)
+    if known or not {"site-packages", "dist-packages"} & set(parts):
+        return known
+    return ("an installed package's file: make the change in your program (a subclass of the module, or the "
+            "function swapped at import), not by editing the package")
