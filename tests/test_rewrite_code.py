@@ -564,3 +564,21 @@ def test_any_installed_packages_file_gets_advice_and_no_patch(tmp_path):
     rewrites.write_patches(found, tmp_path / "inv", cwd=tmp_path)
     assert "patch" not in hit
     assert rewrite_code.library_advice("gated_activation", tmp_path / "mine" / "mlp.py") is None
+
+
+def test_a_kernel_told_to_rewrite_the_model_gets_the_arm_then_the_patch():
+    from tko.chains import investigation_index
+
+    kernel = "triton_per_fused__softmax_div_masked_fill_0"
+    result = {"repro": ["python", "step.py"], "program": None, "trials": None,
+              "kernels": [{"kernel": kernel, "verdict": "rewrite_model", "rule": "attention_by_hand_kernel",
+                           "where": ["model.py:22"]}],
+              "rewrites": [{"id": "attention_by_hand", "arm": "sdpa", "found_by": [
+                  {"how": "kernel_name", "kernel": kernel, "share": 0.4},
+                  {"how": "model_code", "patch": "rewrites/attention_by_hand-model-20.patch", "apply_in": "/p"}]}]}
+    step = investigation_index.next_steps(result)[0]
+    assert step.startswith(f"`{kernel}` (model.py:22): measure it first inside the unchanged program: "
+                           "`python scripts/try_remedies.py --arms sdpa -- python step.py`; then apply "
+                           "`rewrites/attention_by_hand-model-20.patch` (`git apply` in /p), then ")
+    result["rewrites"][0]["found_by"].pop()
+    assert "rewrite that code as its report says (`attention_by_hand_kernel`)" in investigation_index.next_steps(result)[0]

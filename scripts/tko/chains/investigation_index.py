@@ -69,7 +69,7 @@ def next_steps(result: dict) -> list[str]:
                          f"{k['dir']}/ab.json -- {repro}`; keep the fallback only if it is faster end to end with "
                          "equal outputs")
         elif k.get("verdict") == "rewrite_model":
-            steps.append(f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}")
+            steps.append(_rewrite_step(result, k, where, compare, repro))
         elif k.get("verdict") is None:
             steps.append(f"`{name}`: undecided; its report lists the missing evidence")
     offline = offline_step(result, repro)
@@ -109,6 +109,22 @@ def trials_markdown(trials: dict | None) -> list[str]:
             + ([f"Plan, said before the rounds: {md.text(trials['plan'])}", ""] if trials.get("plan") else [])
             + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
+
+
+def _rewrite_step(result: dict, k: dict, where: str, compare: str, repro: str) -> str:
+    """A kernel told to rewrite the model: the patch of a catalog rewrite whose pattern this kernel
+    shows, measured first inside the unchanged program by its arm; else the report's advice."""
+    name = k["kernel"]
+    for f in result.get("rewrites") or []:
+        if not any(h.get("how") == "kernel_name" and h.get("kernel") == name for h in f.get("found_by") or []):
+            continue
+        patch = next((h for h in f.get("found_by") or [] if h.get("patch")), None)
+        if patch:
+            measure = (f"measure it first inside the unchanged program: `python scripts/try_remedies.py --arms "
+                       f"{f['arm']} -- {repro}`; then " if f.get("arm") else "")
+            return (f"`{name}` ({where}): {measure}apply `{patch['patch']}` (`git apply` in {patch.get('apply_in')}), "
+                    f"then {compare}")
+    return f"`{name}` ({where}): rewrite that code as its report says (`{k.get('rule')}`), then {compare}"
 
 
 def winner_patches(result: dict) -> list[tuple[str, dict]]:
