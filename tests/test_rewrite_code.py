@@ -582,3 +582,35 @@ def test_a_kernel_told_to_rewrite_the_model_gets_the_arm_then_the_patch():
                            "`rewrites/attention_by_hand-model-20.patch` (`git apply` in /p), then ")
     result["rewrites"][0]["found_by"].pop()
     assert "rewrite that code as its report says (`attention_by_hand_kernel`)" in investigation_index.next_steps(result)[0]
+
+
+T5_NORM = '''
+import torch
+from torch import nn
+
+
+class T5LayerNorm(nn.Module):
+    def __init__(self, hidden_size=32, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        if self.weight.dtype in [torch.float16, torch.bfloat16]:
+            hidden_states = hidden_states.to(self.weight.dtype)
+        return self.weight * hidden_states
+'''
+
+
+def test_t5s_norm_squares_an_upcast_and_keeps_it_as_the_input(tmp_path):
+    change = proposal(T5_NORM, "norm_by_hand", ".mean(")["change"]
+    assert change["after"] == ["        hidden_states = torch.nn.functional.rms_norm(hidden_states.to(torch.float32), "
+                               "(hidden_states.shape[-1],), eps=self.variance_epsilon)"]
+    old, new = load(tmp_path, "old_t5", T5_NORM), load(tmp_path, "new_t5", changed(T5_NORM, change))
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = old.T5LayerNorm().to(dtype), new.T5LayerNorm().to(dtype)
+        b.load_state_dict(a.state_dict())
+        x = torch.randn(4, 32, dtype=dtype)
+        torch.testing.assert_close(b(x), a(x))

@@ -449,7 +449,8 @@ def _norm_parts(node):
 
 def _rms_of(block: Block, node, index: int):
     """(x, eps) when ``node`` is ``x * rsqrt(mean(x ** 2, -1, keepdim=True) + eps)`` (the mean square
-    possibly named in an earlier statement, then consumed); else None."""
+    possibly named in an earlier statement, then consumed; x squared as ``x.to(torch.float32)`` gives
+    that as the input); else None."""
     parts = _norm_parts(node)
     if not parts or not (isinstance(parts[1], ast.BinOp) and isinstance(parts[1].op, ast.Add)):
         return None
@@ -457,10 +458,13 @@ def _rms_of(block: Block, node, index: int):
     for ms, eps in ((s.left, s.right), (s.right, s.left)):
         value, at = block.resolve(ms, index, consume=False)
         square = _mean_square_of(value)
-        if square is not None and _same(square, x):
+        upcast = _upcast_inner(square) if square is not None else None
+        if square is not None and (_same(square, x) or (upcast is not None and _same(upcast, x))):
             if value is not ms:
                 block.consumed.add(at)
-            return x, eps
+            # T5's form squares x.to(torch.float32) and scales x: x promotes to float32 in the product,
+            # so the float32 x is the op's input
+            return square, eps
     return None
 
 
@@ -536,7 +540,8 @@ def _norm(block: Block, i: int, line: int):
             weight, bias, top = _affine(parents, node)
             if rms:
                 bias, top = None, (parents.get(id(node)) if weight is not None else node)
-            last = ast.Subscript(ast.Attribute(x, "shape", ast.Load()), ast.UnaryOp(ast.USub(), ast.Constant(1)),
+            sized = _upcast_inner(x) or x     # the shape of x.to(torch.float32) is x's
+            last = ast.Subscript(ast.Attribute(sized, "shape", ast.Load()), ast.UnaryOp(ast.USub(), ast.Constant(1)),
                                  ast.Load())
             shape = ast.Tuple([last], ast.Load())
             affine = [weight] if rms else [weight, bias] if weight is not None or bias is not None else []
