@@ -614,3 +614,9 @@ def test_t5s_norm_squares_an_upcast_and_keeps_it_as_the_input(tmp_path):
         b.load_state_dict(a.state_dict())
         x = torch.randn(4, 32, dtype=dtype)
         torch.testing.assert_close(b(x), a(x))
+
+
+def test_a_tab_indented_file_keeps_its_tabs():
+    source = "import torch\n\nclass N:\n\tdef f(self, x, eps):\n\t\treturn x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n"
+    change = proposal(source, "norm_by_hand", ".mean(")["change"]
+    assert change["after"] == ["\t\treturn torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=eps)"]

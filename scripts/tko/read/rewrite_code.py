@@ -672,7 +672,7 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     first, last = stmts[start].lineno, stmts[j].end_lineno
     kept = [lines[n - 1] for c in range(start, j) if c not in block.consumed
             for n in range(stmts[c].lineno, stmts[c].end_lineno + 1)]
-    indent = " " * stmts[j].col_offset
+    indent = lines[stmts[j].lineno - 1][:stmts[j].col_offset]    # the file's own indent (tabs kept)
     after = kept + [indent + text for st in (new if isinstance(new, list) else [new])
                     for text in ast.unparse(st).splitlines()]
     return {"change": {"start": first, "end": last, "after": after, "notes": notes,
