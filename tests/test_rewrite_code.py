@@ -620,3 +620,12 @@ def test_a_tab_indented_file_keeps_its_tabs():
     source = "import torch\n\nclass N:\n\tdef f(self, x, eps):\n\t\treturn x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)\n"
     change = proposal(source, "norm_by_hand", ".mean(")["change"]
     assert change["after"] == ["\t\treturn torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=eps)"]
+
+
+def test_statements_sharing_a_line_with_the_change_are_never_dropped():
+    source = "def f(q, k, v):\n    s = q @ k.mT; n = 1\n    p = s.softmax(-1)\n    return p @ v, n\n"
+    found = proposal(source, "attention_by_hand", "softmax(")
+    assert found == {"change": None, "change_why": "a statement the change keeps shares a line with it (;)"}
+    fine = "def f(q, k, v):\n    n = 1\n    s = q @ k.mT; p = s.softmax(-1)\n    return p @ v, n\n"
+    assert proposal(fine, "attention_by_hand", "softmax(")["change"]["after"] == [
+        "    return (torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0), n)"]

@@ -363,8 +363,12 @@ def _functional(block: Block, name: str, args: list, keywords: list) -> ast.Call
 
 def _attention(block: Block, i: int, line: int):
     """(new statement, index it replaces, notes) for attention written by hand around the softmax."""
-    st = block.stmts[i]
-    soft = next((n for n in ast.walk(st) if _call(n, "softmax")), None)
+    soft = None
+    for i in range(i, len(block.stmts)):      # the statements that start on the line, in order
+        st = block.stmts[i]
+        soft = next((n for n in ast.walk(st) if _call(n, "softmax")), None)
+        if soft is not None or i + 1 == len(block.stmts) or block.stmts[i + 1].lineno > line:
+            break
     if soft is None:
         raise NoMatch("no softmax call in the statement at the line")
     scores, upcast = _softmax_input(soft)
@@ -670,11 +674,19 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     stmts = block.stmts
     start = min(block.consumed | {j})
     first, last = stmts[start].lineno, stmts[j].end_lineno
+    replaced = [(stmts[c].lineno, stmts[c].end_lineno) for c in block.consumed | {j}]
+    if any(st.lineno <= b and a <= st.end_lineno for c, st in enumerate(stmts) if c not in block.consumed | {j}
+           for a, b in replaced):
+        return {"change": None, "change_why": "a statement the change keeps shares a line with it (;)"}
     kept = [lines[n - 1] for c in range(start, j) if c not in block.consumed
             for n in range(stmts[c].lineno, stmts[c].end_lineno + 1)]
     indent = lines[stmts[j].lineno - 1][:stmts[j].col_offset]    # the file's own indent (tabs kept)
     after = kept + [indent + text for st in (new if isinstance(new, list) else [new])
                     for text in ast.unparse(st).splitlines()]
+    try:     # the changed file must still parse (a proposal is never a broken file)
+        ast.parse("\n".join(lines[:first - 1] + after + lines[last:]))
+    except (SyntaxError, ValueError) as exc:
+        return {"change": None, "change_why": f"the changed file would not parse ({exc.__class__.__name__})"}
     return {"change": {"start": first, "end": last, "after": after, "notes": notes,
                        "before": [{"line": n, "text": lines[n - 1]} for n in range(first, last + 1)]}}
 
