@@ -647,3 +647,22 @@ def test_every_function_of_torchs_own_nn_and_testing_sources_is_read_without_an_
                     changes += 1
                     ast.parse(changed(path.read_text(encoding="utf-8", errors="replace"), change))
     assert changes >= 1   # torch.testing's DTensor test model holds an RMSNorm by hand
+
+
+@pytest.mark.parametrize("example, rid, proposed", [
+    ("attention_by_hand/step.py", "attention_by_hand", True),
+    ("attention_by_hand/hf_step.py", "attention_by_hand", True),
+    ("rms_norm.py", "norm_by_hand", True),
+    ("gated_mlp.py", "gated_activation", True),
+    ("large_vocab_ce.py", "large_vocab_cross_entropy", False),
+    ("scatter_index_add.py", "scatter_add", False),
+])
+def test_each_bundled_example_shows_its_pattern_in_its_model_code(example, rid, proposed):
+    """The examples the GPU rewrite table measures: each one's pattern found in its own code, with
+    the change in its own names where the pattern has a rule (the template otherwise)."""
+    from tko.chains.rewrites import model_sources
+
+    found = rewrite_catalog.detect([], model_sources([ROOT / "examples" / example]), [])
+    hits = [h for f in found if f["id"] == rid for h in f["found_by"] if h["how"] == "model_code"]
+    assert hits, [f["id"] for f in found]
+    assert bool(hits[0].get("change")) is proposed, hits[0].get("change_why")
