@@ -194,8 +194,8 @@ def test_the_bundled_example_model_becomes_sdpa_and_computes_the_same(tmp_path):
 
 
 @pytest.mark.parametrize("source, why", [
-    ("def f(q, k, v):\n    att = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n    y = att @ v\n    return y, att\n",
-     "att is read again at line 4"),
+    ("import torch\ndef f(q, k, v):\n    att = (q @ k.transpose(-2, -1)).softmax(dim=-1)\n    y = att @ v\n"
+     "    return y, att\n", "att is read again at line 5"),
     ("def f(q, k, v):\n    att = (q @ k.transpose(-2, -1)).softmax(dim=1)\n    return att @ v\n",
      "a softmax over another dim than the last"),
     ("def f(q, k, v, m):\n    s = (q @ k.transpose(-2, -1)).masked_fill(m, -1e3)\n    p = s.softmax(-1)\n    return p @ v\n",
@@ -213,7 +213,8 @@ def test_attention_computed_in_place_and_with_a_dropout_call():
               "    return p @ v\n")
     assert proposal(source, "attention_by_hand", "softmax(")["change"] is None   # dropout wrapped around the call
     source = "def f(q, k, v):\n    return (q @ k.transpose(-1, -2)).softmax(-1) @ v\n"
-    change = proposal(source, "attention_by_hand", "softmax(")["change"]
+    assert "imports neither torch" in proposal(source, "attention_by_hand", "softmax(")["change_why"]
+    change = proposal("import torch\n" + source, "attention_by_hand", "softmax(")["change"]
     assert change["after"] == ["    return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0)"]
 
 
@@ -623,10 +624,10 @@ def test_a_tab_indented_file_keeps_its_tabs():
 
 
 def test_statements_sharing_a_line_with_the_change_are_never_dropped():
-    source = "def f(q, k, v):\n    s = q @ k.mT; n = 1\n    p = s.softmax(-1)\n    return p @ v, n\n"
+    source = "import torch\ndef f(q, k, v):\n    s = q @ k.mT; n = 1\n    p = s.softmax(-1)\n    return p @ v, n\n"
     found = proposal(source, "attention_by_hand", "softmax(")
     assert found == {"change": None, "change_why": "a statement the change keeps shares a line with it (;)"}
-    fine = "def f(q, k, v):\n    n = 1\n    s = q @ k.mT; p = s.softmax(-1)\n    return p @ v, n\n"
+    fine = "import torch\ndef f(q, k, v):\n    n = 1\n    s = q @ k.mT; p = s.softmax(-1)\n    return p @ v, n\n"
     assert proposal(fine, "attention_by_hand", "softmax(")["change"]["after"] == [
         "    return (torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=1.0), n)"]
 

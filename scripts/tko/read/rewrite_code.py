@@ -4,9 +4,10 @@
 the model code is one of the forms the trial arms rewrite, :func:`propose` reads the function's
 statements with :mod:`ast` and returns the lines to replace and their replacement: the same
 expressions for q, k, v, the mask, the scale, the input, the weight and eps that the model uses. It
-mirrors the FX matchers of the arms (``tko.remedies.attention_rewrite``, ``norm_rewrite``), so the
-change shown is the change measured; any other form gets no proposal and a reason, and the report
-keeps the template.
+mirrors the FX matchers of the arms (``tko.remedies.attention_rewrite``, ``norm_rewrite``,
+``gate_rewrite``), so the change shown is the change measured; any other form gets no proposal and a
+reason, and the report keeps the template. A proposal never drops a statement sharing a line with
+the ones it replaces, and the changed file must parse.
 
     att = (q @ k.transpose(-2, -1)) / math.sqrt(d)     ->   y = F.scaled_dot_product_attention(
     att = att.masked_fill(mask, float("-inf"))                   q, k, v, attn_mask=~mask, scale=1 / math.sqrt(d))
@@ -15,6 +16,10 @@ keeps the template.
 
     x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)  ->  F.rms_norm(x, (x.shape[-1],), eps=eps)
     (x - mean) / torch.sqrt(var + eps) * w + b              ->  F.layer_norm(x, (x.shape[-1],), w, b, eps)
+
+    self.down(F.silu(self.gate(x)) * self.up(x))   ->   gate, up = F.linear(x, torch.cat([self.gate.weight,
+                                                          self.up.weight]), ...).chunk(2, dim=-1)
+                                                        self.down(F.silu(gate) * up)
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ class Block:
     """The statements around the pattern (one body of the function) and the module's names."""
     stmts: list
     fn: ast.AST
-    functional: str                          # how the module spells torch.nn.functional
+    functional: str | None                   # how the module spells torch.nn.functional (None: it cannot)
     torch: str | None = None                 # how it spells torch (None: not imported)
     consumed: set = field(default_factory=set)  # indices of statements the change replaces
 
@@ -160,8 +165,9 @@ def torch_name(tree: ast.AST) -> str | None:
     return None
 
 
-def functional_name(tree: ast.AST) -> str:
-    """How the module names torch.nn.functional (``F`` for ``import torch.nn.functional as F``)."""
+def functional_name(tree: ast.AST) -> str | None:
+    """How the module names torch.nn.functional (``F`` for ``import torch.nn.functional as F``,
+    ``torch.nn.functional`` after ``import torch``); None when it binds no name to reach it."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -171,7 +177,8 @@ def functional_name(tree: ast.AST) -> str:
             for a in node.names:
                 if a.name == "functional":
                     return a.asname or "functional"
-    return "torch.nn.functional"
+    torch = torch_name(tree)
+    return f"{torch}.nn.functional" if torch else None
 
 
 def _matmul(node):
@@ -357,6 +364,8 @@ def _replace(stmt, old, new):
 
 
 def _functional(block: Block, name: str, args: list, keywords: list) -> ast.Call:
+    if block.functional is None:
+        raise NoMatch("the module imports neither torch nor torch.nn.functional under a name")
     func = ast.parse(f"{block.functional}.{name}", mode="eval").body
     return ast.Call(func, args, [ast.keyword(k, v) for k, v in keywords])
 
