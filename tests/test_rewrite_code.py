@@ -667,3 +667,13 @@ def test_each_bundled_example_shows_its_pattern_in_its_model_code(example, rid, 
     hits = [h for f in found if f["id"] == rid for h in f["found_by"] if h["how"] == "model_code"]
     assert hits, [f["id"] for f in found]
     assert bool(hits[0].get("change")) is proposed, hits[0].get("change_why")
+
+
+def test_a_causal_mask_made_in_the_function_gets_the_is_causal_note():
+    source = ("import torch\nimport torch.nn.functional as F\n\ndef f(q, k, v, n):\n"
+              "    blocked = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1)\n"
+              "    s = (q @ k.transpose(-2, -1)).masked_fill(blocked, float('-inf'))\n"
+              "    return F.softmax(s, dim=-1) @ v\n")
+    change = proposal(source, "attention_by_hand", "softmax(")["change"]
+    assert change["after"] == ["    return F.scaled_dot_product_attention(q, k, v, attn_mask=~blocked, scale=1.0)"]
+    assert any("is_causal=True" in n for n in change["notes"])

@@ -401,7 +401,8 @@ def _attention(block: Block, i: int, line: int):
         f"the scores were scaled by {ast.unparse(scale)}")]
     if mask and mask[0] == "bool":
         notes.append("attn_mask is True where a query may attend: the negation of the masked_fill mask")
-        if any(w in ast.unparse(mask[1]) for w in ("triu", "tril", "causal")):
+        made = block.resolve(mask[1], i, consume=False)[0]    # a mask named here: what made it
+        if any(w in ast.unparse(m) for m in (mask[1], made) for w in ("triu", "tril", "causal")):
             notes.append("for the causal mask itself, is_causal=True (no attn_mask) picks SDPA's causal kernels")
     if four_d:
         notes.append("transpose(2, 3) is k's last two dims only when k is 4-D (batch, heads, sequence, head dim)")
