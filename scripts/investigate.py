@@ -147,6 +147,9 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
         lines.append(f"  ranks: {result['ranks']['verdict']}")
     if trials.get("what_to_change"):
         lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
+    patches = [h["patch"] for f in result.get("rewrites") or [] for h in f.get("found_by") or [] if h.get("patch")]
+    if patches:
+        lines.append(f"  model rewrites written as patches (in the model's own names): {', '.join(patches)}")
     shown = (result.get("next_steps") or [])[:5]
     lines += ["  next:"] + [f"    - {n}" for n in shown] if shown else ["  next: nothing to change for these kernels"]
     if len(result.get("next_steps") or []) > len(shown):

@@ -677,3 +677,15 @@ def test_a_causal_mask_made_in_the_function_gets_the_is_causal_note():
     change = proposal(source, "attention_by_hand", "softmax(")["change"]
     assert change["after"] == ["    return F.scaled_dot_product_attention(q, k, v, attn_mask=~blocked, scale=1.0)"]
     assert any("is_causal=True" in n for n in change["notes"])
+
+
+def test_the_console_names_the_patches_written(tmp_path):
+    import importlib
+
+    investigate = importlib.import_module("investigate")
+    result = {"steps": [], "kernels": [], "rewrites": [{"id": "norm_by_hand", "found_by": [
+        {"how": "kernel_name", "kernel": "k"}, {"how": "model_code", "patch": "rewrites/norm_by_hand-rms_norm-10.patch"}]}]}
+    lines = investigate.console_summary(result, tmp_path, 1.0)
+    assert "  model rewrites written as patches (in the model's own names): rewrites/norm_by_hand-rms_norm-10.patch" \
+        in lines
+    assert not any("patches" in line for line in investigate.console_summary(dict(result, rewrites=[]), tmp_path, 1.0))
