@@ -135,6 +135,19 @@ def proposal(source: str, rid: str, needle: str) -> dict:
     return rewrite_code.propose(rid, tree, lines, fn, line)
 
 
+def compiled_with_rewrite(fn, rewrite_module):
+    """(fn compiled with a backend that runs the arm's FX rewrite on Dynamo's graph, counts per graph)."""
+    counts = []
+
+    def backend(gm, example_inputs):
+        counts.append(rewrite_module.rewrite(gm.graph))
+        gm.recompile()
+        return gm
+
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=backend), counts
+
+
 def changed(source: str, change: dict) -> str:
     lines = source.splitlines()
     return "\n".join(lines[:change["start"] - 1] + change["after"] + lines[change["end"]:]) + "\n"
@@ -307,18 +320,11 @@ def test_the_sdpa_arm_swaps_the_forms_the_proposal_rewrites(tmp_path, source, cl
     attention under Dynamo (eval: nanoGPT's dropout module is off) and keeps the outputs."""
     from tko.remedies import attention_rewrite
 
-    counts = []
-
-    def backend(gm, example_inputs):
-        counts.append(attention_rewrite.rewrite(gm.graph))
-        gm.recompile()
-        return gm
-
-    torch._dynamo.reset()
     mod = getattr(load(tmp_path, f"arm_{cls}", source), cls)().eval()
     args = ((torch.randn(2, 16, 32),) if cls == "CausalSelfAttention" else
             tuple(torch.randn(2, 4, 16, 8) for _ in range(3)) + (torch.zeros(16, 16),))
-    out = torch.compile(mod, backend=backend)(*args)
+    compiled, counts = compiled_with_rewrite(mod, attention_rewrite)
+    out = compiled(*args)
     assert counts == [1]
     torch.testing.assert_close(out, mod(*args))
 
@@ -441,15 +447,8 @@ def test_the_bundled_hugging_face_form_is_proposed_and_swapped_by_the_arm(tmp_pa
         twin = patched.EagerAttention(d=64, heads=4)
         twin.load_state_dict(model.state_dict())
         torch.testing.assert_close(twin(x, mask), ref)
-        counts = []
-
-        def backend(gm, example_inputs):
-            counts.append(attention_rewrite.rewrite(gm.graph))
-            gm.recompile()
-            return gm
-
-        torch._dynamo.reset()
-        torch.testing.assert_close(torch.compile(model, backend=backend)(x, mask), ref)
+        compiled, counts = compiled_with_rewrite(model, attention_rewrite)
+        torch.testing.assert_close(compiled(x, mask), ref)
         assert counts == [1]
     finally:
         sys.path.remove(str(folder))

@@ -440,14 +440,8 @@ def _square_of(node):
 
 def _mean_square_of(node):
     """x of ``mean(x ** 2, dim=-1, keepdim=True)`` in its method or function form; else None."""
-    if not _call(node, "mean") or not isinstance(node.func, ast.Attribute):
-        return None
-    method = not _is_module_name(node.func.value)
-    inner, dim = (node.func.value, _arg(node, 0, "dim")) if method else (_arg(node, 0, "input"), _arg(node, 1, "dim"))
-    keep = _arg(node, 1 if method else 2, "keepdim")
-    if inner is None or _number(dim) != -1 or not (isinstance(keep, ast.Constant) and keep.value is True):
-        return None
-    return _square_of(inner)
+    inner = _mean_of(node)
+    return _square_of(inner) if inner is not None else None
 
 
 def _norm_parts(node):
@@ -489,7 +483,8 @@ def _mean_of(node):
     method = not _is_module_name(node.func.value)
     inner, dim = (node.func.value, _arg(node, 0, "dim")) if method else (_arg(node, 0, "input"), _arg(node, 1, "dim"))
     keep = _arg(node, 1 if method else 2, "keepdim")
-    return inner if _number(dim) == -1 and isinstance(keep, ast.Constant) and keep.value is True else None
+    return inner if inner is not None and _number(dim) == -1 and isinstance(keep, ast.Constant) \
+        and keep.value is True else None
 
 
 def _biased_var(node, x, mean) -> bool:
