@@ -53,3 +53,17 @@ def test_a_stacked_winner_decides_as_its_rewrite():
     facts = trial_facts(doc, "trials.json")
     assert facts["remedy_winner"].value == "sdpa" and "cudagraphs+sdpa" in facts["remedy_winner"].source
     assert facts["remedy_change"].value == "set cudagraphs; and sdpa"
+
+
+def test_an_arm_that_did_not_apply_says_so_and_no_speed(tmp_path):
+    # the H200 cross-entropy step: the sdpa arm replaced nothing and its run read 0.991x, the unchanged
+    # program again; the report gave that as a measured speed
+    doc = json.loads((REC / "trials.json").read_text())
+    sdpa = next(a for a in doc["arms"] if a["name"] == "sdpa")
+    sdpa.update(status="not applied", x_baseline=0.991, beyond_noise=True,
+                reason="no attention pattern was replaced: replaced 0 attention pattern(s) in 1 graph(s)")
+    path = tmp_path / "trials.json"
+    path.write_text(json.dumps(doc))
+    text = rewrites._measured_text(_found(path), "python step.py")
+    assert text == ("arm `sdpa`: not applied (no attention pattern was replaced: replaced 0 attention pattern(s) "
+                    "in 1 graph(s)).")

@@ -407,7 +407,8 @@ def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_
     facts = Facts(kernels={"triton_red_0": {"multi_pass": True}}, program_rules=["many_tiny_launches"], given=True)
     plan = [s for s in plan_arms(facts, {"gpu": True, "hip": False}, pins="pins.json") if not s.skip]
     arms = [trials.Arm(spec=s) for s in plan]
-    assert [trials.arm_priority(a.spec) for a in arms[1:4]] == ["always", "always", "facts"]
+    # tiny launches are a step's fact: graphs rank ahead of a kernel's fact
+    assert [trials.arm_priority(a.spec) for a in arms[1:5]] == ["always", "always", "step", "facts"]
     assert trials.arm_priority(by_name(plan)["pinned"]) == "user"
     assert trials.arm_priority(ArmSpec("x", proposed_by="one-flag remedy (always tried)", priority="facts")) == "facts"
     arms[0].runs.append({"wall_s": 20.0})
@@ -426,7 +427,7 @@ def test_a_plan_over_budget_keeps_the_arms_facts_or_flags_proposed_and_says_why_
     assert cd.status == "skipped" and cd.reason.startswith(
         f"budget: {len(arms)} arms x 2 runs x 20 s (first runs of compile-heavy arms longer) = "
         f"{len(arms) * 40 + 80 + 10} s (+ 20 s spent) > --budget-s 200; "
-        "kept first: cudagraphs (proposed by the facts), multi_kernel (proposed by the facts), "
+        "kept first: cudagraphs (proposed by the step's facts), multi_kernel (proposed by the facts), "
         "pinned (proposed by a user flag); its 50 s did not fit the 20 s left") and cd.reason.endswith(
         "this arm is always tried")
     assert all(a.status == "ok" for a in kept)
@@ -720,7 +721,7 @@ def test_a_host_bound_step_proposes_cuda_graphs_by_its_facts():
     facts = Facts(program={"host_bound": True, "gpu_busy_share": 0.35}, given=True)
     graphs = by_name(plan_arms(facts, {"gpu": True, "hip": False}))["cudagraphs"]
     assert graphs.proposed_by == "program.host_bound (the GPU busy 35% of the step)"
-    assert trials.arm_priority(graphs) == "facts"
+    assert trials.arm_priority(graphs) == "step"
     plain = by_name(plan_arms(Facts(program={"host_bound": False}, given=True), {"gpu": True, "hip": False}))
     assert trials.arm_priority(plain["cudagraphs"]) == "always"
 

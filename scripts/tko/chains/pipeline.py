@@ -438,7 +438,8 @@ def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: 
 def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
                      pins_path: Path | None = None, cap: Path | None = None, repro: list | None = None) -> Path:
     """A plain facts file for try_remedies.py --facts (tko.chains.trial_plan reads it): per kernel the
-    facts of its meta.json (multi_pass, dynamic_sizes), the program rules that fired, the
+    facts of its meta.json (multi_pass, dynamic_sizes) and its report's reach (share, ceiling,
+    headroom_measured: REACH_FACTS), the program rules that fired, the
     model-code regions an eager fallback can disable, and whether the capture saw only hand-written
     Triton kernels (then no Inductor setting can change the program), and the catalog rewrites whose
     pattern the model code holds (their arms run though no kernel's name shows the pattern)."""
@@ -464,6 +465,7 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
         except (InputError, OSError):
             continue
         facts["kernels"][kernel] = {k: f.value for k, f in ev.facts.items()}
+        facts["kernels"][kernel].update(_reach_facts(out / "kernels" / kernel / "report.json"))
         for frame in (ev.sections.get("model_code") or {}).get("frames", []):
             if frame.get("disable_target") and frame["disable_target"] not in facts["disable_targets"]:
                 facts["disable_targets"].append(frame["disable_target"])
@@ -478,6 +480,21 @@ def trial_facts_file(out: Path, gathered: dict[str, dict], program: dict | None,
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(facts, indent=1, default=str) + "\n")
     return path
+
+
+# what the kernel's report measured of its end-to-end reach: the plan runs first the arms that can move the step
+REACH_FACTS = ("share", "ceiling", "headroom_measured")
+
+
+def _reach_facts(report: Path) -> dict:
+    from ..base.artifact import read_artifact
+
+    try:
+        values = (read_artifact(report, "investigation_report").get("facts") or {}) if report.is_file() else {}
+    except (InputError, OSError):
+        return {}
+    values = {k: v.get("value") if isinstance(v, dict) else v for k, v in values.items()} if isinstance(values, dict) else {}
+    return {k: values[k] for k in REACH_FACTS if k in values}
 
 
 def rewrites_in_model_code(files: list[Path]) -> dict[str, str]:

@@ -124,7 +124,8 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
     if not m:
         return (f"not measured here: `python scripts/try_remedies.py --arms {f['arm']} -- {repro}` measures it "
                 "end to end inside the unchanged program.")
-    if m.get("x_baseline") is None:
+    if m.get("x_baseline") is None or m.get("status") not in (None, "ok"):
+        # an arm that did not apply (or failed) measured the unchanged program: its speed says nothing
         return f"arm `{m['arm']}`: {md.text(m.get('status'))} ({md.text(m.get('reason') or m.get('replaced') or '')})."
     mem = ""
     if m.get("peak_memory_mb") is not None and m.get("baseline_peak_memory_mb") is not None:

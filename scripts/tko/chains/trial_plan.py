@@ -30,7 +30,7 @@ class ArmSpec:
     proposed_by: str = ""
     change: str = ""                               # the concrete change, for "what to change"
     skip: str | None = None                        # why it does not run, when it does not
-    priority: str | None = None                    # user / facts / always (tko.chains.trials.arm_priority)
+    priority: str | None = None                    # user / step / facts / always / low (tko.chains.trials.arm_priority)
 
 
 @dataclass
@@ -68,6 +68,22 @@ def _reduction_reason(facts: Facts) -> str | None:
     return "; ".join(found) if found else None
 
 
+def _small_ceilings(facts: Facts, kernels: list[str]) -> str | None:
+    """When every kernel in ``kernels`` has a measured end-to-end ceiling (its report's ``ceiling``:
+    share x (1 - 1/headroom)) under ``min_end_to_end_gain``, those ceilings in words; else None. An
+    arm only such kernels propose cannot move the step beyond its noise: it runs after the others
+    (on an H200 a cross-entropy step ran four reduction arms for a 6.9 % kernel whose ceiling was
+    1.3 % while the budget dropped the chunked cross entropy and max-autotune)."""
+    from ..base.decide import threshold
+
+    cut = threshold("min_end_to_end_gain")
+    ceilings = [facts.kernels.get(k, {}).get("ceiling") for k in kernels]
+    measured = [facts.kernels.get(k, {}).get("headroom_measured") is True for k in kernels]
+    if not kernels or not all(measured) or not all(isinstance(c, (int, float)) and c < cut for c in ceilings):
+        return None
+    return f"ceiling {max(ceilings):.1%} of the step end to end, under the {cut:.0%} cut (min_end_to_end_gain)"
+
+
 def _launch_bound_reason(facts: Facts) -> str:
     if "many_tiny_launches" in facts.program_rules:
         return "program.many_tiny_launches"
@@ -78,22 +94,28 @@ def _launch_bound_reason(facts: Facts) -> str:
     return f"{bound[0]}: launch_bound" if bound else "always tried on a GPU"
 
 
-def _one_flag_arms() -> list[ArmSpec]:
+def _one_flag_arms(facts: Facts) -> list[ArmSpec]:
     coord = {"inductor.coordinate_descent_tuning": True}
     mat = {"inductor.max_autotune": True, "inductor.max_autotune_pointwise": True,
            "inductor.triton.cudagraphs": False}
+    library = "library_dominated" in facts.program_rules   # Inductor's GEMM templates race the library's
+    detail = facts.program.get("library_detail")
     return [
         ArmSpec("baseline", proposed_by="the repro as the user runs it", change="nothing"),
         ArmSpec("coordinate_descent", coord, proposed_by="one-flag remedy (always tried)",
                 change=_set_text(coord)),
-        ArmSpec("max_autotune_no_cudagraphs", mat, proposed_by="one-flag remedy (always tried)",
+        ArmSpec("max_autotune_no_cudagraphs", mat,
+                proposed_by=(f"program.library_dominated ({detail}): Inductor's GEMM templates against the "
+                             "library GEMMs" if isinstance(detail, str) else "program.library_dominated")
+                if library else "one-flag remedy (always tried)", priority="step" if library else None,
                 change=_set_text(mat) + ' (torch.compile(mode="max-autotune-no-cudagraphs"))'),
     ]
 
 
 def _gpu_arms(facts: Facts, env: dict) -> list[ArmSpec]:
     graphs = {"inductor.triton.cudagraphs": True}
-    arm = ArmSpec("cudagraphs", graphs, proposed_by=_launch_bound_reason(facts),
+    by = _launch_bound_reason(facts)
+    arm = ArmSpec("cudagraphs", graphs, proposed_by=by, priority="step" if by.startswith("program.") else None,
                   change=_set_text(graphs) + ' (torch.compile(mode="reduce-overhead"))')
     if not env.get("gpu"):
         arm.skip = "no GPU: CUDA/HIP graphs need one"
@@ -107,8 +129,10 @@ def _reduction_arms(facts: Facts) -> list[ArmSpec]:
             ArmSpec("mix_order_reduction", {"inductor.triton.mix_order_reduction": "toggle"}),
             ArmSpec("cooperative_reductions", {"inductor.triton.cooperative_reductions": True}),
             ArmSpec("static_shapes", static, bootstrap=["--static-shapes"])]
+    small = _small_ceilings(facts, sorted({k for f in ("multi_pass", "dynamic_sizes") for k in _kernels_with(facts, f)}))
     for arm in arms:
-        arm.proposed_by = reason or ""
+        arm.proposed_by = reason + (f" ({small})" if small else "") if reason else ""
+        arm.priority = "low" if small else None
         arm.change = _set_text(arm.settings)
         if arm.name == "static_shapes":
             arm.change += " and compile with torch.compile(..., dynamic=False)"
@@ -140,6 +164,9 @@ def _replace_arm(facts: Facts, env: dict) -> ArmSpec:
                   or ("facts: no multi-pass row kernel" if facts.given else "no facts given: tried"),
                   change="route " + ", ".join(ops) + " to the bundled row kernels "
                          "(tko.remedies.rowkernels, one pass or chunked by row length; torch.ops.tko.*)")
+    small = _small_ceilings(facts, sorted(found))
+    if small:
+        arm.proposed_by, arm.priority = f"{arm.proposed_by} ({small})", "low"
     if not env.get("gpu"):
         arm.skip = "no GPU: the bundled row kernels run on a GPU"
     elif facts.given and not found:
@@ -163,6 +190,7 @@ def _rewrite_arm(facts: Facts, arm_name: str) -> ArmSpec:
                   else (f"facts: no kernel shows {entry['id']}" if facts.given else "no facts given: tried"),
                   change=f"{entry['replacement']} (an Inductor pre-grad pass here; in the model: "
                          f"references/rewrite_catalog.yaml {entry['id']})")
+    arm.priority = "step" if found else None   # a catalog rewrite the program shows: a step-level change
     if facts.given and not found:
         arm.skip = (f"neither a Triton kernel's name (rewrite_catalog.yaml kernel_names) nor the model code "
                     f"shows {entry['id']}")
@@ -207,7 +235,7 @@ def plan_arms(facts: Facts | None, env: dict, disable: list[str] | None = None,
 
     ``env``: ``gpu`` (a CUDA/HIP device is visible) and ``hip`` (torch.version.hip)."""
     facts = facts or Facts()
-    arms = [*_one_flag_arms(), *_gpu_arms(facts, env), *_reduction_arms(facts),
+    arms = [*_one_flag_arms(facts), *_gpu_arms(facts, env), *_reduction_arms(facts),
             _eager_arm(facts, disable or []), _replace_arm(facts, env), *_rewrite_arms(facts), _buffer_ops_arm(facts, env),
             _pinned_arm(facts, pins)]
     _skip_without_compiled_region(arms, facts)

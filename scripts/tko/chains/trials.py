@@ -44,6 +44,7 @@ from ..remedies import graph_rewrites
 from ..remedies.fallback_ab import BOOTSTRAP, DEFAULT_METRIC, split_command
 from ..base.subproc import failure_line
 from . import trial_ranks
+from .trial_compare import OutputCheck
 from .trial_plan import ArmSpec
 
 SCHEMA = "remedy_trials/1"
@@ -89,6 +90,7 @@ class Context:
     plan: dict | None = None          # plan_estimate(), once the baseline's first run is timed
     caches: dict | None = None        # where the arms' compile caches are (cache_env)
     user_cache: dict | None = None    # the user's CACHE_VARS, read before torch is imported (user_cache_env)
+    check: OutputCheck = field(default_factory=OutputCheck)  # each run's outputs compared once
 
 
 def device_env() -> dict:
@@ -325,6 +327,8 @@ def _run_in_budget(arm: Arm, base: Arm, index: int, budget_s: float, ctx: Contex
     arm.runs.append(record)
     if record["status"] != "ok":
         arm.status, arm.reason = record["status"], record["error"]
+    elif record.get("outputs") and base.runs[0].get("outputs"):
+        ctx.check.compare([base] if arm is base else [base, arm])  # on the budget's clock, kept for the end
 
 
 # ----------------------------------------------------------------------------- sequential stop
@@ -515,14 +519,20 @@ def stack_round(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: f
 
 # ----------------------------------------------------------------------------- the plan
 
-PRIORITIES = ("user", "facts", "always")
-PRIORITY_WORDS = {"user": "proposed by a user flag", "facts": "proposed by the facts", "always": "always tried"}
+PRIORITIES = ("user", "step", "facts", "always", "low")
+PRIORITY_WORDS = {"user": "proposed by a user flag",
+                  "step": "proposed by the step's facts",
+                  "facts": "proposed by the facts", "always": "always tried",
+                  "low": "proposed only by kernels of too small a ceiling"}
 ALWAYS_TRIED = ("always tried", "no facts given", "no region named")
 
 
 def arm_priority(spec: ArmSpec) -> str:
-    """``user`` (a flag the user gave: ``--pins``, ``--disable``), ``facts`` (a kernel fact, a program
-    rule, a smoke record) or ``always`` (tried without a fact); ``ArmSpec.priority`` when set."""
+    """``user`` (a flag the user gave: ``--pins``, ``--disable``), ``step`` (a catalog rewrite the
+    program shows, max-autotune for a library-dominated step, graphs for a host-bound one: set by
+    tko.chains.trial_plan), ``facts`` (a kernel fact, a smoke record), ``always`` (tried without a
+    fact) or ``low`` (proposed only by kernels whose measured ceiling is under the cut);
+    ``ArmSpec.priority`` when set."""
     if spec.priority in PRIORITIES:
         return spec.priority
     by = spec.proposed_by or ""
@@ -704,8 +714,6 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
                budget_s: float = 1800.0, timeout: float = 1800.0, metric_regex: str = DEFAULT_METRIC,
                device: dict | None = None, tool: str = "try_remedies.py", max_runs: int | None = None) -> dict:
     user_cache = user_cache_env()  # before resolve_settings imports Inductor's config
-    from .trial_compare import compare_arms
-
     if runs < 1:
         raise InputError("--runs must be at least 1")
     max_runs = runs if max_runs is None else max_runs
@@ -740,14 +748,14 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
             notes += run_rounds(live, runs, budget_s, ctx, t0)
             notes += late_rounds(arms, live, runs, budget_s, ctx, t0)
             notes += extra_rounds(live, runs, max_runs, budget_s, ctx, t0)
-            compare_arms(arms)  # the rewrite arms' outputs, which the stacked arm needs equal
+            ctx.check.compare(arms)  # the rewrite arms' outputs, which the stacked arm needs equal
             stacked, more = stack_round(live, runs, budget_s, ctx, t0)
             live += [stacked] if stacked else []
             arms += [stacked] if stacked else []
             notes += more
             stop_records(live, notes)
             notes += budget_advice(live, runs, budget_s)
-        noise_note = compare_arms(arms)
+        noise_note = ctx.check.compare(arms)
     return finish(cmd, out, arms, runs, budget_s, device or {}, ctx, notes + noise_note, tool)
 
 
@@ -762,7 +770,7 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
                "winner": winner.name if winner else None, "what_to_change": outcome["what_to_change"],
-               "plan": ctx.plan, "caches": ctx.caches, "notes": notes}
+               "plan": ctx.plan, "caches": ctx.caches, "compare_s": round(ctx.check.seconds, 2), "notes": notes}
     from .trial_report import markdown
 
     doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)

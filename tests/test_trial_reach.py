@@ -1,0 +1,139 @@
+"""The trials' plan runs first what can move the step, and compares each run's outputs once.
+
+Both found by an H200 investigation of a large-vocabulary cross entropy (85 % of GPU time in library
+GEMMs; examples/recorded_h200/default_investigation): its plan ran four reduction arms for a 6.9 %
+kernel whose ceiling was 1.3 % of the step while the budget dropped the chunked cross entropy and
+max-autotune, and its trials ran 46 s past their budget comparing 560 MB of outputs per run twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from tko.base.artifact import write_artifact
+from tko.chains import pipeline, trial_compare
+from tko.chains import trials
+from tko.chains.trial_plan import ArmSpec, Facts, plan_arms
+from tko.read.rewrite_catalog import bundled, by_kernel_names
+
+CE_BWD = ("triton_red_fused__log_softmax__log_softmax_backward_data_arange_eq_expand_nll_loss_backward_"
+          "nll_loss_forward_scalar_tensor_view_where_0")
+CE_FWD = "triton_red_fused__log_softmax_prepare_softmax_online_0"
+
+
+def _ce_facts(ceiling: float) -> Facts:
+    # the recorded step's facts: library_dominated; the backward kernel multi-pass, its ceiling measured
+    return Facts(kernels={CE_BWD: {"multi_pass": True, "share": 0.0685, "ceiling": ceiling, "headroom_measured": True},
+                          CE_FWD: {"multi_pass": False, "share": 0.0795, "ceiling": 0.05, "headroom_measured": True}},
+                 program={"library_share": 0.85, "library_detail": "library GEMM 85.0% in 3 kernel(s)"},
+                 program_rules=["library_dominated"], disable_targets=["__main__:f"],
+                 rewrites={"ce_chunked": "large_vocab_ce.py:12"}, given=True)
+
+
+def _plan(facts: Facts, budget_s: float) -> dict:
+    arms = [trials.Arm(spec=s) for s in plan_arms(facts, {"gpu": True, "hip": False}) if not s.skip]
+    arms[0].runs.append({"wall_s": 21.5})
+    return trials.plan_estimate(arms, 2, budget_s, elapsed_s=21.5, max_runs=4)
+
+
+def test_a_library_dominated_step_runs_its_rewrite_and_max_autotune_before_small_kernels_arms():
+    plan = _plan(_ce_facts(0.0134), 352.0)   # the recorded run's budget and run time
+    assert plan["priority"]["ce_chunked"] == "step" and plan["priority"]["max_autotune_no_cudagraphs"] == "step"
+    for name in ("multi_kernel", "mix_order_reduction", "cooperative_reductions", "static_shapes"):
+        assert plan["priority"][name] == "low" and name in plan["dropped"]
+    assert {"ce_chunked", "max_autotune_no_cudagraphs", "eager_fallback"} <= set(plan["kept"])
+    # the small kernels' arms are dropped last of all: the late rounds reach them last
+    assert plan["dropped"][-4:] == ["multi_kernel", "mix_order_reduction", "cooperative_reductions", "static_shapes"]
+
+
+def test_the_reduction_arms_say_the_ceiling_that_put_them_last_and_keep_their_rank_above_the_cut():
+    low = {s.name: s for s in plan_arms(_ce_facts(0.0134), {"gpu": True, "hip": False})}
+    assert "(ceiling 1.3% of the step end to end, under the 2% cut (min_end_to_end_gain))" in low["multi_kernel"].proposed_by
+    assert trials.arm_priority(low["coordinate_descent"]) == "always"
+    # a ceiling at the cut, or one not measured, leaves them proposed by a kernel's fact
+    for facts in (_ce_facts(0.02), _ce_facts(0.0134)):
+        if facts.kernels[CE_BWD]["ceiling"] == 0.0134:
+            facts.kernels[CE_BWD]["headroom_measured"] = False
+        arms = {s.name: s for s in plan_arms(facts, {"gpu": True, "hip": False})}
+        assert trials.arm_priority(arms["multi_kernel"]) == "facts" and "ceiling" not in arms["multi_kernel"].proposed_by
+
+
+def test_without_library_dominance_max_autotune_stays_a_one_flag_remedy():
+    facts = _ce_facts(0.0134)
+    facts.program_rules = []
+    arms = {s.name: s for s in plan_arms(facts, {"gpu": True, "hip": False})}
+    assert trials.arm_priority(arms["max_autotune_no_cudagraphs"]) == "always"
+    assert arms["max_autotune_no_cudagraphs"].proposed_by == "one-flag remedy (always tried)"
+    lib = {s.name: s for s in plan_arms(_ce_facts(0.0134), {"gpu": True, "hip": False})}
+    assert lib["max_autotune_no_cudagraphs"].proposed_by.startswith("program.library_dominated (library GEMM 85.0%")
+
+
+def test_a_cross_entropy_kernel_is_not_read_as_attention_by_hand():
+    entries = {e["id"]: e for e in bundled()}
+    assert by_kernel_names(entries["attention_by_hand"], [(CE_BWD, None), (CE_FWD, None)]) == []
+    assert [f["kernel"] for f in by_kernel_names(entries["large_vocab_cross_entropy"], [(CE_BWD, None)])] == [CE_BWD]
+    # attention by hand still matches, forward and backward
+    for name in ("triton_per_fused__softmax_div_masked_fill_0",
+                 "triton_per_fused__softmax__softmax_backward_data_div_masked_fill_1"):
+        assert by_kernel_names(entries["attention_by_hand"], [(name, None)]), name
+
+
+def test_the_trials_facts_carry_each_kernel_s_reach_from_its_report(tmp_path):
+    kd = tmp_path / "kernels" / CE_BWD
+    kd.mkdir(parents=True)
+    write_artifact(kd / "report.json", "investigation_report/1", "make_investigation_report.py",
+                   {"kernel": CE_BWD, "facts": {"share": {"value": 0.0685, "source": "profile"},
+                                                "ceiling": {"value": 0.0134, "source": "sol"},
+                                                "headroom_measured": {"value": True, "source": "sol"},
+                                                "loads": {"value": 8, "source": "meta"}}})
+    facts = json.loads(pipeline.trial_facts_file(tmp_path, {CE_BWD: {}, "other": {}}, None).read_text())
+    assert facts["kernels"][CE_BWD] == {"share": 0.0685, "ceiling": 0.0134, "headroom_measured": True}
+    assert facts["kernels"]["other"] == {}
+    (kd / "report.json").write_text("{not json")
+    assert json.loads(pipeline.trial_facts_file(tmp_path, {CE_BWD: {}}, None).read_text())["kernels"][CE_BWD] == {}
+
+
+def _arm(name, runs):
+    return trials.Arm(spec=ArmSpec(name), runs=runs)
+
+
+def _save(path, t):
+    torch.save({"f": (t,)}, path)
+    return [str(path)]
+
+
+def test_each_run_s_outputs_are_loaded_and_judged_once(tmp_path, monkeypatch):
+    ref = torch.randn(4096)
+    base = _arm("baseline", [{"run": 0, "status": "ok", "outputs": _save(tmp_path / "b0.pt", ref)},
+                             {"run": 1, "status": "ok", "outputs": _save(tmp_path / "b1.pt", ref.clone())}])
+    same = _arm("a", [{"run": 1, "status": "ok", "outputs": _save(tmp_path / "a1.pt", ref.clone())}])
+    off = _arm("b", [{"run": 1, "status": "ok", "outputs": _save(tmp_path / "c1.pt", ref + 1.0)}])
+    loads = []
+    real = trial_compare.load_outputs
+    monkeypatch.setattr(trial_compare, "load_outputs", lambda paths: loads.append(tuple(paths)) or real(paths))
+    check = trial_compare.OutputCheck()
+    notes = check.compare([base, same, off])
+    assert notes == ["baseline run-to-run max |diff| 0 over 1 re-runs"]
+    assert same.outputs["result"] == "equal" and off.outputs["result"] == "different"
+    assert len(loads) == 4 and len(set(loads)) == 4       # the reference, b1, a1 and c1, each once
+    check.compare([base, same, off])
+    assert len(loads) == 4 and check.seconds > 0           # again: nothing loaded, verdicts kept
+    # a later baseline run that differs widens the slack: only the different verdict is judged again
+    base.runs.append({"run": 2, "status": "ok", "outputs": _save(tmp_path / "b2.pt", ref + 0.5)})
+    check.compare([base, same, off])
+    assert loads[4:] == [(str(tmp_path / "b2.pt"),), (str(tmp_path / "c1.pt"),)]
+    assert off.outputs["result"] == "equal" and "slack 2" in off.outputs["reason"]
+
+
+def test_max_difference_in_chunks_matches_one_pass(monkeypatch):
+    torch.manual_seed(0)
+    r = torch.randn(10_000, dtype=torch.bfloat16)
+    o = (r.float() + torch.randn(10_000) * 1e-2).to(torch.bfloat16)
+    o[17] = float("nan")
+    whole = float((o.double() - r.double()).abs().nan_to_num(0.0).max())
+    monkeypatch.setattr(trial_compare, "CHUNK", 999)
+    assert trial_compare.max_difference({"y": o}, {"y": r}) == pytest.approx(whole)
+    assert trial_compare.max_difference({"y": r.clone()}, {"y": r}) == 0.0
+    assert trial_compare.max_difference({"y": torch.arange(3)}, {"y": torch.arange(3) + 1}) == float("inf")
