@@ -137,3 +137,11 @@ def test_max_difference_in_chunks_matches_one_pass(monkeypatch):
     assert trial_compare.max_difference({"y": o}, {"y": r}) == pytest.approx(whole)
     assert trial_compare.max_difference({"y": r.clone()}, {"y": r}) == 0.0
     assert trial_compare.max_difference({"y": torch.arange(3)}, {"y": torch.arange(3) + 1}) == float("inf")
+
+
+def test_a_run_s_output_check_counts_in_the_next_run_s_estimate():
+    base = trials.Arm(spec=ArmSpec("baseline"), runs=[{"run": 0, "wall_s": 20.0}])
+    arm = trials.Arm(spec=ArmSpec("a"), runs=[{"run": 1, "wall_s": 30.0, "check_s": 6.0},
+                                               {"run": 2, "wall_s": 21.0, "check_s": 6.5}])
+    assert trials._estimate(arm, base) == pytest.approx(27.5)   # its warm run and its check
+    assert trials._estimate(base, base) == 20.0                  # the reference run is not checked

@@ -271,10 +271,10 @@ def reference_run(base: Arm, ctx: Context) -> None:
 
 
 def _estimate(arm: Arm, base: Arm) -> float:
-    """A run's wall time: the slowest of the arm's runs after its first (its caches are warm then),
+    """A run's wall time and its output check: the slowest of the arm's runs after its first (its caches are warm then),
     its first while it has one, and before it ran the baseline's first (a cold compile, as the arm's
     first run will be)."""
-    walls = [r["wall_s"] for r in arm.runs]
+    walls = [r["wall_s"] + r.get("check_s", 0.0) for r in arm.runs]
     if walls:
         return max(walls[1:] or walls)
     return base.runs[0]["wall_s"] if base.runs else 0.0
@@ -328,7 +328,9 @@ def _run_in_budget(arm: Arm, base: Arm, index: int, budget_s: float, ctx: Contex
     if record["status"] != "ok":
         arm.status, arm.reason = record["status"], record["error"]
     elif record.get("outputs") and base.runs[0].get("outputs"):
-        ctx.check.compare([base] if arm is base else [base, arm])  # on the budget's clock, kept for the end
+        start = time.perf_counter()   # on the budget's clock, kept for the end; the next run's estimate counts it
+        ctx.check.compare([base] if arm is base else [base, arm])
+        record["check_s"] = round(time.perf_counter() - start, 3)
 
 
 # ----------------------------------------------------------------------------- sequential stop
@@ -455,7 +457,8 @@ def late_rounds(arms: list[Arm], live: list[Arm], runs: int, budget_s: float, ct
         arm = next((a for a in arms if a.name == name), None)
         if arm is None or base.status != "ok":
             continue
-        need = ctx.plan["run_s"] * (runs - 1 + first_run_x(name)) + runs * _estimate(base, base)
+        check = max((r.get("check_s", 0.0) for r in base.runs), default=0.0)   # its own output checks
+        need = ctx.plan["run_s"] * (runs - 1 + first_run_x(name)) + runs * (_estimate(base, base) + check)
         left = budget_s - (time.perf_counter() - t0)
         if need > left:
             continue
