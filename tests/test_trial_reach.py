@@ -145,3 +145,30 @@ def test_a_run_s_output_check_counts_in_the_next_run_s_estimate():
                                                {"run": 2, "wall_s": 21.0, "check_s": 6.5}])
     assert trials._estimate(arm, base) == pytest.approx(27.5)   # its warm run and its check
     assert trials._estimate(base, base) == 20.0                  # the reference run is not checked
+
+
+def test_on_a_gpu_a_kernel_under_the_hot_cut_is_not_timed_and_the_trials_get_its_time(tmp_path, monkeypatch):
+    # the H200 gated-MLP step: its two Triton kernels held 4.1 % and 2.4 %, not hot, and their runs and
+    # speeds of light took 80 s of the 153 s before the trials
+    timed, skipped = [], {}
+
+    class FakeChain:
+        def skip(self, name, reason):
+            skipped[name] = reason
+
+    monkeypatch.setattr(pipeline, "_static", lambda chain, ctx, kernel, profile, jobs: ({}, None))
+    monkeypatch.setattr(pipeline, "_run", lambda chain, ctx, kernel, sa, kd: timed.append(kernel) or kd / "run.json")
+    monkeypatch.setattr(pipeline, "_sol", lambda chain, ctx, kernel, sa, kd, run: kd / "sol.json")
+    for gpu in (True, False):
+        timed.clear(), skipped.clear()
+        ctx = pipeline.KernelCtx(tmp_path, tmp_path, tmp_path, [], None, True, gpu, None,
+                                 shares={"hot": 0.30, "cold": 0.041})
+        gathered = pipeline._gather_all(FakeChain(), ctx, ["hot", "cold"], tmp_path / "p.json")
+        assert gathered["hot"] == {"--run": tmp_path / "kernels" / "hot" / "run.json",
+                                   "--sol": tmp_path / "kernels" / "hot" / "sol.json"}
+        if gpu:
+            assert timed == ["hot"] and gathered["cold"] == {}
+            assert skipped == {f"{s} cold": "not hot: 4.1% of GPU time, under the 5% cut (hot_share): the trials get its time"
+                               for s in ("run", "speed_of_light")}
+        else:   # offline nothing is timed on a GPU: the recorded runs and offline speeds of light still read
+            assert timed == ["hot", "cold"] and skipped == {}

@@ -341,6 +341,15 @@ def _sol(chain: Chain, ctx: KernelCtx, kernel: str, standalone: Path, kd: Path,
     return kd / "sol.json" if chain.run(name, cmd, output=kd / "sol.json") else None
 
 
+def _not_hot(ctx: KernelCtx, kernel: str) -> str | None:
+    """Why a kernel's probe (and, on a GPU, its timing) is skipped: its share is under hot_share, so
+    its decision is not_hot whatever they measure; None for a hot kernel or an unknown share."""
+    share, hot = ctx.shares.get(kernel), threshold("hot_share")
+    if isinstance(share, (int, float)) and share < hot:
+        return f"not hot: {share:.1%} of GPU time, under the {hot:.0%} cut (hot_share)"
+    return None
+
+
 def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path,
            jobs: int | None = None) -> Background | None:
     """probe_compile.py for the --probe-arch targets of a hot kernel, started in the background:
@@ -353,9 +362,9 @@ def _probe(chain: Chain, ctx: KernelCtx, kernel: str, src: Path | None, kd: Path
     if src is None:
         chain.skip(name, "no source of this kernel was collected or captured")
         return None
-    share, hot = ctx.shares.get(kernel), threshold("hot_share")
-    if isinstance(share, (int, float)) and share < hot:  # its decision is not_hot whatever the ISA says
-        chain.skip(name, f"not hot: {share:.1%} of GPU time, under the {hot:.0%} cut (hot_share)")
+    cold = _not_hot(ctx, kernel)
+    if cold:  # its decision is not_hot whatever the ISA says
+        chain.skip(name, cold)
         return None
     probe = script("probe_compile.py") + [src, "--kernel", kernel, "--json-out", kd / "probe.json",
                                          "--markdown-out", kd / "probe.md"]
@@ -421,6 +430,11 @@ def _gather_all(chain: Chain, ctx: KernelCtx, kernels: list[str], profile_json: 
             gathered[kernel], probes[kernel] = _static(chain, ctx, kernel, profile_json, jobs)
         for kernel in kernels:
             kd, standalone = ctx.out / "kernels" / kernel, ctx.kdir / f"{kernel}.py"
+            cold = _not_hot(ctx, kernel) if ctx.local_gpu else None
+            if cold:  # on a GPU the timing of a kernel that cannot move the step goes to the trials
+                for step in ("run", "speed_of_light"):
+                    chain.skip(f"{step} {kernel}", cold + ": the trials get its time")
+                continue
             run = _run(chain, ctx, kernel, standalone, kd)
             found = {"--run": run, "--sol": _sol(chain, ctx, kernel, standalone, kd, run)}
             gathered[kernel].update({flag: path for flag, path in found.items() if path is not None})
