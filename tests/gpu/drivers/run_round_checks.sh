@@ -9,6 +9,10 @@
 # at its defaults on DEFAULT_INV_CMD, for its wall time),
 # default_inv_each (investigate.py at its defaults on each ';'-separated command of DEFAULT_INV_CMDS, one per
 # GPU at once: on a machine of N GPUs, N programs in the wall time of one),
+# default_inv_start (investigate.py at its defaults on DEFAULT_INV_CMD, detached from the call: a run of
+# up to its 600 s deadline outlasts a device call's limit; the call waits DEFAULT_INV_WAIT_S, 560 s),
+# default_inv_collect (in the next call, made inside the machine's warm window: waits for that run's
+# end, up to DEFAULT_INV_WAIT_S, and archives it; investigation.json's wall_s is its own wall time),
 # gpu_fast (the GPU tests not marked slow).
 set -u
 out="${1:?usage: run_round_checks.sh OUT STEP...}"
@@ -52,6 +56,15 @@ for s in "$@"; do
         if [ $((i % ngpu)) -eq 0 ]; then wait; fi
       done
       wait ;;
+    default_inv_start)
+      setsid nohup bash -c "t0=\$SECONDS; python scripts/investigate.py --out $work/inv_bg -- python \
+        ${DEFAULT_INV_CMD:-examples/gated_mlp.py --train} > $work/inv_bg.log 2>&1; \
+        echo \"== default_inv_bg rc=\$? (\$((SECONDS - t0)) s)\" >> $work/steps.txt; touch $work/inv_bg.done" \
+        > /dev/null 2>&1 < /dev/null &
+      for _ in $(seq "${DEFAULT_INV_WAIT_S:-560}"); do [ -f "$work/inv_bg.done" ] && break; sleep 1; done ;;
+    default_inv_collect)
+      for _ in $(seq "${DEFAULT_INV_WAIT_S:-560}"); do [ -f "$work/inv_bg.done" ] && break; sleep 1; done
+      [ -f "$work/inv_bg.done" ] || echo "== default_inv_bg still running" | tee -a "$work/steps.txt" ;;
     gpu_fast) step gpu_fast 240 python -m pytest -m "gpu and not slow" -q -p no:cacheprovider -o addopts="-ra" tests ;;
   esac
 done
