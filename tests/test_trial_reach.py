@@ -8,6 +8,7 @@ max-autotune, and its trials ran 46 s past their budget comparing 560 MB of outp
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 import torch
@@ -172,3 +173,37 @@ def test_on_a_gpu_a_kernel_under_the_hot_cut_is_not_timed_and_the_trials_get_its
                                for s in ("run", "speed_of_light")}
         else:   # offline nothing is timed on a GPU: the recorded runs and offline speeds of light still read
             assert timed == ["hot", "cold"] and skipped == {}
+
+
+def _fake_run_once(order):
+    def run_once(arm, index, ctx, limit_s=None):
+        order.append(f"{arm.name}#{index}")
+        return {"run": index, "status": "ok", "error": None, "ms": 1.0, "wall_s": 1.0, "log": "x.log", "counted": True}
+    return run_once
+
+
+def test_a_baseline_run_of_an_extra_round_after_a_late_round_gets_a_number_of_its_own(tmp_path, monkeypatch):
+    # the H200 gated-MLP trials: the late round's baseline runs were 3 and 4 by count, the extra round's
+    # then 3 by round, and its log and measurements overwrote the late round's run 3
+    order = []
+    monkeypatch.setattr(trials, "run_once", _fake_run_once(order))
+    base = trials.Arm(spec=ArmSpec("baseline"), runs=[{"run": i, "wall_s": 1.0} for i in range(5)])
+    arm = trials.Arm(spec=ArmSpec("a"), runs=[{"run": 1, "wall_s": 1.0}])
+    ctx = trials.Context("repro.py", [], tmp_path, tmp_path, None, 10.0)
+    notes = []
+    trials._run_in_budget(base, base, 3, 100.0, ctx, time.perf_counter(), notes)
+    trials._run_in_budget(arm, base, 2, 100.0, ctx, time.perf_counter(), notes)
+    assert order == ["baseline#5", "a#2"] and [r["run"] for r in base.runs] == [0, 1, 2, 3, 4, 5]
+
+
+def test_the_stacked_round_is_not_announced_when_the_budget_left_cannot_run_it(tmp_path, monkeypatch):
+    # the H200 gated-MLP trials printed "stacked round: max_autotune_no_cudagraphs+gate_up_fused" with the
+    # budget spent, and no run of it could start
+    order = []
+    monkeypatch.setattr(trials, "run_once", _fake_run_once(order))
+    monkeypatch.setattr(trials, "stacked_spec", lambda arms: ArmSpec("w+r", proposed_by="stacked: w won"))
+    base = trials.Arm(spec=ArmSpec("baseline"), runs=[{"run": 0, "wall_s": 24.0}, {"run": 1, "wall_s": 24.0}])
+    ctx = trials.Context("repro.py", [], tmp_path, tmp_path, None, 100.0)
+    arm, notes = trials.stack_round([base], 2, 417.0, ctx, time.perf_counter() - 400.0)
+    assert arm is None and order == []
+    assert notes == ["stacked round: w+r not run (stacked: w won): 17 s of the budget left, about 48 s needed"]

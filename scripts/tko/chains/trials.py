@@ -314,6 +314,8 @@ def _run_in_budget(arm: Arm, base: Arm, index: int, budget_s: float, ctx: Contex
     """Run ``arm`` once more if its usual wall time still fits the budget."""
     if arm.status != "ok":
         return
+    # a run's number is new to its arm: the late, extra and stacked rounds each count the baseline's runs
+    index = max(index, 1 + max((r["run"] for r in arm.runs), default=-1))
     est = _estimate(arm, base)
     if time.perf_counter() - t0 + est > budget_s:
         if not any(r["run"] > 0 for r in arm.runs):  # not run yet: it does not fit
@@ -508,6 +510,10 @@ def stack_round(arms: list[Arm], runs: int, budget_s: float, ctx: Context, t0: f
     spec = stacked_spec(arms)
     if spec is None:
         return None, []
+    left, need = budget_s - (time.perf_counter() - t0), 2 * _estimate(arms[0], arms[0])
+    if need > left:   # a baseline run and the stacked arm's first (about a baseline run) do not fit
+        return None, [f"stacked round: {spec.name} not run ({spec.proposed_by}): {max(left, 0):.0f} s of the "
+                      f"budget left, about {need:.0f} s needed"]
     arm = resolve_settings(spec)
     prepare_caches([arm], ctx.out_dir, ctx.user_cache)
     note = f"stacked round: {arm.name} ({spec.proposed_by}), interleaved with the baseline"
