@@ -207,3 +207,20 @@ def test_the_stacked_round_is_not_announced_when_the_budget_left_cannot_run_it(t
     arm, notes = trials.stack_round([base], 2, 417.0, ctx, time.perf_counter() - 400.0)
     assert arm is None and order == []
     assert notes == ["stacked round: w+r not run (stacked: w won): 17 s of the budget left, about 48 s needed"]
+
+
+def test_a_long_kernel_name_finds_its_artifacts_in_the_folder_collect_made(tmp_path):
+    # the H200 cross-entropy backward kernel: 135 characters, its PTX in a folder cut to 120, the scan skipped
+    from tko.base.artifact import write_artifact as write
+
+    (tmp_path / "artifacts" / CE_BWD[:120] / "kernel_module").mkdir(parents=True)
+    (tmp_path / "artifacts" / CE_BWD[:120] / "kernel_module" / "c.py").write_text("# kernel\n")
+    (tmp_path / "artifacts" / CE_BWD[:120] / "k.ptx").write_text("// ptx\n")
+    assert pipeline.artifact_dir(tmp_path, CE_BWD) == tmp_path / "artifacts" / CE_BWD[:120]   # no manifest
+    assert pipeline.has_listing(pipeline.artifact_dir(tmp_path, CE_BWD))
+    assert pipeline.kernel_source(tmp_path, tmp_path, CE_BWD).name == "c.py"
+    # the manifest's folder wins (a clash numbered -2), and one that leaves the folder is not followed
+    write(tmp_path / "artifacts" / "manifest.json", "artifact_manifest/1", "collect_inductor_artifacts.py",
+          {"kernels": [{"kernel": CE_BWD, "dir": CE_BWD[:120] + "-2"}, {"kernel": "x", "dir": "../../etc"}]})
+    assert pipeline.artifact_dir(tmp_path, CE_BWD).name == CE_BWD[:120] + "-2"
+    assert pipeline.artifact_dir(tmp_path, "x") == tmp_path / "artifacts" / "x"

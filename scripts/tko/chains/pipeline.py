@@ -194,8 +194,20 @@ def profile_shares(profile: dict | None) -> dict:
     return {k.get("name"): evidence._num(k.get("share")) for k in evidence._objs((profile or {}).get("kernels"))}
 
 
+def artifact_dir(out: Path, kernel: str) -> Path:
+    """The kernel's folder under OUT/artifacts: the manifest's ``dir`` (collect cuts a long name to
+    120 characters and numbers a clash: a 135-character Inductor name lost its ISA scan on an H200),
+    else the name made safe the same way."""
+    from ..read.inductor_files import safe_component
+
+    for entry in evidence._objs((load_doc(out / "artifacts" / "manifest.json") or {}).get("kernels")):
+        if entry.get("kernel") == kernel and _folder_name(entry.get("dir")):
+            return out / "artifacts" / entry["dir"]
+    return out / "artifacts" / safe_component(kernel)
+
+
 def kernel_source(out: Path, cap: Path, kernel: str) -> Path | None:
-    modules = sorted((out / "artifacts" / kernel / "kernel_module").glob("*.py"))
+    modules = sorted((artifact_dir(out, kernel) / "kernel_module").glob("*.py"))
     if modules:
         return modules[0]
     standalone = cap / CAPTURE_KERNELS / f"{kernel}.py"
@@ -409,7 +421,7 @@ def _static(chain: Chain, ctx: KernelCtx, kernel: str, profile_json: Path,
     elif chain.run(f"inspect {kernel}", script("inspect_triton_meta.py") + [
             src, "--json-out", kd / "meta.json"], output=kd / "meta.json"):
         args["--meta"] = kd / "meta.json"
-    if not has_listing(out / "artifacts" / kernel):
+    if not has_listing(artifact_dir(out, kernel)):
         chain.skip(f"scan {kernel}", "no ISA listing (.amdgcn/.ptx/.sass/.cubin) of this kernel was collected")
     elif chain.run(f"scan {kernel}", script("scan_amdgcn.py") + [out / "artifacts", "--kernel", kernel,
                    "--json-out", kd / "isa_scan.json"], output=kd / "isa_scan.json"):
