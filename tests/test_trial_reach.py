@@ -1,7 +1,7 @@
 """The trials' plan runs first what can move the step, and compares each run's outputs once.
 
 Both found by an H200 investigation of a large-vocabulary cross entropy (85 % of GPU time in library
-GEMMs; examples/recorded_h200/default_investigation): its plan ran four reduction arms for a 6.9 %
+GEMMs; examples/recorded_h200/default_investigation/large_vocab_ce_deadline540): its plan ran four reduction arms for a 6.9 %
 kernel whose ceiling was 1.3 % of the step while the budget dropped the chunked cross entropy and
 max-autotune, and its trials ran 46 s past their budget comparing 560 MB of outputs per run twice."""
 
@@ -224,3 +224,19 @@ def test_a_long_kernel_name_finds_its_artifacts_in_the_folder_collect_made(tmp_p
           {"kernels": [{"kernel": CE_BWD, "dir": CE_BWD[:120] + "-2"}, {"kernel": "x", "dir": "../../etc"}]})
     assert pipeline.artifact_dir(tmp_path, CE_BWD).name == CE_BWD[:120] + "-2"
     assert pipeline.artifact_dir(tmp_path, "x") == tmp_path / "artifacts" / "x"
+
+
+def test_the_recorded_cross_entropy_investigation_now_plans_its_rewrite_and_max_autotune_first():
+    # the facts the trials read from the recorded investigation (its kernels' reports carry the ceilings)
+    from conftest import ROOT
+    from tko.chains.trial_plan import load_facts
+
+    rec = ROOT / "examples" / "recorded_h200" / "default_investigation" / "large_vocab_ce_deadline540"
+    facts = load_facts([str(rec / "investigation.json")])
+    assert facts.kernels[CE_BWD]["ceiling"] == pytest.approx(0.0134, abs=1e-4) and "library_dominated" in facts.program_rules
+    facts.rewrites = json.loads((rec / "trials" / "facts.json").read_text())["rewrites"]
+    specs = {s.name: s for s in plan_arms(facts, {"gpu": True, "hip": False})}
+    assert specs["sdpa"].skip and not specs["ce_chunked"].skip          # no attention read into the cross entropy
+    plan = _plan(facts, 352.0)   # the recorded budget and baseline run
+    assert {"max_autotune_no_cudagraphs", "ce_chunked", "eager_fallback"} <= set(plan["kept"])
+    assert plan["dropped"][-4:] == ["multi_kernel", "mix_order_reduction", "cooperative_reductions", "static_shapes"]
