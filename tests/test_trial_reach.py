@@ -51,14 +51,20 @@ def test_a_library_dominated_step_runs_its_rewrite_and_max_autotune_before_small
 
 def test_the_reduction_arms_say_the_ceiling_that_put_them_last_and_keep_their_rank_above_the_cut():
     low = {s.name: s for s in plan_arms(_ce_facts(0.0134), {"gpu": True, "hip": False})}
-    assert "(ceiling 1.3% of the step end to end, under the 2% cut (min_end_to_end_gain))" in low["multi_kernel"].proposed_by
+    assert "(at most 1.3% of the step end to end, under the 2% cut (min_end_to_end_gain))" in low["multi_kernel"].proposed_by
     assert trials.arm_priority(low["coordinate_descent"]) == "always"
-    # a ceiling at the cut, or one not measured, leaves them proposed by a kernel's fact
+    # a ceiling at the cut, or one not measured on a kernel whose share is over it, leaves them proposed by a
+    # kernel's fact
     for facts in (_ce_facts(0.02), _ce_facts(0.0134)):
         if facts.kernels[CE_BWD]["ceiling"] == 0.0134:
             facts.kernels[CE_BWD]["headroom_measured"] = False
         arms = {s.name: s for s in plan_arms(facts, {"gpu": True, "hip": False})}
-        assert trials.arm_priority(arms["multi_kernel"]) == "facts" and "ceiling" not in arms["multi_kernel"].proposed_by
+        assert trials.arm_priority(arms["multi_kernel"]) == "facts" and "at most" not in arms["multi_kernel"].proposed_by
+    # a kernel not timed (under the hot cut on a GPU) is bounded by its share
+    facts = _ce_facts(0.0134)
+    facts.kernels[CE_BWD].update(headroom_measured=False, share=0.012)
+    arms = {s.name: s for s in plan_arms(facts, {"gpu": True, "hip": False})}
+    assert trials.arm_priority(arms["multi_kernel"]) == "low" and "(at most 1.2% of the step" in arms["multi_kernel"].proposed_by
 
 
 def test_without_library_dominance_max_autotune_stays_a_one_flag_remedy():

@@ -69,19 +69,24 @@ def _reduction_reason(facts: Facts) -> str | None:
 
 
 def _small_ceilings(facts: Facts, kernels: list[str]) -> str | None:
-    """When every kernel in ``kernels`` has a measured end-to-end ceiling (its report's ``ceiling``:
-    share x (1 - 1/headroom)) under ``min_end_to_end_gain``, those ceilings in words; else None. An
-    arm only such kernels propose cannot move the step beyond its noise: it runs after the others
-    (on an H200 a cross-entropy step ran four reduction arms for a 6.9 % kernel whose ceiling was
-    1.3 % while the budget dropped the chunked cross entropy and max-autotune)."""
+    """When every kernel in ``kernels`` can save under ``min_end_to_end_gain`` of the step, in words;
+    else None. A kernel's bound is its measured ceiling (its report's ``ceiling``: share x (1 -
+    1/headroom)), else its share (no kernel saves more than its share). An arm only such kernels
+    propose cannot move the step beyond its noise: it runs after the others (on an H200 a
+    cross-entropy step ran four reduction arms for a 6.9 % kernel whose ceiling was 1.3 % while the
+    budget dropped the chunked cross entropy and max-autotune)."""
     from ..base.decide import threshold
 
-    cut = threshold("min_end_to_end_gain")
-    ceilings = [facts.kernels.get(k, {}).get("ceiling") for k in kernels]
-    measured = [facts.kernels.get(k, {}).get("headroom_measured") is True for k in kernels]
-    if not kernels or not all(measured) or not all(isinstance(c, (int, float)) and c < cut for c in ceilings):
+    cut, bounds = threshold("min_end_to_end_gain"), []
+    for kernel in kernels:
+        f = facts.kernels.get(kernel, {})
+        bound = f.get("ceiling") if f.get("headroom_measured") is True else f.get("share")
+        if not isinstance(bound, (int, float)) or isinstance(bound, bool) or not bound < cut:
+            return None
+        bounds.append(bound)
+    if not bounds:
         return None
-    return f"ceiling {max(ceilings):.1%} of the step end to end, under the {cut:.0%} cut (min_end_to_end_gain)"
+    return f"at most {max(bounds):.1%} of the step end to end, under the {cut:.0%} cut (min_end_to_end_gain)"
 
 
 def _launch_bound_reason(facts: Facts) -> str:
