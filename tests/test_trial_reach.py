@@ -246,3 +246,19 @@ def test_the_recorded_cross_entropy_investigation_now_plans_its_rewrite_and_max_
     plan = _plan(facts, 352.0)   # the recorded budget and baseline run
     assert {"max_autotune_no_cudagraphs", "ce_chunked", "eager_fallback"} <= set(plan["kept"])
     assert plan["dropped"][-4:] == ["multi_kernel", "mix_order_reduction", "cooperative_reductions", "static_shapes"]
+
+
+def test_the_plan_counts_each_run_s_output_check(tmp_path):
+    arms = [trials.Arm(spec=ArmSpec(n)) for n in ("baseline", "a")]
+    arms[0].runs.append({"run": 0, "wall_s": 20.0})
+    plain = trials.plan_estimate(arms, 2, 1000.0, elapsed_s=20.0)
+    checked = trials.plan_estimate(arms, 2, 1000.0, elapsed_s=20.0, check_s=6.0)
+    assert checked["estimate_s"] - plain["estimate_s"] == pytest.approx(2 * 2 * 6.0)   # 2 arms x 2 runs
+    assert "a run about 20 s and its output check about 6 s" in checked["text"] and checked["check_s"] == 6.0
+    # the reference's outputs are loaded once, timed; a baseline that saved none costs nothing
+    torch.save({"f": (torch.randn(1000),)}, tmp_path / "r.pt")
+    ctx = trials.Context("repro.py", [], tmp_path, tmp_path, None, 10.0)
+    arms[0].runs[0]["outputs"] = [str(tmp_path / "r.pt")]
+    assert trials.reference_load_s(arms[0], ctx) > 0 and ctx.check.ref_paths == (str(tmp_path / "r.pt"),)
+    arms[0].runs[0]["outputs"] = []
+    assert trials.reference_load_s(arms[0], ctx) == 0.0

@@ -270,6 +270,17 @@ def reference_run(base: Arm, ctx: Context) -> None:
         ctx.timing = "first"
 
 
+def reference_load_s(base: Arm, ctx: Context) -> float:
+    """The reference run's outputs loaded for the checks to come, timed: a run's check loads as much
+    and compares it, about twice that (the plan counts it; 560 MB of outputs a run on an H200's CPU)."""
+    paths = base.runs[0].get("outputs") if base.runs else None
+    if not paths:
+        return 0.0
+    start = time.perf_counter()
+    ctx.check.reference(paths)
+    return 2 * (time.perf_counter() - start)
+
+
 def _estimate(arm: Arm, base: Arm) -> float:
     """A run's wall time and its output check: the slowest of the arm's runs after its first (its caches are warm then),
     its first while it has one, and before it ran the baseline's first (a cold compile, as the arm's
@@ -563,18 +574,20 @@ def first_run_x(name: str) -> float:
 
 
 def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float | None = None,
-                  max_runs: int | None = None) -> dict:
+                  max_runs: int | None = None, check_s: float = 0.0) -> dict:
     """What the whole plan costs, said before its rounds start: the baseline's first run times one
     process (compile included), every arm (the baseline too) then runs ``runs`` times in rounds, an
     arm's first run at :func:`first_run_x` of that (max-autotune compiles for minutes). When that does
     not fit the budget (``elapsed_s``, the time spent so far, included), the arms are kept in priority
     order (:func:`arm_priority`; the plan's order among equals) while each fits what is left (a cheaper
     arm after one that does not fit is still kept) and the others are named in ``dropped``, lowest
-    priority last (:func:`late_rounds` runs them if the rounds leave the budget)."""
+    priority last (:func:`late_rounds` runs them if the rounds leave the budget). ``check_s``: the
+    output check each run gets after it (the reference's load time, twice: a run's outputs loaded and
+    compared)."""
     run_s = max(r["wall_s"] for r in arms[0].runs)
     spent = run_s if elapsed_s is None else elapsed_s
     first_x = {a.name: first_run_x(a.name) if i else 1.0 for i, a in enumerate(arms)}
-    cost = {name: run_s * (runs - 1 + x) for name, x in first_x.items()}
+    cost = {name: run_s * (runs - 1 + x) + runs * check_s for name, x in first_x.items()}
     need = spent + sum(cost.values())
     fits = need <= budget_s
     ranked = [arms[0]] + sorted(arms[1:], key=lambda a: PRIORITIES.index(arm_priority(a.spec)))
@@ -592,6 +605,7 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
     extra = (max_runs or runs) - runs
     slow = [f"{name} x{x:g}" for name, x in first_x.items() if x > 1]
     text = (f"plan: {len(arms)} arm(s) (baseline included) x {runs} run(s), a run about {run_s:.0f} s"
+            + (f" and its output check about {check_s:.0f} s" if check_s >= 1 else "")
             + (f" (a first run: {', '.join(slow)})" if slow else "") + f": about "
             f"{need:.0f} s in all ({spent:.0f} s spent so far included) against --budget-s {budget_s:g}")
     if fits:
@@ -601,7 +615,7 @@ def plan_estimate(arms: list[Arm], runs: int, budget_s: float, elapsed_s: float 
         text += (f": {n_fit} arm(s) besides the baseline fit (about {kept_need:.0f} s); dropped up front, lowest "
                  f"priority last: {', '.join(dropped)} (run after the rounds if the budget left fits them); "
                  f"--budget-s {1.1 * need:.0f} would run them all")
-    return {"arms": len(arms), "runs": runs, "max_runs": max_runs or runs, "run_s": round(run_s, 1),
+    return {"arms": len(arms), "runs": runs, "max_runs": max_runs or runs, "run_s": round(run_s, 1), "check_s": round(check_s, 1),
             "elapsed_s": round(spent, 1), "estimate_s": round(need, 1), "budget_s": budget_s, "fits": fits,
             "kept": [a.name for a in arms if any(a is k for k in kept)], "dropped": dropped, "kept_estimate_s": round(kept_need, 1),
             "priority": {a.name: arm_priority(a.spec) for a in arms[1:]}, "cost_and_room_s": left_for,
@@ -746,7 +760,8 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
         ctx.caches = prepare_caches(live, out, user_cache)
         t0 = time.perf_counter()
         reference_run(live[0], ctx)
-        ctx.plan = plan_estimate(live, runs, budget_s, time.perf_counter() - t0, max_runs)
+        check_s = reference_load_s(live[0], ctx)
+        ctx.plan = plan_estimate(live, runs, budget_s, time.perf_counter() - t0, max_runs, check_s)
         print(ctx.plan["text"], file=sys.stderr, flush=True)
         live = apply_plan(live, ctx.plan)
         ctx.total = ctx.done + runs * len(live)
