@@ -262,3 +262,16 @@ def test_the_plan_counts_each_run_s_output_check(tmp_path):
     assert trials.reference_load_s(arms[0], ctx) > 0 and ctx.check.ref_paths == (str(tmp_path / "r.pt"),)
     arms[0].runs[0]["outputs"] = []
     assert trials.reference_load_s(arms[0], ctx) == 0.0
+
+
+def test_an_arm_that_did_not_apply_is_not_compared_and_says_so(tmp_path):
+    # the H200 cross-entropy trials: the sdpa arm replaced nothing; its outputs read "the arm did not
+    # finish a run", which it had
+    base = _arm("baseline", [{"run": 0, "status": "ok", "outputs": _save(tmp_path / "b0.pt", torch.ones(4))}])
+    idle = _arm("sdpa", [{"run": 1, "status": "not applied", "outputs": _save(tmp_path / "s1.pt", torch.ones(4))}])
+    idle.status = "not applied"
+    broken = _arm("multi_kernel", [{"run": 1, "status": "failed", "outputs": []}])
+    unrun = _arm("ce_chunked", [])
+    trial_compare.OutputCheck().compare([base, idle, broken, unrun])
+    assert idle.outputs == {"result": "unknown", "reason": "not compared: the arm did not apply"}
+    assert broken.outputs["reason"] == "the arm did not finish a run" and unrun.outputs["reason"] == "not run"

@@ -277,8 +277,7 @@ class OutputCheck:
         for arm in arms[1:]:
             paths = _last_outputs(arm)
             if not paths:
-                arm.outputs = {"result": "unknown", "reason": "the arm did not finish a run" if arm.runs
-                               else "not run"}
+                arm.outputs = {"result": "unknown", "reason": _why_not_compared(arm)}
             elif slack is None:
                 arm.outputs = {"result": "unknown", "reason": note}
             else:
@@ -290,6 +289,14 @@ class OutputCheck:
 def baseline_slack(base_runs: list[dict], ref: dict) -> tuple[float | None, str]:
     """Slack from the baseline runs' differences to the reference run (None: integers changed)."""
     return OutputCheck().slack(base_runs, ref)
+
+
+def _why_not_compared(arm) -> str:
+    if not arm.runs:
+        return "not run"
+    if arm.status == "not applied":   # its runs measured the unchanged program: nothing of its own to compare
+        return "not compared: the arm did not apply"
+    return "the arm did not finish a run"
 
 
 def _last_outputs(arm) -> list[str]:
