@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from fx_rewrite import compiled_with_rewrite
 from tko.base.errors import InputError
 from tko.chains import rewrites, trial_plan
 from tko.read import rewrite_catalog
@@ -27,20 +28,6 @@ def model_mod():
     finally:
         sys.path.remove(str(EXAMPLE))
 
-
-def _compiled_with_rewrite(module):
-    import torch
-
-    counts = []
-
-    def backend(gm, example_inputs):
-        counts.append(attention_rewrite.rewrite(gm.graph))
-        gm.recompile()
-        return gm
-
-    return torch.compile(module, backend=backend), counts
-
-
 def test_the_swap_keeps_outputs_and_gradients(model_mod):
     import torch
 
@@ -52,7 +39,7 @@ def test_the_swap_keeps_outputs_and_gradients(model_mod):
     ref.sum().backward()
     ref_grad = x.grad.clone()
     x.grad = None
-    compiled, counts = _compiled_with_rewrite(m)
+    compiled, counts = compiled_with_rewrite(m, attention_rewrite)
     out = compiled(x, mask)
     assert counts == [1]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
@@ -100,7 +87,7 @@ def test_hugging_face_eager_attention_with_its_fp32_upcast_is_swapped_under_dyna
     ref_grads = [t.grad.clone() for t in (q, k, v)]
     for t in (q, k, v):
         t.grad = None
-    compiled, counts = _compiled_with_rewrite(m)
+    compiled, counts = compiled_with_rewrite(m, attention_rewrite)
     out = compiled(q, k, v, mask)
     assert counts == [1]
     bf16 = {"atol": 2e-2, "rtol": 2e-2}     # two bf16 roundings apart (the hand form rounds p before @ v)
@@ -109,7 +96,7 @@ def test_hugging_face_eager_attention_with_its_fp32_upcast_is_swapped_under_dyna
     for got, want in zip((q.grad, k.grad, v.grad), ref_grads):
         torch.testing.assert_close(got, want, **bf16)
     torch._dynamo.reset()
-    compiled, counts = _compiled_with_rewrite(HFEager.module(upcast).train())   # dropout on: left alone
+    compiled, counts = compiled_with_rewrite(HFEager.module(upcast).train(), attention_rewrite)   # dropout on: left alone
     compiled(q, k, v, mask)
     assert counts == [0]
 

@@ -11,6 +11,7 @@ import re
 import pytest
 
 from conftest import ROOT
+from fx_rewrite import compiled_with_rewrite
 from tko.chains import trial_plan
 from tko.read import rewrite_catalog
 from tko.remedies import cross_entropy_rewrite as ce_rw
@@ -20,20 +21,6 @@ from tko.remedies import scatter_rewrite as sc_rw
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 V, D = 300, 32
-
-
-def _compiled(fn, mod):
-    """fn compiled with a backend that runs mod's rewrite on Dynamo's graph (counts per graph)."""
-    counts = []
-
-    def backend(gm, example_inputs):
-        counts.append(mod.rewrite(gm.graph))
-        gm.recompile()
-        return gm
-
-    torch._dynamo.reset()
-    return torch.compile(fn, backend=backend), counts
-
 
 def _grads(out, inputs, grad_out=None):
     return torch.autograd.grad(out, [x for x in inputs if x is not None], grad_out)
@@ -76,7 +63,7 @@ def test_ce_swap_keeps_loss_and_gradients(lm, form):
     inputs = (h, w, b if has_bias else None)
     ref = fn(h, w, b, y)
     ref_grads = _grads(ref, inputs)
-    compiled, counts = _compiled(fn, ce_rw)
+    compiled, counts = compiled_with_rewrite(fn, ce_rw)
     out = compiled(h, w, b, y)
     assert counts == [1]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
@@ -87,7 +74,7 @@ def test_ce_swap_keeps_loss_and_gradients(lm, form):
 def test_ce_without_gradients_skips_the_gradient_work(lm):
     h, w, b, y = lm
     fn = CE_FORMS["lm_view_mean_ignore"][0]
-    compiled, counts = _compiled(fn, ce_rw)
+    compiled, counts = compiled_with_rewrite(fn, ce_rw)
     with torch.no_grad():
         out, ref = compiled(h, w, b, y), fn(h, w, b, y)
     assert counts == [1]
@@ -109,7 +96,7 @@ def test_ce_forms_that_are_not_equal_are_left_alone(lm):
         "untransposed_weight": lambda: F.cross_entropy(h.view(-1, D) @ w.T.contiguous(), yf),
     }
     for name, form in forms.items():
-        compiled, counts = _compiled(lambda h, w, b, y: form(), ce_rw)
+        compiled, counts = compiled_with_rewrite(lambda h, w, b, y: form(), ce_rw)
         compiled(h, w, b, y)
         assert counts and not any(counts), name
 
@@ -216,7 +203,7 @@ def test_scatter_swap_keeps_outputs_and_gradients(graph_data, form):
     ref = fn(x, i, s)
     grad_out = torch.randn_like(ref)
     ref_grads = _grads(ref, (x, s) if form == "example" else (s,), grad_out)
-    compiled, counts = _compiled(fn, sc_rw)
+    compiled, counts = compiled_with_rewrite(fn, sc_rw)
     out = compiled(x, i, s)
     assert counts == [1]
     torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
@@ -241,7 +228,7 @@ def test_scatter_forms_that_are_not_equal_are_left_alone(graph_data):
         "wider_out": lambda: torch.zeros(10, 6).scatter_add_(0, i[:, None].expand(-1, 4), s),
     }
     for name, form in forms.items():
-        compiled, counts = _compiled(lambda x, i, s: form(), sc_rw)
+        compiled, counts = compiled_with_rewrite(lambda x, i, s: form(), sc_rw)
         compiled(x, i, s)
         assert counts and not any(counts), name
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from fx_rewrite import compiled_with_rewrite
 from tko.base import contracts
 from tko.chains import trial_plan
 from tko.read import rewrite_catalog
@@ -41,22 +42,6 @@ def rms_example():
     finally:
         sys.path.remove(str(EXAMPLES))
 
-
-def _compiled_with(mod, fn):
-    import torch
-
-    counts = []
-
-    def backend(gm, example_inputs):
-        counts.append(mod.rewrite(gm.graph))
-        gm.graph.lint()
-        gm.recompile()
-        return gm
-
-    torch._dynamo.reset()
-    return torch.compile(fn, backend=backend, dynamic=False), counts
-
-
 def _same_outputs_and_grads(mod, fn, *inputs, dtype="float32"):
     """Compile ``fn`` with the rewrite: one replacement, outputs and gradients of every input equal."""
 
@@ -67,7 +52,7 @@ def _same_outputs_and_grads(mod, fn, *inputs, dtype="float32"):
         return out, [t.grad for t in leaves]
 
     ref, ref_grads = run(fn)
-    compiled, counts = _compiled_with(mod, fn)
+    compiled, counts = compiled_with_rewrite(fn, mod, dynamic=False)
     out, grads = run(compiled)
     assert counts == [1], counts
     assert out.dtype == ref.dtype
@@ -79,7 +64,7 @@ def _same_outputs_and_grads(mod, fn, *inputs, dtype="float32"):
 def _left_alone(mod, fn, *inputs):
     import torch
 
-    compiled, counts = _compiled_with(mod, fn)
+    compiled, counts = compiled_with_rewrite(fn, mod, dynamic=False)
     torch.testing.assert_close(compiled(*inputs), fn(*inputs))
     assert counts and not any(counts), counts
 
@@ -272,7 +257,7 @@ def test_gate_module_keeps_outputs_and_weight_gradients(act, bias, dtype):
     ref_model = _gate_module(act, bias).to(dt)
     ref_model.load_state_dict(model.state_dict())
     x = torch.randn(3, 5, 32, dtype=dt)
-    compiled, counts = _compiled_with(gate_rewrite, model)
+    compiled, counts = compiled_with_rewrite(model, gate_rewrite, dynamic=False)
     xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
     out, ref = compiled(xa), ref_model(xb)
     assert counts == [1]

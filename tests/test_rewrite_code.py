@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from conftest import ROOT
+from fx_rewrite import compiled_with_rewrite
 from tko.chains import rewrites
 from tko.read import rewrite_catalog, rewrite_code
 
@@ -133,20 +134,6 @@ def proposal(source: str, rid: str, needle: str) -> dict:
     fn = min((f for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) and f.lineno <= line <= f.end_lineno),
              key=lambda f: f.end_lineno - f.lineno)
     return rewrite_code.propose(rid, tree, lines, fn, line)
-
-
-def compiled_with_rewrite(fn, rewrite_module):
-    """(fn compiled with a backend that runs the arm's FX rewrite on Dynamo's graph, counts per graph)."""
-    counts = []
-
-    def backend(gm, example_inputs):
-        counts.append(rewrite_module.rewrite(gm.graph))
-        gm.recompile()
-        return gm
-
-    torch._dynamo.reset()
-    return torch.compile(fn, backend=backend), counts
-
 
 def changed(source: str, change: dict) -> str:
     lines = source.splitlines()
