@@ -286,11 +286,6 @@ class OutputCheck:
         return [note]
 
 
-def baseline_slack(base_runs: list[dict], ref: dict) -> tuple[float | None, str]:
-    """Slack from the baseline runs' differences to the reference run (None: integers changed)."""
-    return OutputCheck().slack(base_runs, ref)
-
-
 def _why_not_compared(arm) -> str:
     if not arm.runs:
         return "not run"
@@ -302,8 +297,3 @@ def _why_not_compared(arm) -> str:
 def _last_outputs(arm) -> list[str]:
     done = [r for r in arm.runs if r["status"] == "ok" and r.get("outputs")]
     return done[-1]["outputs"] if done else []
-
-
-def compare_arms(arms: list, checker: OutputCheck | None = None) -> list[str]:
-    """Set ``outputs`` on every arm; returns notes (the baseline's own difference)."""
-    return (checker or OutputCheck()).compare(arms)

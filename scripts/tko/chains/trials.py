@@ -494,7 +494,7 @@ def stacked_spec(arms: list[Arm]) -> ArmSpec | None:
     that kept outputs equal and was not measurably slower, fastest first, as one arm: a rewrite that
     cuts GPU time shows in a host-bound step only once the setting has cut the host time (on an H200
     the sdpa arm halved peak memory at 0.998x while CUDA graphs ran the same step 1.37x faster).
-    None when the trials have no such pair. Needs ``outputs`` set (:func:`compare_arms`)."""
+    None when the trials have no such pair. Needs ``outputs`` set (:meth:`OutputCheck.compare`)."""
     from ..base.decide import threshold
 
     rows = {r["name"]: r for r in _rows(arms)}
