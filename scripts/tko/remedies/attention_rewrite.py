@@ -16,6 +16,14 @@ when the graph has none: SDPA's default is 1/sqrt(E)). ``k.transpose(2, 3)`` cou
 dims when k's recorded rank is 4. An active dropout between softmax and the second matmul, a softmax
 over another dim or with another dtype, and a finite mask fill are left alone.
 
+A causal mask becomes ``is_causal=True`` (no ``attn_mask``: SDPA's causal kernels, flash among them,
+which take no explicit mask): the mask's value at the call being compiled is read (its graph ancestors
+run on the real inputs Dynamo recorded, or on the module's attributes), and when it blocks exactly the
+keys after each query (:func:`mask_is_causal`) the graph asserts that on every later call
+(``torch._assert_async``: a different mask fails the run instead of giving other outputs; Inductor
+compiles device asserts out on ROCm, where the trials' output check is the guard). ``TKO_SDPA_CAUSAL=0``
+keeps the causal mask explicit.
+
 The trial arm ``sdpa`` (``TKO_SDPA_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement (SDPA's own
 backward), and prints ``TKO_SDPA: replaced N attention pattern(s)`` at exit on stderr.
@@ -34,6 +42,12 @@ NOUN = "attention pattern"
 NOT_FOUND = ("no torch.compile'd q @ k.transpose(-2, -1), scale, mask, softmax(dim=-1), @ v "
              "with single-use intermediates")
 MASK_FILL_MAX = -1e4     # a fill at or under this is "masked out" (softmax weight exp(-1e4) == 0)
+CAUSAL_ENV = "TKO_SDPA_CAUSAL"
+EVAL_NODES_MAX = 64      # a mask made by more graph nodes than this is not evaluated at compile time
+NOT_CAUSAL_MSG = "TKO_SDPA: the attention mask is no longer causal; the is_causal=True rewrite does not hold"
+_RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "bernoulli",
+           "normal", "multinomial", "dropout", "uniform_", "normal_", "bernoulli_", "exponential_"}
+_said = {"causal": 0}
 
 
 def _targets():
@@ -168,25 +182,132 @@ def match(out, t: dict) -> dict | None:
     return {"q": q, "k": k, "v": v, "scale": scale, "mask": mask, "dead": dead + [node, kt]}
 
 
-def _rewrite(graph, m: dict) -> None:
+def mask_is_causal(mask, additive: bool, n_q: int, n_k: int):
+    """A 0-d bool tensor: ``mask``, broadcast over the (n_q, n_k) scores, blocks exactly the keys after
+    each query, as SDPA's ``is_causal`` does (top-left aligned: key j hidden from query i when j > i).
+    A boolean mask is True where blocked; an ``additive`` one is 0 where open, <= MASK_FILL_MAX where
+    blocked."""
+    import torch
+
+    blocked = torch.ones(n_q, n_k, dtype=torch.bool, device=mask.device).triu(1)
+    ok = torch.where(blocked, mask <= MASK_FILL_MAX, mask == 0) if additive else mask == blocked
+    return ok.all()
+
+
+def _real_value(node):
+    """The value ``node`` has at the call being compiled: its graph ancestors run on the real inputs
+    Dynamo recorded (a placeholder's ``grapharg``) or the module's attributes; None when one is
+    unknown or random, or the ancestors are many."""
+    import contextlib
+
+    import torch
+    from torch.fx.node import map_arg
+
+    seen, stack = set(), [node]
+    while stack and len(seen) <= EVAL_NODES_MAX:
+        n = stack.pop()
+        if n not in seen:
+            seen.add(n)
+            stack.extend(n.all_input_nodes)
+    if len(seen) > EVAL_NODES_MAX:
+        return None
+    try:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+    except ImportError:     # pragma: no cover - every supported torch has it
+        unset_fake_temporarily = contextlib.nullcontext
+    values, gm = {}, node.graph.owning_module
+    try:
+        with torch.no_grad(), unset_fake_temporarily():
+            for n in (n for n in node.graph.nodes if n in seen):
+                values[n] = _run_node(n, gm, lambda a: map_arg(a, values.__getitem__))
+    except Exception:       # any op the mask's making does not take on its own: not evaluated
+        return None
+    return values[node]
+
+
+def _run_node(n, gm, resolve):
+    if n.op == "placeholder":
+        return n.meta["grapharg"].example
+    if n.op == "get_attr":
+        value = gm
+        for part in n.target.split("."):
+            value = getattr(value, part)
+        return value
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+    if name in _RANDOM or n.op not in ("call_function", "call_method", "call_module"):
+        raise ValueError(f"{n.op} {name}: not evaluated")
+    args, kwargs = resolve(n.args), resolve(n.kwargs)
+    if n.op == "call_method":
+        return getattr(args[0], n.target)(*args[1:], **kwargs)
+    fn = gm.get_submodule(n.target) if n.op == "call_module" else n.target
+    return fn(*args, **kwargs)
+
+
+def _reads_causal(m: dict) -> bool:
+    """The matched mask is causal for the call being compiled (q's and k's recorded lengths, the
+    mask's real value)."""
+    import os
+
+    if not m["mask"] or os.environ.get(CAUSAL_ENV) == "0":
+        return False
+    q, k = fx_match.example_value(m["q"]), fx_match.example_value(m["k"])
+    lengths = (q.shape[-2], k.shape[-2]) if q is not None and k is not None else ()
+    if len(lengths) != 2 or not all(isinstance(n, int) for n in lengths):
+        return False
+    kind, node = m["mask"]
+    value = _real_value(node)
+    if not hasattr(value, "shape"):
+        return False
+    try:
+        return bool(mask_is_causal(value, kind == "additive", *lengths))
+    except RuntimeError:    # a mask that does not broadcast over the scores: not ours to judge
+        return False
+
+
+def _causal_guard(graph, m: dict, guarded: dict) -> None:
+    """Assert, once per mask node and graph, that the mask is still causal on every call."""
+    import torch
+
+    kind, node = m["mask"]
+    if node in guarded:
+        return
+    n_q = graph.call_method("size", (m["q"], -2))
+    n_k = graph.call_method("size", (m["k"], -2))
+    ok = graph.call_function(mask_is_causal, (node, kind == "additive", n_q, n_k))
+    guarded[node] = graph.call_function(torch._assert_async, (ok, NOT_CAUSAL_MSG))
+
+
+def _rewrite(graph, m: dict, guarded: dict) -> None:
     import torch
     import torch.nn.functional as F
 
     out = m["dead"][0]
+    causal = _reads_causal(m)
     with graph.inserting_before(out):
         attn_mask = None
-        if m["mask"]:
+        if causal:
+            _causal_guard(graph, m, guarded)
+            _said["causal"] += 1
+        elif m["mask"]:
             kind, node = m["mask"]
             attn_mask = graph.call_function(torch.logical_not, (node,)) if kind == "bool" else node
         scale = m["scale"]
         if hasattr(scale, "op"):    # a divisor computed at run time: its reciprocal is the scale
             scale = graph.call_function(operator.truediv, (1.0, scale))
             m["scale"] = scale
+        kwargs = {"is_causal": True} if causal else {"attn_mask": attn_mask}
         sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
-                                   {"attn_mask": attn_mask, "scale": m["scale"]})
+                                   {**kwargs, "scale": m["scale"]})
     fx_match.swap(graph, out, sdpa, m["dead"])
 
 
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
-    return fx_match.rewrite_all(graph, _targets(), match, _rewrite)
+    guarded = {}
+    return fx_match.rewrite_all(graph, _targets(), match, lambda g, m: _rewrite(g, m, guarded))
+
+
+def detail() -> str:
+    """What the pass's stderr line adds: how many swaps took ``is_causal=True``."""
+    n = _said["causal"]
+    return f", {n} with is_causal=True (the causal mask asserted on every call)" if n else ""

@@ -6,7 +6,8 @@ Each rewrite is a module of ``tko.remedies`` holding ``ARM`` (the trial arm's na
 a trial process), ``PREFIX`` (its stderr line), ``NOUN`` (what it replaces, for that line) and
 ``rewrite(graph) -> int`` (replace every match in a ``torch.fx.Graph``, return how many). Every pass
 runs as an Inductor pre-grad custom pass, so AOT autograd differentiates the replacement, and prints
-``<PREFIX>: replaced N <NOUN>(s) in G graph(s)`` at exit; a trial run whose pass replaced nothing
+``<PREFIX>: replaced N <NOUN>(s) in G graph(s)`` at exit (and what the module's optional
+``detail()`` adds); a trial run whose pass replaced nothing
 measured the baseline again and is ``not applied``.
 """
 
@@ -53,7 +54,8 @@ class _Counter:
         self.graphs += 1
 
     def report(self) -> None:
-        print(f"{self.mod.PREFIX}: replaced {self.replaced} {self.mod.NOUN}(s) in {self.graphs} graph(s)",
+        detail = getattr(self.mod, "detail", lambda: "")()
+        print(f"{self.mod.PREFIX}: replaced {self.replaced} {self.mod.NOUN}(s) in {self.graphs} graph(s){detail}",
               file=sys.stderr, flush=True)
 
 

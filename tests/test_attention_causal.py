@@ -1,0 +1,193 @@
+"""A causal mask in hand-written attention: the sdpa rewrite reads its value when the graph is
+compiled, swaps in ``is_causal=True`` (no explicit mask: SDPA's causal kernels) with outputs and
+gradients equal, and asserts on every later call that the mask is still causal; a mask that is not
+causal (padding, random, bottom-right aligned) stays an explicit ``attn_mask``."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from conftest import ROOT
+from fx_rewrite import compiled_with_rewrite
+from tko.remedies import attention_rewrite, graph_rewrites
+
+EXAMPLE = ROOT / "examples" / "attention_by_hand"
+
+
+@pytest.fixture(scope="module")
+def example():
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        import hf_eager
+        import model
+        yield model, hf_eager
+    finally:
+        sys.path.remove(str(EXAMPLE))
+
+
+def _swapped(module, args, grads_of=()):
+    """(the rewritten graph's code, outputs equal to the module's, the compiled callable)."""
+    import torch
+
+    ref = module(*args)
+    ref.float().sum().backward()
+    want = [t.grad.clone() for t in grads_of]
+    for t in grads_of:
+        t.grad = None
+    codes = []
+    compiled, counts = compiled_with_rewrite(module, attention_rewrite, codes=codes)
+    out = compiled(*args)
+    assert counts == [1]
+    torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+    out.float().sum().backward()
+    for t, w in zip(grads_of, want):
+        torch.testing.assert_close(t.grad, w, atol=1e-5, rtol=1e-5)
+    return codes[0], compiled
+
+
+def test_the_example_causal_mask_becomes_is_causal_and_a_changed_mask_fails(example):
+    import torch
+
+    model, _ = example
+    torch.manual_seed(0)
+    m = model.HandAttention(64, 4)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    mask = model.causal_mask(16, "cpu")
+    before = attention_rewrite._said["causal"]
+    code, compiled = _swapped(m, (x, mask), grads_of=(x,))
+    assert "is_causal = True" in code and "logical_not" not in code and "_assert_async" in code
+    assert attention_rewrite._said["causal"] == before + 1
+    assert f", {before + 1} with is_causal=True" in attention_rewrite.detail()
+    torch.testing.assert_close(compiled(x, mask), m(x, mask), atol=1e-5, rtol=1e-5)   # the guard passes
+    opened = mask.clone()
+    opened[5, 9] = False                # query 5 now sees key 9: not causal, same shape, same graph
+    with pytest.raises(RuntimeError, match="no longer causal"):
+        compiled(x, opened)
+
+
+class _Causal:
+    """Causal masks as programs write them, each in a module taking (q, k, v[, mask])."""
+
+    @staticmethod
+    def modules(hf_eager):
+        import torch
+        import torch.nn.functional as F
+
+        class Additive(torch.nn.Module):        # Hugging Face's eager form: scores + (0 / -inf)
+            def forward(self, q, k, v, mask):
+                return F.softmax(torch.matmul(q, k.transpose(2, 3)) * 0.25 + mask, dim=-1) @ v
+
+        class Buffer(torch.nn.Module):          # nanoGPT: a tril buffer, sliced and compared in forward
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("bias", torch.tril(torch.ones(32, 32)).view(1, 1, 32, 32))
+
+            def forward(self, q, k, v):
+                t = q.size(-2)
+                att = (q @ k.transpose(-2, -1)) * 0.25
+                att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+                return F.softmax(att, dim=-1) @ v
+
+        class Built(torch.nn.Module):           # made inside forward from q's length
+            def forward(self, q, k, v):
+                t = q.shape[-2]
+                blocked = torch.triu(torch.ones(t, t, dtype=torch.bool, device=q.device), diagonal=1)
+                return F.softmax((q @ k.transpose(-2, -1)).masked_fill(blocked, -1e9), dim=-1) @ v
+
+        n = 16
+        finfo_min = torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), torch.finfo(torch.float32).min)
+        return [("additive -inf", Additive(), [hf_eager.additive_causal_mask(n, "cpu", torch.float32)]),
+                ("additive finfo.min", Additive(), [finfo_min]),
+                ("batched additive", Additive(), [hf_eager.additive_causal_mask(n, "cpu", torch.float32).expand(2, 1, n, n)]),
+                ("buffer slice == 0", Buffer(), []),
+                ("built in forward", Built(), [])]
+
+
+def test_causal_masks_as_programs_write_them(example):
+    import torch
+
+    _, hf_eager = example
+    for label, module, extra in _Causal.modules(hf_eager):
+        q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+        code, _ = _swapped(module, (q, k, v, *extra), grads_of=(q, k, v))
+        assert "is_causal = True" in code and "attn_mask" not in code, label
+
+
+def _not_causal():
+    import torch
+
+    n = 16
+    causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+    padding = torch.zeros(2, 1, 1, n, dtype=torch.bool)
+    padding[1, ..., 12:] = True
+    shifted = causal.clone()
+    shifted[3, 3] = True                # the diagonal blocked once
+    return [("padding", padding, n), ("shifted", shifted, n), ("longer keys, bottom-right", torch.ones(4, n, dtype=torch.bool).triu(n - 4 + 1), 4)]
+
+
+def test_masks_that_are_not_causal_stay_explicit(monkeypatch):
+    import torch
+    import torch.nn.functional as F
+
+    class Masked(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.softmax((q @ k.transpose(-2, -1)).masked_fill(mask, float("-inf")), dim=-1) @ v
+
+    for label, mask, n_q in _not_causal():
+        q = torch.randn(2, 4, n_q, 8, requires_grad=True)
+        k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(2))
+        code, _ = _swapped(Masked(), (q, k, v, mask), grads_of=(q, k, v))
+        assert "is_causal" not in code and "attn_mask = logical_not" in code, label
+    monkeypatch.setenv(attention_rewrite.CAUSAL_ENV, "0")
+    q, k, v = (torch.randn(2, 4, 16, 8, requires_grad=True) for _ in range(3))
+    code, _ = _swapped(Masked(), (q, k, v, torch.ones(16, 16, dtype=torch.bool).triu(1)), grads_of=(q, k, v))
+    assert "is_causal" not in code, "TKO_SDPA_CAUSAL=0 keeps the causal mask explicit"
+
+
+def test_a_mask_whose_value_is_unknown_stays_explicit():
+    """A symbolic trace records no input values: the mask cannot be read, so it stays explicit."""
+    import torch
+    import torch.nn.functional as F
+
+    class Masked(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.softmax((q @ k.transpose(-2, -1)).masked_fill(mask, float("-inf")), dim=-1) @ v
+
+    gm = torch.fx.symbolic_trace(Masked())
+    assert attention_rewrite.rewrite(gm.graph) == 1
+    gm.recompile()
+    assert "is_causal" not in gm.code and "attn_mask" in gm.code
+
+
+def test_under_inductor_the_causal_swap_trains_equal_and_the_guard_survives(example, monkeypatch):
+    """The trial's path: the pre-grad pass inside Inductor (AOT autograd, Inductor's CPU code); the
+    assert is not dropped as dead code."""
+    import torch
+    import torch._inductor.config as cfg
+
+    model, _ = example
+    monkeypatch.setattr("atexit.register", lambda fn: None)
+    torch.manual_seed(0)
+    m = model.HandAttention(64, 4)
+    x = torch.randn(2, 16, 64, requires_grad=True)
+    mask = model.causal_mask(16, "cpu")
+    ref = m(x, mask)
+    ref.sum().backward()
+    want, x.grad = x.grad.clone(), None
+    before = attention_rewrite._said["causal"]
+    with cfg.patch(pre_grad_custom_pass=None):
+        graph_rewrites.install(attention_rewrite)
+        torch._dynamo.reset()
+        compiled = torch.compile(m)
+        out = compiled(x, mask)
+        out.sum().backward()
+        torch.testing.assert_close(out, ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(x.grad, want, atol=1e-5, rtol=1e-5)
+        assert attention_rewrite._said["causal"] == before + 1
+        opened = mask.clone()
+        opened[5, 9] = False
+        with pytest.raises(RuntimeError, match="no longer causal"):
+            compiled(x, opened)
+    torch._dynamo.reset()
