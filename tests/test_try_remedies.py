@@ -764,3 +764,33 @@ def test_a_run_still_going_when_the_budget_ends_is_killed_so_the_deadline_holds(
     assert arm["status"] == "timeout", arm
     assert "(the trials' budget ended; process group killed)" in arm["reason"], arm["reason"]
     assert took < 30, took                                    # 6 s of budget, 0.3 s past it, startup
+
+
+def test_an_sdpa_run_that_fails_its_causal_guard_is_retried_with_the_mask_explicit(fixtures_dir, tmp_path, monkeypatch):
+    """The sdpa arm took is_causal=True from the first call's mask and a later call's mask was not
+    causal (a padded batch): the guard fails the run. That run is not counted; the arm's later runs
+    keep the mask explicit (TKO_SDPA_CAUSAL=0) and are measured; trials.json says so."""
+    from tko.chains import trials
+
+    for k, v in _steps_env(tmp_path, STEP_X_SDPA=0.8, STEP_SDPA_GUARD=1).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TKO_SDPA_CAUSAL", raising=False)
+    specs = trial_plan.restrict(plan_arms(None, {"gpu": True, "hip": False}), ["sdpa"])
+    doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t", specs, runs=2, max_runs=2)
+    sdpa = {a["name"]: a for a in doc["arms"]}["sdpa"]
+    assert sdpa["status"] == "ok" and len(sdpa["ms"]) == 2 and len(sdpa["logs"]) == 3
+    assert sdpa["settings"]["env"] == {"TKO_SDPA_REWRITE": "1", "TKO_SDPA_CAUSAL": "0"}
+    assert sdpa["x_baseline"] == pytest.approx(1 / 0.8, rel=0.02) and sdpa["outputs"]["result"] == "equal"
+    note = next(n for n in doc["notes"] if n.startswith("sdpa: run 1 failed its rewrite's guard"))
+    assert "no longer causal" in note and note.endswith("add TKO_SDPA_CAUSAL=0")
+    assert doc["order"] == ["baseline#0", "baseline#1", "sdpa#1", "sdpa#2", "baseline#2", "sdpa#3"]
+    # an arm already run with the mask explicit fails for good: no retry loop
+    monkeypatch.setenv("TKO_SDPA_CAUSAL", "0")
+    monkeypatch.setenv("STEP_SDPA_GUARD", "1")
+    from tko.remedies import graph_rewrites
+    assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, "RuntimeError: TKO_SDPA: the attention mask is "
+                                    "no longer causal") is None
+    monkeypatch.delenv("TKO_SDPA_CAUSAL")
+    assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, "CUDA error: device-side assert triggered") == \
+        {"TKO_SDPA_CAUSAL": "0"}
+    assert graph_rewrites.retry_env({"TKO_GATE_REWRITE": "1"}, "CUDA error: device-side assert triggered") is None

@@ -240,6 +240,8 @@ def run_once(arm: Arm, index: int, ctx: Context, limit_s: float | None = None) -
         record["status"], record["error"] = "timeout", f"no exit within {limit:.0f} s ({why}; process group killed)"
     elif rc != 0:
         record["status"], record["error"] = "failed", f"exit {rc}: {failure_line(stderr) or '(no output)'}"
+        if retry := graph_rewrites.retry_env(arm.spec.env, stderr):
+            record["retry_env"] = retry
     else:
         _measure(record, stdout, meas, ctx)
         _check_replaced(record, arm, stderr)
@@ -338,12 +340,29 @@ def _run_in_budget(arm: Arm, base: Arm, index: int, budget_s: float, ctx: Contex
     left = budget_s - (time.perf_counter() - t0)
     record = run_once(arm, index, ctx, limit_s=left + overrun_s(budget_s))
     arm.runs.append(record)
+    if record.get("retry_env"):
+        _retry_with(arm, record, notes)
+        return _run_in_budget(arm, base, index + 1, budget_s, ctx, t0, notes)
     if record["status"] != "ok":
         arm.status, arm.reason = record["status"], record["error"]
     elif record.get("outputs") and base.runs[0].get("outputs"):
         start = time.perf_counter()   # on the budget's clock, kept for the end; the next run's estimate counts it
         ctx.check.compare([base] if arm is base else [base, arm])
         record["check_s"] = round(time.perf_counter() - start, 3)
+
+
+def _retry_with(arm: Arm, record: dict, notes: list[str]) -> None:
+    """A run its rewrite's own guard failed (e.g. the sdpa arm's causal mask changed between calls):
+    the run is not counted, and the arm's later runs add the environment the rewrite names."""
+    import dataclasses
+
+    retry = record.pop("retry_env")
+    record["counted"] = False
+    arm.spec = dataclasses.replace(arm.spec, env={**arm.spec.env, **retry})
+    said = " ".join(f"{k}={v}" for k, v in retry.items())
+    notes.append(f"{arm.name}: run {record['run']} failed its rewrite's guard ({record['error']}); "
+                 f"not counted, the arm's runs from here on add {said}")
+    print(f"{arm.name}: {notes[-1].split(': ', 1)[1]}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------- sequential stop

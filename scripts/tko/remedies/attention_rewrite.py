@@ -19,10 +19,12 @@ over another dim or with another dtype, and a finite mask fill are left alone.
 A causal mask becomes ``is_causal=True`` (no ``attn_mask``: SDPA's causal kernels, flash among them,
 which take no explicit mask): the mask's value at the call being compiled is read (its graph ancestors
 run on the real inputs Dynamo recorded, or on the module's attributes), and when it blocks exactly the
-keys after each query (:func:`mask_is_causal`) the graph asserts that on every later call
-(``torch._assert_async``: a different mask fails the run instead of giving other outputs; Inductor
-compiles device asserts out on ROCm, where the trials' output check is the guard). ``TKO_SDPA_CAUSAL=0``
-keeps the causal mask explicit.
+keys after each query (:func:`mask_is_causal`) the graph checks that on every later call: it asserts
+it (``torch._assert_async``: a different mask fails the run instead of giving other outputs) and,
+where the assert is compiled out (Inductor on ROCm; torch before Inductor lowered it: 2.7 decomposes
+it to nothing), the attention's output is NaN, which the trials' output check reports. ``TKO_SDPA_CAUSAL=0``
+keeps the causal mask explicit; a trial run the guard failed gets its arm retried so
+(:func:`retry_env`).
 
 The trial arm ``sdpa`` (``TKO_SDPA_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement (SDPA's own
@@ -264,17 +266,18 @@ def _reads_causal(m: dict) -> bool:
         return False
 
 
-def _causal_guard(graph, m: dict, guarded: dict) -> None:
-    """Assert, once per mask node and graph, that the mask is still causal on every call."""
+def _causal_guard(graph, m: dict, guarded: dict):
+    """The node saying, on every call, that the mask is still causal (one per mask node and graph),
+    asserted where it is made."""
     import torch
 
     kind, node = m["mask"]
-    if node in guarded:
-        return
-    n_q = graph.call_method("size", (m["q"], -2))
-    n_k = graph.call_method("size", (m["k"], -2))
-    ok = graph.call_function(mask_is_causal, (node, kind == "additive", n_q, n_k))
-    guarded[node] = graph.call_function(torch._assert_async, (ok, NOT_CAUSAL_MSG))
+    if node not in guarded:
+        n_q = graph.call_method("size", (m["q"], -2))
+        n_k = graph.call_method("size", (m["k"], -2))
+        guarded[node] = graph.call_function(mask_is_causal, (node, kind == "additive", n_q, n_k))
+        graph.call_function(torch._assert_async, (guarded[node], NOT_CAUSAL_MSG))
+    return guarded[node]
 
 
 def _rewrite(graph, m: dict, guarded: dict) -> None:
@@ -284,9 +287,9 @@ def _rewrite(graph, m: dict, guarded: dict) -> None:
     out = m["dead"][0]
     causal = _reads_causal(m)
     with graph.inserting_before(out):
-        attn_mask = None
+        attn_mask = ok = None
         if causal:
-            _causal_guard(graph, m, guarded)
+            ok = _causal_guard(graph, m, guarded)
             _said["causal"] += 1
         elif m["mask"]:
             kind, node = m["mask"]
@@ -298,6 +301,8 @@ def _rewrite(graph, m: dict, guarded: dict) -> None:
         kwargs = {"is_causal": True} if causal else {"attn_mask": attn_mask}
         sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
                                    {**kwargs, "scale": m["scale"]})
+        if ok is not None:      # NaN where the assert is compiled out (ROCm; Inductor before its lowering)
+            sdpa = graph.call_function(torch.where, (ok, sdpa, float("nan")))
     fx_match.swap(graph, out, sdpa, m["dead"])
 
 
@@ -305,6 +310,12 @@ def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
     guarded = {}
     return fx_match.rewrite_all(graph, _targets(), match, lambda g, m: _rewrite(g, m, guarded))
+
+
+def retry_env(stderr: str) -> dict | None:
+    """After a run that failed: the environment its arm retries with, when the failure was this
+    pass's causal guard (the mask changed between calls; a device assert on a GPU); else None."""
+    return {CAUSAL_ENV: "0"} if any(s in stderr for s in (NOT_CAUSAL_MSG, "device-side assert")) else None
 
 
 def detail() -> str:

@@ -92,3 +92,16 @@ def check_trial(record: dict, env: dict, stderr: str) -> None:
             record["error"] = (f"no {mod.NOUN} was replaced: " + (said or f"no {mod.PREFIX} line")
                                + f" ({mod.NOT_FOUND})")
             return
+
+
+def retry_env(env: dict, stderr: str) -> dict | None:
+    """The environment to add for a retry of a failed run, from the active rewrites that know
+    their own failure (a module's optional ``retry_env(stderr)``); None when none does."""
+    import os
+
+    effective = dict(os.environ, **env)     # what the run had: a retry must change it
+    for mod in active(env):
+        retry = getattr(mod, "retry_env", lambda _stderr: None)(stderr)
+        if retry and any(effective.get(k) != v for k, v in retry.items()):
+            return retry
+    return None
