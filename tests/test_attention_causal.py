@@ -204,6 +204,7 @@ def test_where_the_assert_is_compiled_out_a_changed_mask_gives_nan(example, monk
 
     model, _ = example
     monkeypatch.setattr(torch, "_assert_async", lambda *args: None)
+    monkeypatch.setattr("fx_rewrite.assert_cacheable", lambda nodes: None)     # the stand-in is not cacheable
     torch.manual_seed(0)
     m = model.HandAttention(64, 4)
     x = torch.randn(2, 16, 64)

@@ -189,11 +189,21 @@ def mask_is_causal(mask, additive: bool, n_q: int, n_k: int):
     each query, as SDPA's ``is_causal`` does (top-left aligned: key j hidden from query i when j > i).
     A boolean mask is True where blocked; an ``additive`` one is 0 where open, <= MASK_FILL_MAX where
     blocked."""
+    return (_additive_is_causal if additive else _bool_is_causal)(mask, n_q, n_k)
+
+
+# Builtins and tensor methods only: inlined into the graph as the guard (fx_match.inline).
+def _bool_is_causal(mask, n_q, n_k):
     import torch
 
-    blocked = torch.ones(n_q, n_k, dtype=torch.bool, device=mask.device).triu(1)
-    ok = torch.where(blocked, mask <= MASK_FILL_MAX, mask == 0) if additive else mask == blocked
-    return ok.all()
+    return (mask == mask.new_ones(n_q, n_k, dtype=torch.bool).triu(1)).all()
+
+
+def _additive_is_causal(mask, n_q, n_k):
+    import torch
+
+    blocked = mask.new_ones(n_q, n_k, dtype=torch.bool).triu(1)
+    return torch.where(blocked, mask <= MASK_FILL_MAX, mask == 0).all()
 
 
 def _real_value(node):
@@ -275,7 +285,8 @@ def _causal_guard(graph, m: dict, guarded: dict):
     if node not in guarded:
         n_q = graph.call_method("size", (m["q"], -2))
         n_k = graph.call_method("size", (m["k"], -2))
-        guarded[node] = graph.call_function(mask_is_causal, (node, kind == "additive", n_q, n_k))
+        check = _additive_is_causal if kind == "additive" else _bool_is_causal
+        guarded[node] = fx_match.inline(graph, check, (node, n_q, n_k))
         graph.call_function(torch._assert_async, (guarded[node], NOT_CAUSAL_MSG))
     return guarded[node]
 

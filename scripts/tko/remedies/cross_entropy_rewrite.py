@@ -153,10 +153,8 @@ def op():
 
 def linear_cross_entropy(h, weight, bias, target, ignore_index: int = -100, reduction: str = "mean",
                          chunk_rows: int = 0, compute_grad: bool = True):
-    """The replacement the pass inserts: h's leading dims flattened, then the op; returns the loss."""
-    if h.dim() > 2:
-        h = h.flatten(0, -2)
-    return op()(h, weight, bias, target, ignore_index, reduction, chunk_rows, compute_grad)[0]
+    """h's leading dims flattened, then the op; returns the loss (the pass inserts the same calls)."""
+    return op()(h.flatten(0, -2), weight, bias, target, ignore_index, reduction, chunk_rows, compute_grad)[0]
 
 
 def _targets():
@@ -287,9 +285,11 @@ def _rewrite(graph, m: dict) -> None:
     op()                        # registered before AOT autograd traces the graph
     loss = m["dead"][0]
     with graph.inserting_before(loss):
-        new = graph.call_function(linear_cross_entropy, (m["h"], m["w"], m["b"], m["target"]),
-                                  {"ignore_index": m["ignore_index"], "reduction": m["reduction"],
-                                   "chunk_rows": 0, "compute_grad": m["compute_grad"]})
+        # linear_cross_entropy's body, as graph nodes: a call of the helper bypasses AOTAutograd's cache
+        flat = graph.call_method("flatten", (m["h"], 0, -2))
+        outs = graph.call_function(op(), (flat, m["w"], m["b"], m["target"], m["ignore_index"],
+                                          m["reduction"], 0, m["compute_grad"]))
+        new = graph.call_function(operator.getitem, (outs, 0))
     if "example_value" in loss.meta:
         new.meta["example_value"] = loss.meta["example_value"]
     loss.replace_all_uses_with(new)

@@ -51,3 +51,56 @@ def swap(graph, out, new, dead) -> None:
     at = {n: i for i, n in enumerate(graph.nodes)}
     for node in sorted(dead, key=at.__getitem__, reverse=True):
         graph.erase_node(node)
+
+
+def inline(graph, fn, inputs: tuple):
+    """Insert ``fn``'s body, traced (``torch.fx.symbolic_trace``), at the graph's insert point with
+    its parameters bound to ``inputs`` (nodes or constants); returns the node of its result. A
+    replacement written as a Python helper (builtins, tensor methods, ``torch.ops``) so lands as those
+    calls, which AOTAutograd's cache takes, where a call of the helper would bypass the cache."""
+    import torch
+
+    body = torch.fx.symbolic_trace(fn).graph
+    params = [n for n in body.nodes if n.op == "placeholder"]
+    return graph.graph_copy(body, dict(zip(params, inputs, strict=True)))
+
+
+def fill_example_values(graph) -> int:
+    """Give each call node a rewrite added its example value (its op run on its inputs' example
+    values, under their fake mode), as Dynamo records one for every node: AOTAutograd's cache judges a
+    method call safe only on a node whose value is a tensor, and bypasses the whole graph otherwise.
+    Returns how many were filled; a graph without fake values (a symbolic trace) is left as it is."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.fx.node import map_arg
+
+    fakes = (n.meta.get("example_value") for n in graph.nodes)
+    mode = next((v.fake_mode for v in fakes if isinstance(v, FakeTensor)), None)
+    if mode is None:
+        return 0
+    filled, missing = 0, object()
+    for node in graph.nodes:
+        if node.op not in ("call_function", "call_method") or "example_value" in node.meta:
+            continue
+        args, kwargs = map_arg((node.args, node.kwargs), lambda a: a.meta.get("example_value", missing))
+        if any(v is missing for v in _leaves((args, kwargs))):
+            continue
+        try:
+            with mode:
+                value = (getattr(args[0], node.target)(*args[1:], **kwargs) if node.op == "call_method"
+                         else node.target(*args, **kwargs))
+        except Exception:   # an op fake tensors do not run (an assert): no value, as before
+            continue
+        node.meta["example_value"] = value
+        filled += 1
+    return filled
+
+
+def _leaves(tree):
+    if isinstance(tree, (list, tuple)):
+        for t in tree:
+            yield from _leaves(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            yield from _leaves(t)
+    else:
+        yield tree

@@ -18,6 +18,8 @@ import importlib
 import re
 import sys
 
+from . import fx_match
+
 # arm -> module under tko.remedies (each module's ARM is its key here)
 REWRITES = {
     "sdpa": "attention_rewrite",
@@ -46,10 +48,18 @@ class _Counter:
         (a module does not copy, and a copy's counts would never be reported)."""
         return self
 
+    def __getstate__(self) -> dict:
+        """What Inductor's cache key pickles of this pass (torch <= 2.12 keys on the whole config): the
+        rewrite's module and a hash of its source, never the counts, so every run of one arm keys the
+        same and reads the compile cache (a module does not pickle: every compile was a cache bypass)."""
+        import hashlib
+        from pathlib import Path
+
+        source = Path(self.mod.__file__).read_bytes() if getattr(self.mod, "__file__", None) else b""
+        return {"rewrite": self.mod.__name__, "source": hashlib.sha256(source).hexdigest()}
+
     def __call__(self, graph) -> None:
-        found = self.mod.rewrite(graph)
-        if found:
-            graph.lint()
+        found = apply(self.mod, graph)
         self.replaced += found
         self.graphs += 1
 
@@ -57,6 +67,16 @@ class _Counter:
         detail = getattr(self.mod, "detail", lambda: "")()
         print(f"{self.mod.PREFIX}: replaced {self.replaced} {self.mod.NOUN}(s) in {self.graphs} graph(s){detail}",
               file=sys.stderr, flush=True)
+
+
+def apply(mod, graph) -> int:
+    """``mod.rewrite(graph)``, then the graph checked and each node it added given its example value
+    (as Dynamo records them); returns how many it replaced."""
+    found = mod.rewrite(graph)
+    if found:
+        graph.lint()
+        fx_match.fill_example_values(graph)
+    return found
 
 
 def install(mod) -> None:

@@ -187,7 +187,7 @@ def _rewrite(graph, m: dict) -> None:
     with graph.inserting_before(node):
         kind, value = m["rows"]
         n = graph.call_method("size", (value, 0)) if kind == "size0" else value
-        new = graph.call_function(segment_sum, (m["idx"], m["src"], n))
+        new = fx_match.inline(graph, segment_sum, (m["idx"], m["src"], n))
     if "example_value" in node.meta:
         new.meta["example_value"] = node.meta["example_value"]
     node.replace_all_uses_with(new)
