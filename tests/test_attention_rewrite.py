@@ -209,7 +209,10 @@ def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path
     trials = {"schema": "remedy_trials/1", "arms": [
         {"name": "baseline", "status": "ok", "median_ms": 9.25, "peak_memory_mb": 2310.0},
         {"name": "sdpa", "status": "ok", "median_ms": 5.0, "x_baseline": 1.85, "beyond_noise": True,
-         "outputs": {"result": "equal"}, "peak_memory_mb": 820.0, "replaced": ["replaced 1 attention pattern(s)"]}]}
+         "outputs": {"result": "equal"}, "peak_memory_mb": 820.0,
+         "replaced": ["replaced 1 attention pattern(s) in 1 graph(s)",
+                      "replaced 1 attention pattern(s) in 1 graph(s), 1 with is_causal=True (the causal mask "
+                      "asserted on every call)"]}]}
     (tmp_path / "trials").mkdir()
     (tmp_path / "trials" / "trials.json").write_text(json.dumps(trials))
     profile = {"ranking": [{"name": "triton_per_fused__softmax_div_masked_fill_0", "origin": "triton", "share": 0.4}]}
@@ -221,6 +224,7 @@ def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path
     md = "\n".join(rewrites.markdown(found, "python step.py"))
     assert "`model.py:" in md and "F.softmax(att, dim=-1)" in md and "F.scaled_dot_product_attention(q, k, v" in md
     assert "1.850x (9.25 -> 5 ms/step, beyond run-to-run noise)" in md and "peak memory 2310 -> 820 MiB" in md
+    assert "The pass: replaced 1 attention pattern(s) in 1 graph(s), 1 with is_causal=True" in md   # the last run's
 
 
 def test_a_rewrite_pass_joins_a_pass_already_set(monkeypatch, capsys):

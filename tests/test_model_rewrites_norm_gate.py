@@ -425,5 +425,6 @@ def test_trial_of_the_arm_on_the_example(run_script, tmp_path, example, args, ar
     assert contracts.contract_problems(doc) == []
     rec = {a["name"]: a for a in doc["arms"]}[arm]
     assert rec["status"] == "ok", rec
-    assert rec["replaced"] and set(rec["replaced"]) == {f"replaced 1 {noun}(s) in 1 graph(s)"}
+    causal = ", 1 with is_causal=True (the causal mask asserted on every call)" if arm == "sdpa" else ""
+    assert rec["replaced"] and set(rec["replaced"]) == {f"replaced 1 {noun}(s) in 1 graph(s){causal}"}
     assert rec["outputs"]["result"] == "equal", rec["outputs"]

@@ -133,7 +133,13 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
     noise = "beyond" if m.get("beyond_noise") else "inside" if m.get("beyond_noise") is False else "noise unknown:"
     return (f"measured end to end, arm `{m['arm']}`: {m['x_baseline']:.3f}x ({m['baseline_ms']:.4g} -> "
             f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}."
-            + _host_bound_text(m, step) + _stacked_text(m.get("stacked")))
+            + _applied_text(m) + _host_bound_text(m, step) + _stacked_text(m.get("stacked")))
+
+
+def _applied_text(m: dict) -> str:
+    """What the pass did in the arm's last run (e.g. how many attention swaps took is_causal=True)."""
+    said = [r for r in (m.get("replaced") or []) if isinstance(r, str) and r]
+    return f" The pass: {md.text(said[-1])}." if said else ""
 
 
 def _stacked_text(st: dict | None) -> str:

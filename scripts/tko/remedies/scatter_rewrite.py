@@ -62,7 +62,7 @@ def segment_sum(idx, src, n):
     import torch
 
     order = idx.argsort(stable=True)
-    bounds = torch.arange(n + 1, device=idx.device, dtype=idx.dtype)
+    bounds = idx.new_ones(n + 1).cumsum(0) - 1      # arange(n + 1), as tensor methods: traced on torch 2.7 too
     offsets = torch.searchsorted(idx[order], bounds)
     return torch.segment_reduce(src[order], "sum", offsets=offsets, axis=0, unsafe=True)
 
