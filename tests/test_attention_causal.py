@@ -146,6 +146,38 @@ def test_masks_that_are_not_causal_stay_explicit(monkeypatch):
     assert "is_causal" not in code, "TKO_SDPA_CAUSAL=0 keeps the causal mask explicit"
 
 
+def test_a_mask_made_in_place_is_not_evaluated_and_stays_explicit():
+    """Reading the mask runs its graph ancestors on the real inputs: an in-place op among them would
+    change the program's own tensor, so such a mask is not read (the buffer is left as it was)."""
+    import torch
+    import torch.nn.functional as F
+
+    class InPlace(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("blocked", torch.zeros(16, 16, dtype=torch.bool))
+
+        def forward(self, q, k, v):
+            mask = self.blocked.logical_or_(torch.ones(16, 16, dtype=torch.bool).triu(1))
+            return F.softmax((q @ k.transpose(-2, -1)).masked_fill(mask, float("-inf")), dim=-1) @ v
+
+    m = InPlace()
+    q = torch.randn(2, 4, 16, 8)
+    codes = []
+    compiled, counts = compiled_with_rewrite(m, attention_rewrite, codes=codes)
+    m.blocked.zero_()
+    calls = []
+    real = attention_rewrite._run_node
+    attention_rewrite._run_node = lambda n, gm, resolve: calls.append(n.target) or real(n, gm, resolve)
+    try:
+        out = compiled(q, q, q)
+    finally:
+        attention_rewrite._run_node = real
+    assert counts == [1] and "is_causal" not in codes[0] and "logical_or_" in calls
+    m.blocked.zero_()
+    torch.testing.assert_close(out, InPlace()(q, q, q), atol=1e-5, rtol=1e-5)
+
+
 def test_a_mask_whose_value_is_unknown_stays_explicit():
     """A symbolic trace records no input values: the mask cannot be read, so it stays explicit."""
     import torch

@@ -209,7 +209,7 @@ def _additive_is_causal(mask, n_q, n_k):
 def _real_value(node):
     """The value ``node`` has at the call being compiled: its graph ancestors run on the real inputs
     Dynamo recorded (a placeholder's ``grapharg``) or the module's attributes; None when one is
-    unknown or random, or the ancestors are many."""
+    unknown, random or in place (it would change a real input), or the ancestors are many."""
     import contextlib
 
     import torch
@@ -246,8 +246,9 @@ def _run_node(n, gm, resolve):
             value = getattr(value, part)
         return value
     name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-    if name in _RANDOM or n.op not in ("call_function", "call_method", "call_module"):
-        raise ValueError(f"{n.op} {name}: not evaluated")
+    in_place = (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") or "out" in n.kwargs
+    if name in _RANDOM or in_place or n.op not in ("call_function", "call_method", "call_module"):
+        raise ValueError(f"{n.op} {name}: not evaluated")    # random, or it would change a real input
     args, kwargs = resolve(n.args), resolve(n.kwargs)
     if n.op == "call_method":
         return getattr(args[0], n.target)(*args[1:], **kwargs)
