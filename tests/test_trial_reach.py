@@ -275,3 +275,27 @@ def test_an_arm_that_did_not_apply_is_not_compared_and_says_so(tmp_path):
     trial_compare.OutputCheck().compare([base, idle, broken, unrun])
     assert idle.outputs == {"result": "unknown", "reason": "not compared: the arm did not apply"}
     assert broken.outputs["reason"] == "the arm did not finish a run" and unrun.outputs["reason"] == "not run"
+
+
+def test_cache_notes_flag_runs_that_compiled_again():
+    """The H200 default investigation of the attention step: coordinate_descent's later runs took 7.32 s
+    to their first step against the baseline's 1.29 s (they tuned again); the other arms read their
+    caches. A baseline whose later runs start as slowly as its first compiles in every run; CUDA
+    graphs record in every process, so a slower first step there is not flagged."""
+    import json
+
+    from conftest import ROOT
+    from tko.chains.trials import cache_notes
+
+    doc = json.loads((ROOT / "examples/recorded_h200/default_investigation/attention_by_hand_train/trials/trials.json")
+                     .read_text())
+    notes = cache_notes(doc["arms"])
+    assert len(notes) == 1 and notes[0].startswith("coordinate_descent: its later runs' first step took 7.32 s "
+                                                   "against the baseline's 1.29 s") and "about 6.0 s more" in notes[0]
+    rows = [{"name": "baseline", "first_step_s": 30.0, "first_step_cached_s": 29.0},
+            {"name": "cudagraphs", "first_step_cached_s": 90.0, "settings": {"config": {"inductor.triton.cudagraphs": True}}},
+            {"name": "sdpa", "first_step_cached_s": 31.0}]
+    notes = cache_notes(rows)
+    assert len(notes) == 1 and notes[0].startswith("baseline: its later runs' first step took 29.00 s against 30.00 s")
+    rows[0].update(first_step_s=1.5, first_step_cached_s=1.4)      # too short a compile to judge the baseline
+    assert [n.split(":")[0] for n in cache_notes(rows)] == ["sdpa"]

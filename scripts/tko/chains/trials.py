@@ -802,9 +802,37 @@ def run_trials(cmd: list[str], out_dir: str | os.PathLike, specs: list[ArmSpec],
     return finish(cmd, out, arms, runs, budget_s, device or {}, ctx, notes + noise_note, tool)
 
 
+def cache_notes(rows: list[dict]) -> list[str]:
+    """Runs that compiled again instead of reading the caches their first run wrote (thresholds
+    ``trial_cache_reuse``): the baseline's later runs as slow to start as its first (every run of the
+    program compiles), or an arm's later runs much slower to start than the baseline's."""
+    from ..base.decide import threshold
+
+    rule = threshold("trial_cache_reuse")
+    base = next((r for r in rows if r.get("name") == "baseline"), {})
+    cold, warm = base.get("first_step_s"), base.get("first_step_cached_s")
+    notes = []
+    if cold and warm and cold >= rule["min_compile_s"] and warm >= rule["cold_fraction"] * cold:
+        notes.append(f"baseline: its later runs' first step took {warm:.2f} s against {cold:.2f} s for its first "
+                     "(empty caches): the program's compile is not read back from the caches, every run compiles "
+                     "again (TORCH_LOGS=+inductor says why a cache is bypassed)")
+    for r in rows:
+        mine = r.get("first_step_cached_s")
+        # CUDA graphs record in every process by design: a slower first step is not a missed cache
+        graphs = (r.get("settings") or {}).get("config", {}).get("inductor.triton.cudagraphs")
+        if r is base or not (mine and warm) or graphs:
+            continue
+        if mine >= rule["arm_over_baseline_x"] * warm and mine - warm >= rule["min_excess_s"]:
+            notes.append(f"{r['name']}: its later runs' first step took {mine:.2f} s against the baseline's {warm:.2f} s: "
+                         f"they compiled or tuned again rather than read the arm's caches, about {mine - warm:.1f} s "
+                         "more of the budget a run (TORCH_LOGS=+inductor says why a cache is bypassed)")
+    return notes
+
+
 def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: dict, ctx: Context,
            notes: list[str], tool: str) -> dict:
     rows = _rows(arms)
+    notes = notes + cache_notes(rows)
     outcome = trial_outcome({"arms": rows})  # the winner, its words and the noise, as reports read them
     noise = outcome["noise"]  # null under two counted baseline runs: unknown, not zero
     winner = outcome["winner"]
