@@ -22,7 +22,9 @@ run on the real inputs Dynamo recorded, or on the module's attributes), and when
 keys after each query (:func:`mask_is_causal`) the graph checks that on every later call: it asserts
 it (``torch._assert_async``: a different mask fails the run instead of giving other outputs) and,
 where the assert is compiled out (Inductor on ROCm; torch before Inductor lowered it: 2.7 decomposes
-it to nothing), the attention's output is NaN, which the trials' output check reports. ``TKO_SDPA_CAUSAL=0``
+it to nothing), the attention's output is NaN, which the trials' output check reports. The check (one
+reduction over the mask, one elementwise pass over the output) counts against the arm: the model
+change itself, ``is_causal=True``, has none. ``TKO_SDPA_CAUSAL=0``
 keeps the causal mask explicit; a trial run the guard failed gets its arm retried so
 (:func:`retry_env`).
 
