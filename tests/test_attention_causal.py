@@ -96,12 +96,19 @@ class _Causal:
                 blocked = torch.triu(torch.ones(t, t, dtype=torch.bool, device=q.device), diagonal=1)
                 return F.softmax((q @ k.transpose(-2, -1)).masked_fill(blocked, -1e9), dim=-1) @ v
 
+        class Combined(torch.nn.Module):        # positions compared, & a key-padding mask, inverted
+            def forward(self, q, k, v, keep):
+                pos = torch.arange(q.shape[-2])
+                allowed = (pos[None, :] <= pos[:, None]) & keep[:, None, None, :]
+                return F.softmax((q @ k.transpose(-2, -1)).masked_fill(~allowed, float("-inf")), dim=-1) @ v
+
         n = 16
         finfo_min = torch.zeros(n, n).masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), torch.finfo(torch.float32).min)
         return [("additive -inf", Additive(), [hf_eager.additive_causal_mask(n, "cpu", torch.float32)]),
                 ("additive finfo.min", Additive(), [finfo_min]),
                 ("batched additive", Additive(), [hf_eager.additive_causal_mask(n, "cpu", torch.float32).expand(2, 1, n, n)]),
                 ("buffer slice == 0", Buffer(), []),
+                ("positions & no padding", Combined(), [torch.ones(2, n, dtype=torch.bool)]),
                 ("built in forward", Built(), [])]
 
 

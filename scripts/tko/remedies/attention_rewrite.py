@@ -51,6 +51,8 @@ EVAL_NODES_MAX = 64      # a mask made by more graph nodes than this is not eval
 NOT_CAUSAL_MSG = "TKO_SDPA: the attention mask is no longer causal; the is_causal=True rewrite does not hold"
 _RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "bernoulli",
            "normal", "multinomial", "dropout", "uniform_", "normal_", "bernoulli_", "exponential_"}
+_OPERATOR_IN_PLACE = {"setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul",
+                      "imatmul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"}
 _said = {"causal": 0}
 
 
@@ -248,7 +250,10 @@ def _run_node(n, gm, resolve):
             value = getattr(value, part)
         return value
     name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
-    in_place = (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") or "out" in n.kwargs
+    if getattr(n.target, "__module__", None) in ("_operator", "operator"):   # and_, or_, not_ read; iadd writes
+        in_place = name in _OPERATOR_IN_PLACE
+    else:                                                                    # add_, masked_fill_, torch.relu_
+        in_place = (name.endswith("_") and not name.endswith("__")) or name == "__setitem__" or "out" in n.kwargs
     if name in _RANDOM or in_place or n.op not in ("call_function", "call_method", "call_module"):
         raise ValueError(f"{n.op} {name}: not evaluated")    # random, or it would change a real input
     args, kwargs = resolve(n.args), resolve(n.kwargs)
