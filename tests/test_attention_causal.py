@@ -255,3 +255,23 @@ def test_where_the_assert_is_compiled_out_a_changed_mask_gives_nan(example, monk
     opened = mask.clone()
     opened[5, 9] = False
     assert compiled(x, opened).isnan().all() and not m(x, opened).isnan().any()
+
+
+@pytest.mark.slow
+def test_a_trial_whose_mask_stops_being_causal_retries_with_the_mask_explicit(run_script, fixtures_dir, tmp_path):
+    """The whole path on the CPU: the first call's mask is causal, the next ones are padded; the sdpa
+    arm's first run fails its guard, the arm retries with TKO_SDPA_CAUSAL=0 and is measured, outputs
+    equal. (On a transformers Llama train step whose first batch had no padding: the same.)"""
+    proc = run_script("try_remedies.py", "--allow-device-mismatch", "--out", tmp_path / "t", "--runs", "1",
+                      "--max-runs", "1", "--arms", "sdpa", "--", sys.executable,
+                      fixtures_dir / "repros" / "mask_changes_step.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    doc = json.loads((tmp_path / "t" / "trials.json").read_text())
+    sdpa = {a["name"]: a for a in doc["arms"]}["sdpa"]
+    assert sdpa["status"] == "ok" and sdpa["outputs"]["result"] == "equal", sdpa
+    assert sdpa["settings"]["env"] == {"TKO_SDPA_REWRITE": "1", "TKO_SDPA_CAUSAL": "0"}
+    assert sdpa["replaced"][-1] == "replaced 1 attention pattern(s) in 1 graph(s)"      # the retry: mask explicit
+    assert any(n.startswith("sdpa: run 1 failed its rewrite's guard") and "no longer causal" in n for n in doc["notes"])
+    assert len(sdpa["logs"]) == 2 and len(sdpa["ms"]) == 1
