@@ -225,6 +225,7 @@ def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path
     assert "`model.py:" in md and "F.softmax(att, dim=-1)" in md and "F.scaled_dot_product_attention(q, k, v" in md
     assert "1.850x (9.25 -> 5 ms/step, beyond run-to-run noise)" in md and "peak memory 2310 -> 820 MiB" in md
     assert "The pass: replaced 1 attention pattern(s) in 1 graph(s), 1 with is_causal=True" in md   # the last run's
+    assert "write `is_causal=True` in place of the `attn_mask=` argument" in md
 
 
 def test_a_rewrite_pass_joins_a_pass_already_set(monkeypatch, capsys):

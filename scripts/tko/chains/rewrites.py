@@ -139,7 +139,14 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
 def _applied_text(m: dict) -> str:
     """What the pass did in the arm's last run (e.g. how many attention swaps took is_causal=True)."""
     said = [r for r in (m.get("replaced") or []) if isinstance(r, str) and r]
-    return f" The pass: {md.text(said[-1])}." if said else ""
+    if not said:
+        return ""
+    text = f" The pass: {md.text(said[-1])}."
+    if "with is_causal=True" in said[-1]:
+        text += (" The masks the program passed were causal, so that is what was measured: write `is_causal=True` "
+                 "in place of the `attn_mask=` argument (the patch keeps the mask explicit: equal, but it does not "
+                 "open the flash kernels).")
+    return text
 
 
 def _stacked_text(st: dict | None) -> str:
