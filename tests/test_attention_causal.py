@@ -275,3 +275,63 @@ def test_a_trial_whose_mask_stops_being_causal_retries_with_the_mask_explicit(ru
     assert sdpa["replaced"][-1] == "replaced 1 attention pattern(s) in 1 graph(s)"      # the retry: mask explicit
     assert any(n.startswith("sdpa: run 1 failed its rewrite's guard") and "no longer causal" in n for n in doc["notes"])
     assert len(sdpa["logs"]) == 2 and len(sdpa["ms"]) == 1
+
+
+def test_an_sdpa_call_given_a_causal_mask_takes_is_causal():
+    """A program that already calls F.scaled_dot_product_attention but passes its causal mask
+    explicitly (True where a query may attend, or additive) keeps SDPA off its flash kernels: the arm
+    swaps in is_causal=True, guarded; a padding mask, or is_causal already on, is left alone."""
+    import torch
+    import torch.nn.functional as F
+
+    class Masked(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=0.3)
+
+    class Positional(torch.nn.Module):
+        def forward(self, q, k, v, mask):
+            return F.scaled_dot_product_attention(q, k, v, mask, 0.0, False, scale=0.3)
+
+    n = 16
+    keep = torch.ones(n, n, dtype=torch.bool).tril()
+    additive = torch.zeros(n, n).masked_fill(~keep, float("-inf"))
+    for label, module, mask in (("bool keep", Masked(), keep), ("additive", Masked(), additive),
+                                ("positional", Positional(), keep)):
+        q, k, v = (torch.randn(2, 4, n, 8, requires_grad=True) for _ in range(3))
+        code, compiled = _swapped(module, (q, k, v, mask), grads_of=(q, k, v))
+        assert "is_causal = True" in code and "attn_mask" not in code and "scale = 0.3" in code, label
+        opened = mask.clone()
+        opened[3, 9] = True if mask.dtype == torch.bool else 0.0
+        with pytest.raises(RuntimeError, match="no longer causal"):
+            compiled(q, k, v, opened)
+    padding = torch.ones(2, 1, 1, n, dtype=torch.bool)
+    padding[1, ..., 12:] = False
+    q = torch.randn(2, 4, n, 8)
+    for module, args in ((Masked(), (q, q, q, padding)),):
+        compiled, counts = compiled_with_rewrite(module, attention_rewrite)
+        compiled(*args)
+        assert counts == [0]
+
+    class AlreadyCausal(torch.nn.Module):
+        def forward(self, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    compiled, counts = compiled_with_rewrite(AlreadyCausal(), attention_rewrite)
+    compiled(q, q, q)
+    assert counts == [0]
+
+
+def test_the_catalog_finds_an_sdpa_call_given_a_causal_mask(tmp_path):
+    from tko.read import rewrite_catalog
+
+    src = tmp_path / "model.py"
+    src.write_text("import torch\nimport torch.nn.functional as F\n\n\n"
+                   "def attend(q, k, v):\n"
+                   "    keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()\n"
+                   "    return F.scaled_dot_product_attention(q, k, v, attn_mask=keep)\n\n\n"
+                   "def already(q, k, v):   # causal through the flag: nothing to change\n"
+                   "    return F.scaled_dot_product_attention(q, k, v, attn_mask=None, is_causal=True)\n")
+    found = {f["id"]: f for f in rewrite_catalog.detect([], [src], [])}
+    hits = found["sdpa_causal_mask"]["found_by"]
+    assert [(h["function"], h["line"]) for h in hits] == [("attend", 7)]
+    assert found["sdpa_causal_mask"]["arm"] == "sdpa" and "attention_by_hand" not in found

@@ -186,19 +186,23 @@ def _rewrite_arm(facts: Facts, arm_name: str) -> ArmSpec:
     from ..read.rewrite_catalog import bundled, by_kernel_names
     from ..remedies import graph_rewrites
 
-    entry = next(e for e in bundled() if e.get("arm") == arm_name)
+    entries = [e for e in bundled() if e.get("arm") == arm_name]   # e.g. sdpa: attention by hand, a causal mask
+    entry, ids = entries[0], " / ".join(e["id"] for e in entries)
     mod = graph_rewrites.module(arm_name)
-    found = [f["kernel"] for f in by_kernel_names(entry, [(k, None) for k in facts.kernels])] if facts.given else []
+    kernels = [(k, None) for k in facts.kernels]
+    hits = [(e["id"], f["kernel"]) for e in entries for f in by_kernel_names(e, kernels)] if facts.given else []
+    found = [kernel for _, kernel in hits]
     found += [f"the model code ({facts.rewrites[arm_name]})"] if arm_name in facts.rewrites else []
+    named = " / ".join(dict.fromkeys(i for i, _ in hits)) if hits and arm_name not in facts.rewrites else ids
     arm = ArmSpec(arm_name, env={mod.ENV: "1"},
-                  proposed_by=(f"{entry['id']} in " + ", ".join(found)) if found
-                  else (f"facts: no kernel shows {entry['id']}" if facts.given else "no facts given: tried"),
+                  proposed_by=(f"{named} in " + ", ".join(found)) if found
+                  else (f"facts: no kernel shows {ids}" if facts.given else "no facts given: tried"),
                   change=f"{entry['replacement']} (an Inductor pre-grad pass here; in the model: "
                          f"references/rewrite_catalog.yaml {entry['id']})")
     arm.priority = "step" if found else None   # a catalog rewrite the program shows: a step-level change
     if facts.given and not found:
         arm.skip = (f"neither a Triton kernel's name (rewrite_catalog.yaml kernel_names) nor the model code "
-                    f"shows {entry['id']}")
+                    f"shows {ids}")
     return arm
 
 

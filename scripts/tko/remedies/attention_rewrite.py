@@ -26,7 +26,9 @@ it to nothing), the attention's output is NaN, which the trials' output check re
 reduction over the mask, one elementwise pass over the output) counts against the arm: the model
 change itself, ``is_causal=True``, has none. ``TKO_SDPA_CAUSAL=0``
 keeps the causal mask explicit; a trial run the guard failed gets its arm retried so
-(:func:`retry_env`).
+(:func:`retry_env`). An ``F.scaled_dot_product_attention`` call the program makes itself with a
+causal ``attn_mask`` (which keeps SDPA off FlashAttention) gets the same swap, guarded the same way
+(:func:`match_masked_sdpa`).
 
 The trial arm ``sdpa`` (``TKO_SDPA_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement (SDPA's own
@@ -65,10 +67,11 @@ def _targets():
             "transpose": {torch.transpose, torch.Tensor.transpose},
             "masked_fill": {torch.masked_fill, torch.Tensor.masked_fill},
             "mul": {operator.mul, torch.mul}, "div": {operator.truediv, torch.div},
-            "add": {operator.add, torch.add}}
+            "add": {operator.add, torch.add}, "sdpa": {F.scaled_dot_product_attention}}
 
 
 _METHODS = {k: k for k in ("matmul", "softmax", "transpose", "masked_fill", "mul", "div", "add")}
+_METHODS["sdpa"] = ()
 
 
 def _is(node, kind: str, t: dict) -> bool:
@@ -193,10 +196,16 @@ def mask_is_causal(mask, additive: bool, n_q: int, n_k: int):
     each query, as SDPA's ``is_causal`` does (top-left aligned: key j hidden from query i when j > i).
     A boolean mask is True where blocked; an ``additive`` one is 0 where open, <= MASK_FILL_MAX where
     blocked."""
-    return (_additive_is_causal if additive else _bool_is_causal)(mask, n_q, n_k)
+    return _CHECKS["additive" if additive else "bool"](mask, n_q, n_k)
 
 
 # Builtins and tensor methods only: inlined into the graph as the guard (fx_match.inline).
+def _keep_is_causal(mask, n_q, n_k):
+    import torch
+
+    return (mask == mask.new_ones(n_q, n_k, dtype=torch.bool).tril()).all()
+
+
 def _bool_is_causal(mask, n_q, n_k):
     import torch
 
@@ -208,6 +217,9 @@ def _additive_is_causal(mask, n_q, n_k):
 
     blocked = mask.new_ones(n_q, n_k, dtype=torch.bool).triu(1)
     return torch.where(blocked, mask <= MASK_FILL_MAX, mask == 0).all()
+
+
+_CHECKS = {"bool": _bool_is_causal, "additive": _additive_is_causal, "keep": _keep_is_causal}
 
 
 def _real_value(node):
@@ -279,7 +291,7 @@ def _reads_causal(m: dict) -> bool:
     if not hasattr(value, "shape"):
         return False
     try:
-        return bool(mask_is_causal(value, kind == "additive", *lengths))
+        return bool(_CHECKS[kind](value, *lengths))
     except RuntimeError:    # a mask that does not broadcast over the scores: not ours to judge
         return False
 
@@ -293,8 +305,7 @@ def _causal_guard(graph, m: dict, guarded: dict):
     if node not in guarded:
         n_q = graph.call_method("size", (m["q"], -2))
         n_k = graph.call_method("size", (m["k"], -2))
-        check = _additive_is_causal if kind == "additive" else _bool_is_causal
-        guarded[node] = fx_match.inline(graph, check, (node, n_q, n_k))
+        guarded[node] = fx_match.inline(graph, _CHECKS[kind], (node, n_q, n_k))
         graph.call_function(torch._assert_async, (guarded[node], NOT_CAUSAL_MSG))
     return guarded[node]
 
@@ -325,10 +336,47 @@ def _rewrite(graph, m: dict, guarded: dict) -> None:
     fx_match.swap(graph, out, sdpa, m["dead"])
 
 
+_SDPA_OPTIONAL = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")   # after q, k, v, in order
+
+
+def match_masked_sdpa(node, t: dict) -> dict | None:
+    """An ``F.scaled_dot_product_attention`` call the program makes with an explicit mask that is
+    causal (its value read now, as for the hand-written form), ``is_causal`` off; else None."""
+    import torch
+
+    if not _is(node, "sdpa", t) or len(node.args) < 3:
+        return None
+    options = {**dict(zip(_SDPA_OPTIONAL, node.args[3:])), **node.kwargs}
+    mask = options.get("attn_mask")
+    value = fx_match.example_value(mask) if hasattr(mask, "op") else None
+    if value is None or options.get("is_causal", False) is not False:
+        return None
+    m = {"q": node.args[0], "k": node.args[1], "node": node, "options": options,
+         "mask": ("keep" if value.dtype == torch.bool else "additive", mask)}
+    return m if _reads_causal(m) else None
+
+
+def _causal_sdpa(graph, m: dict, guarded: dict) -> None:
+    """The program's own SDPA call with ``is_causal=True`` in place of its causal mask, guarded."""
+    import torch
+
+    node = m["node"]
+    options = {k: v for k, v in m["options"].items() if k != "attn_mask"}
+    with graph.inserting_before(node):
+        ok = _causal_guard(graph, m, guarded)
+        sdpa = graph.call_function(node.target, node.args[:3], {**options, "is_causal": True})
+        checked = graph.call_function(torch.where, (ok, sdpa, float("nan")))
+    _said["causal"] += 1
+    fx_match.swap(graph, node, checked, [node])
+
+
 def rewrite(graph) -> int:
-    """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
+    """Rewrite every match in ``graph`` (a torch.fx.Graph): hand-written attention, then SDPA calls
+    given a causal mask; returns how many."""
     guarded = {}
-    return fx_match.rewrite_all(graph, _targets(), match, lambda g, m: _rewrite(g, m, guarded))
+    t = _targets()
+    hand = fx_match.rewrite_all(graph, t, match, lambda g, m: _rewrite(g, m, guarded))
+    return hand + fx_match.rewrite_all(graph, t, match_masked_sdpa, lambda g, m: _causal_sdpa(g, m, guarded))
 
 
 def retry_env(stderr: str) -> dict | None:
