@@ -413,6 +413,8 @@ def test_reference_checks_are_not_model_code(tmp_path):
     ("large_vocab_ce.py", ("--tokens", "64", "--hidden", "32", "--vocab", "512"), "ce_chunked", "cross-entropy pattern"),
     ("scatter_index_add.py", ("--nodes", "500"), "segment_reduce", "scatter-add pattern"),
     ("attention_by_hand/step.py", ("--batch", "1", "--seq", "16", "--train"), "sdpa", "attention pattern"),
+    # SDPA already, given its causal mask as attn_mask: the same arm swaps in is_causal=True
+    ("attention_by_hand/sdpa_mask_step.py", ("--batch", "1", "--seq", "16", "--train"), "sdpa", "attention pattern"),
 ])
 def test_trial_of_the_arm_on_the_example(run_script, tmp_path, example, args, arm, noun):
     """Every rewrite arm in a real trial process on the CPU: installed, one pattern replaced, outputs equal."""

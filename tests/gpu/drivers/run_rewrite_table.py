@@ -27,6 +27,9 @@ CASES = [
     # the same with the causal mask kept explicit: what is_causal=True adds (flash kernels, no mask read)
     ("attention_by_hand_s4096_explicit_mask", "sdpa", [EX / "attention_by_hand" / "step.py", "--train", "--steps",
                                                        "10", "--batch", "2", "--seq", "4096"], {"TKO_SDPA_CAUSAL": "0"}),
+    # SDPA already, given the causal mask as attn_mask (no FlashAttention): the arm's is_causal swap
+    ("attention_sdpa_mask_s4096", "sdpa", [EX / "attention_by_hand" / "sdpa_mask_step.py", "--train", "--steps",
+                                           "10", "--batch", "2", "--seq", "4096"]),
     # Hugging Face's eager form (transpose(2, 3), additive mask, fp32-upcast softmax), at the GPU-bound size
     ("attention_hf_eager_s4096", "sdpa", [EX / "attention_by_hand" / "hf_step.py", "--train", "--steps", "10",
                                           "--batch", "2", "--seq", "4096"]),
