@@ -19,7 +19,7 @@ over another dim or with another dtype, and a finite mask fill are left alone.
 A causal mask becomes ``is_causal=True`` (no ``attn_mask``: SDPA's causal kernels, flash among them,
 which take no explicit mask): the mask's value at the call being compiled is read (its graph ancestors
 run on the real inputs Dynamo recorded, or on the module's attributes), and when it blocks exactly the
-keys after each query (:func:`mask_is_causal`) the graph checks that on every later call: it asserts
+keys after each query (``_CHECKS``) the graph checks that on every later call: it asserts
 it (``torch._assert_async``: a different mask fails the run instead of giving other outputs) and,
 where the assert is compiled out (Inductor on ROCm; torch before Inductor lowered it: 2.7 decomposes
 it to nothing), the attention's output is NaN, which the trials' output check reports. The check (one
@@ -191,15 +191,11 @@ def match(out, t: dict) -> dict | None:
     return {"q": q, "k": k, "v": v, "scale": scale, "mask": mask, "dead": dead + [node, kt]}
 
 
-def mask_is_causal(mask, additive: bool, n_q: int, n_k: int):
-    """A 0-d bool tensor: ``mask``, broadcast over the (n_q, n_k) scores, blocks exactly the keys after
-    each query, as SDPA's ``is_causal`` does (top-left aligned: key j hidden from query i when j > i).
-    A boolean mask is True where blocked; an ``additive`` one is 0 where open, <= MASK_FILL_MAX where
-    blocked."""
-    return _CHECKS["additive" if additive else "bool"](mask, n_q, n_k)
-
-
-# Builtins and tensor methods only: inlined into the graph as the guard (fx_match.inline).
+# Each says (a 0-d bool tensor) whether a mask, broadcast over the (n_q, n_k) scores, blocks exactly
+# the keys after each query, as SDPA's is_causal does (top-left aligned: key j hidden from query i when
+# j > i): "bool", masked_fill's mask, True where blocked; "keep", SDPA's own boolean attn_mask, True
+# where a query may attend; "additive", 0 where open and <= MASK_FILL_MAX where blocked. Builtins and
+# tensor methods only: inlined into the graph as the guard (fx_match.inline).
 def _keep_is_causal(mask, n_q, n_k):
     import torch
 
