@@ -335,3 +335,47 @@ def test_the_catalog_finds_an_sdpa_call_given_a_causal_mask(tmp_path):
     hits = found["sdpa_causal_mask"]["found_by"]
     assert [(h["function"], h["line"]) for h in hits] == [("attend", 7)]
     assert found["sdpa_causal_mask"]["arm"] == "sdpa" and "attention_by_hand" not in found
+
+
+class _Grouped:
+    """Grouped-query attention as transformers writes it: 2 key/value heads repeated for 4 query heads
+    (repeat_kv, or repeat_interleave), then the hand-written form with a causal mask."""
+
+    @staticmethod
+    def module(repeat: str):
+        import torch
+        import torch.nn.functional as F
+
+        def repeat_kv(x, n_rep):
+            if repeat == "interleave":
+                return x.repeat_interleave(n_rep, dim=1)
+            b, h, s, d = x.shape
+            return x[:, :, None, :, :].expand(b, h, n_rep, s, d).reshape(b, h * n_rep, s, d)
+
+        class Grouped(torch.nn.Module):
+            def forward(self, q, k, v, mask):
+                k, v = repeat_kv(k, 2), repeat_kv(v, 2)
+                s = torch.matmul(q, k.transpose(2, 3)) * 0.35
+                return F.softmax(s.masked_fill(mask, float("-inf")), dim=-1) @ v
+
+        return Grouped()
+
+
+@pytest.mark.parametrize("repeat", ["expand", "interleave"])
+def test_grouped_query_attention_reads_the_shared_heads(repeat):
+    """With is_causal the swap passes the 2 shared key/value heads and enable_gqa=True (FlashAttention
+    and the math kernel take it): the repeated copies are gone. With an explicit mask it keeps the
+    repeated heads (the memory-efficient kernel, the one a mask allows, does not take GQA)."""
+    import torch
+
+    q = torch.randn(2, 4, 16, 8, requires_grad=True)
+    k, v = (torch.randn(2, 2, 16, 8, requires_grad=True) for _ in range(2))
+    causal = torch.ones(16, 16, dtype=torch.bool).triu(1)
+    code, _ = _swapped(_Grouped.module(repeat), (q, k, v, causal), grads_of=(q, k, v))
+    assert "enable_gqa = True" in code and "is_causal = True" in code
+    assert "expand" not in code and "repeat_interleave" not in code
+    padding = causal | torch.zeros(16, dtype=torch.bool).index_fill(0, torch.tensor([14, 15]), True)
+    for t in (q, k, v):
+        t.grad = None
+    code, _ = _swapped(_Grouped.module(repeat), (q, k, v, padding), grads_of=(q, k, v))
+    assert "enable_gqa" not in code and "attn_mask" in code

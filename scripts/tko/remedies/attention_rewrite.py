@@ -26,7 +26,10 @@ it to nothing), the attention's output is NaN, which the trials' output check re
 reduction over the mask, one elementwise pass over the output) counts against the arm: the model
 change itself, ``is_causal=True``, has none. ``TKO_SDPA_CAUSAL=0``
 keeps the causal mask explicit; a trial run the guard failed gets its arm retried so
-(:func:`retry_env`). An ``F.scaled_dot_product_attention`` call the program makes itself with a
+(:func:`retry_env`). Grouped-query attention (transformers' ``repeat_kv`` or ``repeat_interleave`` of the key/value
+heads) with a causal or no mask passes the shared heads and ``enable_gqa=True`` (FlashAttention and the
+math kernel take it; the memory-efficient one, which a mask needs, does not). An
+``F.scaled_dot_product_attention`` call the program makes itself with a
 causal ``attn_mask`` (which keeps SDPA off FlashAttention) gets the same swap, guarded the same way
 (:func:`match_masked_sdpa`).
 
@@ -55,7 +58,7 @@ _RANDOM = {"rand", "randn", "randint", "rand_like", "randn_like", "randint_like"
            "normal", "multinomial", "dropout", "uniform_", "normal_", "bernoulli_", "exponential_"}
 _OPERATOR_IN_PLACE = {"setitem", "delitem", "iadd", "iand", "iconcat", "ifloordiv", "ilshift", "imod", "imul",
                       "imatmul", "ior", "ipow", "irshift", "isub", "itruediv", "ixor"}
-_said = {"causal": 0}
+_said = {"causal": 0, "gqa": 0}
 
 
 def _targets():
@@ -306,12 +309,41 @@ def _causal_guard(graph, m: dict, guarded: dict):
     return guarded[node]
 
 
+def _grouped(node):
+    """(kv, n_rep, the nodes that repeat) when ``node`` repeats each head of a 4-D ``kv`` n_rep times
+    over dim 1 (transformers' ``repeat_kv``: ``kv[:, :, None].expand(b, h, n_rep, s, d).reshape(b,
+    h * n_rep, s, d)``, or ``kv.repeat_interleave(n_rep, dim=1)``), every step used once; else None."""
+    chain, x = [node], None
+    if getattr(node, "op", None) == "call_method" and node.target == "repeat_interleave" and fx_match.single_use(node):
+        if isinstance(fx_match.arg(node, 1, "repeats"), int) and fx_match.arg(node, 2, "dim") == 1:
+            x = node.args[0]
+    elif getattr(node, "op", None) == "call_method" and node.target in ("reshape", "view") and fx_match.single_use(node):
+        expand = node.args[0]
+        if getattr(expand, "op", None) == "call_method" and expand.target == "expand" and fx_match.single_use(expand):
+            item = expand.args[0]
+            index = item.args[1] if getattr(item, "target", None) is operator.getitem else None
+            full = slice(None)
+            if isinstance(index, tuple) and len(index) == 5 and index[2] is None and \
+                    all(i == full for i in index[:2] + index[3:]) and fx_match.single_use(item):
+                x, chain = item.args[0], [node, expand, item]
+    kv, out = fx_match.example_value(x) if x is not None else None, fx_match.example_value(node)
+    if kv is None or out is None or kv.dim() != 4 or out.dim() != 4 or not isinstance(out.shape[1], int) \
+            or out.shape[1] % kv.shape[1] or out.shape[1] == kv.shape[1] or tuple(out.shape[2:]) != tuple(kv.shape[2:]):
+        return None
+    return x, out.shape[1] // kv.shape[1], chain
+
+
 def _rewrite(graph, m: dict, guarded: dict) -> None:
     import torch
     import torch.nn.functional as F
 
     out = m["dead"][0]
     causal = _reads_causal(m)
+    grouped, repeats = {}, []
+    gk, gv = (_grouped(m["k"]), _grouped(m["v"])) if causal or not m["mask"] else (None, None)
+    if gk and gv and gk[1] == gv[1]:    # GQA: SDPA reads the shared heads (flash and math take it, no mask)
+        m["k"], m["v"], grouped, repeats = gk[0], gv[0], {"enable_gqa": True}, gk[2] + gv[2]
+        _said["gqa"] += 1
     with graph.inserting_before(out):
         attn_mask = ok = None
         if causal:
@@ -326,10 +358,13 @@ def _rewrite(graph, m: dict, guarded: dict) -> None:
             m["scale"] = scale
         kwargs = {"is_causal": True} if causal else {"attn_mask": attn_mask}
         sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
-                                   {**kwargs, "scale": m["scale"]})
+                                   {**kwargs, **grouped, "scale": m["scale"]})
         if ok is not None:      # NaN where the assert is compiled out (ROCm; Inductor before its lowering)
             sdpa = graph.call_function(torch.where, (ok, sdpa, float("nan")))
     fx_match.swap(graph, out, sdpa, m["dead"])
+    for node in repeats:        # the repeated heads, now read by nothing
+        if not node.users:
+            graph.erase_node(node)
 
 
 _SDPA_OPTIONAL = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")   # after q, k, v, in order
@@ -383,5 +418,6 @@ def retry_env(stderr: str) -> dict | None:
 
 def detail() -> str:
     """What the pass's stderr line adds: how many swaps took ``is_causal=True``."""
-    n = _said["causal"]
-    return f", {n} with is_causal=True (the causal mask asserted on every call)" if n else ""
+    n, gqa = _said["causal"], _said["gqa"]
+    return ((f", {n} with is_causal=True (the causal mask asserted on every call)" if n else "")
+            + (f", {gqa} reading the shared key/value heads (enable_gqa=True)" if gqa else ""))
