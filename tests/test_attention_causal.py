@@ -379,3 +379,24 @@ def test_grouped_query_attention_reads_the_shared_heads(repeat):
         t.grad = None
     code, _ = _swapped(_Grouped.module(repeat), (q, k, v, padding), grads_of=(q, k, v))
     assert "enable_gqa" not in code and "attn_mask" in code
+
+
+def test_dynamic_lengths_read_the_mask_at_the_compiled_call_and_check_every_length(example):
+    """Under dynamic shapes the lengths are symbols: the mask is read at the length compiled, and the
+    graph's check runs at every length the one graph serves."""
+    import torch
+
+    model, _ = example
+    torch.manual_seed(0)
+    m = model.HandAttention(64, 4)
+    codes = []
+    compiled, counts = compiled_with_rewrite(m, attention_rewrite, codes=codes, dynamic=True)
+    for n in (16, 24):
+        x = torch.randn(2, n, 64)
+        torch.testing.assert_close(compiled(x, model.causal_mask(n, "cpu")), m(x, model.causal_mask(n, "cpu")),
+                                   atol=1e-5, rtol=1e-5)
+    assert counts == [1] and "is_causal = True" in codes[0]
+    opened = model.causal_mask(24, "cpu")
+    opened[5, 9] = False
+    with pytest.raises(RuntimeError, match="no longer causal"):
+        compiled(torch.randn(2, 24, 64), opened)

@@ -127,8 +127,15 @@ def _inactive_dropout(node):
 
 
 def _python_number(node) -> bool:
-    """A node that yields a Python number: a call of a ``math`` function (never a tensor)."""
-    return getattr(node, "op", None) == "call_function" and getattr(node.target, "__module__", None) == "math"
+    """A node that yields a Python number, never a tensor: a call of a ``math`` function, or one Dynamo
+    recorded a number (or under dynamic shapes a symbolic one: ``torch._sym_sqrt`` of a head dim) for."""
+    import torch
+
+    if getattr(node, "op", None) != "call_function":
+        return False
+    value = (node.meta or {}).get("example_value")
+    return getattr(node.target, "__module__", None) == "math" or (
+        isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(value, bool))
 
 
 def _scale_of(node, t: dict):
@@ -282,7 +289,7 @@ def _reads_causal(m: dict) -> bool:
     if not m["mask"] or os.environ.get(CAUSAL_ENV) == "0":
         return False
     q, k = fx_match.example_value(m["q"]), fx_match.example_value(m["k"])
-    lengths = (q.shape[-2], k.shape[-2]) if q is not None and k is not None else ()
+    lengths = tuple(map(_this_call, (q.shape[-2], k.shape[-2]))) if q is not None and k is not None else ()
     if len(lengths) != 2 or not all(isinstance(n, int) for n in lengths):
         return False
     kind, node = m["mask"]
@@ -293,6 +300,15 @@ def _reads_causal(m: dict) -> bool:
         return bool(_CHECKS[kind](value, *lengths))
     except RuntimeError:    # a mask that does not broadcast over the scores: not ours to judge
         return False
+
+
+def _this_call(size):
+    """A length as an int: a symbolic one (dynamic shapes) by its value at the call being compiled,
+    without a guard (the graph's own check reads the sizes on every call)."""
+    if isinstance(size, int):
+        return size
+    hint = getattr(getattr(size, "node", None), "hint", None)
+    return int(hint) if hint is not None else None
 
 
 def _causal_guard(graph, m: dict, guarded: dict):
