@@ -400,3 +400,20 @@ def test_dynamic_lengths_read_the_mask_at_the_compiled_call_and_check_every_leng
     opened[5, 9] = False
     with pytest.raises(RuntimeError, match="no longer causal"):
         compiled(torch.randn(2, 24, 64), opened)
+
+
+def test_a_mask_made_from_a_symbolic_length_is_read_at_its_value(example):
+    """Under dynamic shapes a mask made in forward from the sequence length reads the length as a
+    graph input (a SymInt): its value at the compiled call is used (transformers builds its causal
+    mask so, and its dynamic graphs were never read)."""
+    import torch
+
+    _, hf_eager = example
+    built = next(mod for label, mod, _ in _Causal.modules(hf_eager) if label == "built in forward")
+    codes = []
+    compiled, counts = compiled_with_rewrite(built, attention_rewrite, codes=codes, dynamic=True)
+    for n in (16, 24):
+        q = torch.randn(2, 4, n, 8)
+        torch.testing.assert_close(compiled(q, q, q), built(q, q, q), atol=1e-5, rtol=1e-5)
+    assert counts == [1] and "is_causal = True" in codes[0]
+    assert ": torch.SymInt" in codes[0]      # the length came in as a graph input

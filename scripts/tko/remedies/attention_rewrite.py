@@ -260,8 +260,9 @@ def _real_value(node):
 
 
 def _run_node(n, gm, resolve):
-    if n.op == "placeholder":
-        return n.meta["grapharg"].example
+    if n.op == "placeholder":    # a symbolic size's own value at this call: the real tensors' shapes agree
+        value = n.meta["grapharg"].example
+        return value if isinstance(value, (int, float)) or hasattr(value, "shape") else _this_call(value)
     if n.op == "get_attr":
         value = gm
         for part in n.target.split("."):
@@ -303,12 +304,12 @@ def _reads_causal(m: dict) -> bool:
 
 
 def _this_call(size):
-    """A length as an int: a symbolic one (dynamic shapes) by its value at the call being compiled,
-    without a guard (the graph's own check reads the sizes on every call)."""
-    if isinstance(size, int):
+    """A number as a Python one: a symbolic one (dynamic shapes) by its value at the call being
+    compiled, without a guard (the graph's own check reads the sizes on every call)."""
+    if isinstance(size, (int, float)):
         return size
     hint = getattr(getattr(size, "node", None), "hint", None)
-    return int(hint) if hint is not None else None
+    return hint if isinstance(hint, (int, float)) else None
 
 
 def _causal_guard(graph, m: dict, guarded: dict):
