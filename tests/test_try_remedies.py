@@ -794,3 +794,9 @@ def test_an_sdpa_run_that_fails_its_causal_guard_is_retried_with_the_mask_explic
     assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, "CUDA error: device-side assert triggered") == \
         {"TKO_SDPA_CAUSAL": "0"}
     assert graph_rewrites.retry_env({"TKO_GATE_REWRITE": "1"}, "CUDA error: device-side assert triggered") is None
+    # where the assert is compiled out the guard's NaN output shows it: only a run whose pass took is_causal
+    took = "replaced 1 attention pattern(s) in 1 graph(s), 1 with is_causal=True (the causal mask asserted on every call)"
+    assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, took, nan_outputs=True) == {"TKO_SDPA_CAUSAL": "0"}
+    assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, took) is None
+    assert graph_rewrites.retry_env({"TKO_SDPA_REWRITE": "1"}, "replaced 1 attention pattern(s) in 1 graph(s)",
+                                    nan_outputs=True) is None

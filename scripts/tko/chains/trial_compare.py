@@ -286,6 +286,14 @@ class OutputCheck:
         return [note]
 
 
+def has_nan(outputs: dict) -> bool:
+    """Any NaN in a flattened set of outputs (:func:`flatten`)."""
+    import torch
+
+    return any(isinstance(t, torch.Tensor) and t.is_floating_point() and bool(torch.isnan(t).any())
+               for t in outputs.values())
+
+
 def _why_not_compared(arm) -> str:
     if not arm.runs:
         return "not run"

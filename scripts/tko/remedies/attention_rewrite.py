@@ -427,10 +427,13 @@ def rewrite(graph) -> int:
     return hand + fx_match.rewrite_all(graph, t, match_masked_sdpa, lambda g, m: _causal_sdpa(g, m, guarded))
 
 
-def retry_env(stderr: str) -> dict | None:
-    """After a run that failed: the environment its arm retries with, when the failure was this
-    pass's causal guard (the mask changed between calls; a device assert on a GPU); else None."""
-    return {CAUSAL_ENV: "0"} if any(s in stderr for s in (NOT_CAUSAL_MSG, "device-side assert")) else None
+def retry_env(said: str, nan_outputs: bool = False) -> dict | None:
+    """The environment an arm retries with after this pass's causal guard tripped: a run that failed
+    on it (``said``: its stderr; a device assert on a GPU), or one whose outputs came out NaN where the
+    assert is compiled out (``said``: the pass's line, which took is_causal); else None."""
+    tripped = any(s in said for s in (NOT_CAUSAL_MSG, "device-side assert"))
+    poisoned = nan_outputs and "with is_causal=True" in said
+    return {CAUSAL_ENV: "0"} if tripped or poisoned else None
 
 
 def detail() -> str:

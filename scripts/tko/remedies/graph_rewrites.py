@@ -114,14 +114,15 @@ def check_trial(record: dict, env: dict, stderr: str) -> None:
             return
 
 
-def retry_env(env: dict, stderr: str) -> dict | None:
-    """The environment to add for a retry of a failed run, from the active rewrites that know
-    their own failure (a module's optional ``retry_env(stderr)``); None when none does."""
+def retry_env(env: dict, said: str, nan_outputs: bool = False) -> dict | None:
+    """The environment to add for a retry of a failed run (``said``: its stderr) or of one whose
+    outputs came out NaN (``said``: its pass's line), from the active rewrites that know their own
+    failure (a module's optional ``retry_env(said, nan_outputs)``); None when none does."""
     import os
 
     effective = dict(os.environ, **env)     # what the run had: a retry must change it
     for mod in active(env):
-        retry = getattr(mod, "retry_env", lambda _stderr: None)(stderr)
+        retry = getattr(mod, "retry_env", lambda _said, _nan: None)(said, nan_outputs)
         if retry and any(effective.get(k) != v for k, v in retry.items()):
             return retry
     return None
