@@ -226,6 +226,10 @@ def test_investigation_section_shows_before_after_and_the_measured_gain(tmp_path
     assert "1.850x (9.25 -> 5 ms/step, beyond run-to-run noise)" in md and "peak memory 2310 -> 820 MiB" in md
     assert "The pass: replaced 1 attention pattern(s) in 1 graph(s), 1 with is_causal=True" in md   # the last run's
     assert "write `is_causal=True` in place of the `attn_mask=` argument" in md
+    # an arm no faster than the baseline is told nothing to write: the trial says what it measured, no more
+    found[0]["measured"].update(x_baseline=0.98, beyond_noise=False)
+    md = "\n".join(rewrites.markdown(found, "python step.py"))
+    assert "so that is what was measured." in md and "write `is_causal=True`" not in md
 
 
 def test_a_rewrite_pass_joins_a_pass_already_set(monkeypatch, capsys):

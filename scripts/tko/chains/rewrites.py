@@ -142,10 +142,11 @@ def _applied_text(m: dict) -> str:
     if not said:
         return ""
     text = f" The pass: {md.text(said[-1])}."
+    won = (m.get("x_baseline") or 0) > 1 and m.get("beyond_noise") and m.get("outputs") == "equal"
     if "with is_causal=True" in said[-1]:
-        text += (" The masks the program passed were causal, so that is what was measured: write `is_causal=True` "
-                 "in place of the `attn_mask=` argument (the patch keeps the mask explicit: equal, but it does not "
-                 "open the flash kernels).")
+        text += " The masks the program passed were causal, so that is what was measured"
+        text += (": write `is_causal=True` in place of the `attn_mask=` argument (the patch keeps the mask "
+                 "explicit: equal, but it does not open the flash kernels)." if won else ".")
     return text
 
 
