@@ -152,6 +152,41 @@ def test_llama_rmsnorm_module_and_the_example(rms_example, dtype):
     _same_outputs_and_grads(norm_rewrite, rms_example.rms_norm, x, w, dtype=dtype)
 
 
+def test_a_lifted_eps_under_dynamic_shapes_is_passed_on():
+    """``dynamic=True`` lifts ``self.eps`` to an input read with ``.item()``: still one replacement per
+    norm (RMS and layer), equal outputs and gradients across batch sizes, and a changed eps reaches the op."""
+    import torch
+
+    class LayerNormByHand(torch.nn.Module):
+        def __init__(self, d):
+            super().__init__()
+            self.w, self.b, self.eps = torch.nn.Parameter(torch.randn(d)), torch.nn.Parameter(torch.randn(d)), 1e-5
+
+        def forward(self, x):
+            m = x.mean(-1, keepdim=True)
+            v = (x - m).pow(2).mean(-1, keepdim=True)
+            return (x - m) * torch.rsqrt(v + self.eps) * self.w + self.b
+
+    torch.manual_seed(0)
+    for module in (_hf_rms(torch.randn(64)), LayerNormByHand(64)):
+        codes = []
+        compiled, counts = compiled_with_rewrite(module, norm_rewrite, codes, dynamic=True)
+        for rows in (4, 9, 5):
+            x = torch.randn(rows, 64)
+            xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+            out, ref = compiled(xa), module(xb)
+            out.square().sum().backward()
+            ref.square().sum().backward()
+            torch.testing.assert_close(out, ref)
+            torch.testing.assert_close(xa.grad, xb.grad)
+        assert counts and all(c == 1 for c in counts), counts
+        assert "item()" in codes[0] and ("rms_norm" in codes[0] or "layer_norm" in codes[0]), codes[0]
+        name = "variance_epsilon" if hasattr(module, "variance_epsilon") else "eps"
+        setattr(module, name, 0.5)          # a large eps: a constant folded in would differ visibly
+        x = torch.randn(3, 64)
+        torch.testing.assert_close(compiled(x), module(x))
+
+
 def test_the_norm_replacement_keeps_the_dtype_steps():
     """An fp32 upcast stays the op's input; a downcast and the weight after it stay outside the op."""
     import torch

@@ -23,7 +23,9 @@ the output dtype and the rounding points are the same. A cast to the dtype a ten
 looked through. ``d`` is the last dim of the node's example value (``meta["example_value"]``); a node
 without one is left alone, and so are a normalization over another dim than the last, ``keepdim``
 False, an unbiased variance, an eps that is not a Python number and a weight of another shape or
-dtype (the multiply then stays after the replaced normalization).
+dtype (the multiply then stays after the replaced normalization). Under ``dynamic=True`` Dynamo lifts
+a module's float ``self.eps`` to a graph input read with ``.item()``: that node is passed on as the
+op's eps, so a later change of the attribute still reaches the op.
 
 The trial arm ``rms_norm_fn`` (``TKO_NORM_REWRITE=1``) runs it as an Inductor pre-grad pass
 (:mod:`tko.remedies.graph_rewrites`), so AOT autograd differentiates the replacement, and prints
@@ -67,6 +69,16 @@ def _is(node, kind: str, t: dict) -> bool:
 
 def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _scalar_node(node) -> bool:
+    """A node that yields a Python float, never a tensor: under ``dynamic=True`` Dynamo lifts a module's
+    float attribute (``self.eps``) to a graph input and reads it with ``.item()`` (a SymFloat)."""
+    import torch
+
+    value = (getattr(node, "meta", None) or {}).get("example_value")
+    return getattr(node, "op", None) in ("call_method", "call_function") and \
+        isinstance(value, (float, torch.SymFloat))
 
 
 def _operands(node, kind: str, t: dict):
@@ -151,7 +163,7 @@ def _var_mean_of(v, m, t: dict):
 
 def _inv_std(core, t: dict):
     """(h, stat, eps, dead) when ``core`` is ``h * rsqrt(stat + eps)`` (either side) or
-    ``h / sqrt(stat + eps)`` with eps a Python number, else None."""
+    ``h / sqrt(stat + eps)`` with eps a Python number (or a node yielding one), else None."""
     found = None
     if _is(core, "div", t):
         ops = _operands(core, "div", t)
@@ -166,10 +178,11 @@ def _inv_std(core, t: dict):
     h, root = found
     if len(root.args) != 1 or root.kwargs or not hasattr(h, "op"):
         return None
-    added = _other(root.args[0], "add", t, lambda n: hasattr(n, "op"))
-    if not added or not _number(added[1]):
+    added = _other(root.args[0], "add", t, lambda n: hasattr(n, "op") and not _scalar_node(n))
+    if not added or not (_number(added[1]) or _scalar_node(added[1])):
         return None
-    return h, added[0], float(added[1]), [root, root.args[0]]
+    eps = added[1] if _scalar_node(added[1]) else float(added[1])
+    return h, added[0], eps, [root, root.args[0]]
 
 
 def _rms(core, t: dict) -> dict | None:
