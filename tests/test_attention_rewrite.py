@@ -126,6 +126,34 @@ def test_symbolic_trace_with_a_runtime_scale_and_an_additive_mask():
         torch.testing.assert_close(gm(*args), mod(*args), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("scale_first", [False, True])
+def test_a_lifted_scale_attribute_under_dynamic_shapes_is_the_sdpa_scale(scale_first):
+    """``dynamic=True`` lifts a module's float ``self.scaling`` (transformers' eager attention multiplies
+    by one) to an input read with ``.item()``: swapped, equal at two lengths, and a changed attribute
+    reaches SDPA (the factor is passed on, not folded in)."""
+    import torch
+
+    class Scaled(torch.nn.Module):
+        scaling = 0.125
+
+        def forward(self, q, k, v):
+            s = q @ k.transpose(-2, -1)
+            s = self.scaling * s if scale_first else s * self.scaling
+            return torch.softmax(s, dim=-1) @ v
+
+    torch.manual_seed(0)
+    m = Scaled()
+    codes = []
+    compiled, counts = compiled_with_rewrite(m, attention_rewrite, codes=codes, dynamic=True)
+    for n in (8, 12, 10):
+        q, k, v = (torch.randn(2, 3, n, 16) for _ in range(3))
+        torch.testing.assert_close(compiled(q, k, v), m(q, k, v), atol=1e-5, rtol=1e-5)
+    assert counts and all(c == 1 for c in counts), counts
+    assert "item()" in codes[0] and "scaled_dot_product_attention" in codes[0], codes[0]
+    m.scaling = 0.5
+    torch.testing.assert_close(compiled(q, k, v), m(q, k, v), atol=1e-5, rtol=1e-5)
+
+
 def test_forms_that_are_not_equal_are_left_alone():
     import torch
     import torch.nn.functional as F

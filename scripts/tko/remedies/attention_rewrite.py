@@ -126,30 +126,23 @@ def _inactive_dropout(node):
     return node.args[0] if (isinstance(p, (int, float)) and p == 0) or training is False else None
 
 
-def _python_number(node) -> bool:
-    """A node that yields a Python number, never a tensor: a call of a ``math`` function, or one Dynamo
-    recorded a number (or under dynamic shapes a symbolic one: ``torch._sym_sqrt`` of a head dim) for."""
-    import torch
-
-    if getattr(node, "op", None) != "call_function":
-        return False
-    value = (node.meta or {}).get("example_value")
-    return getattr(node.target, "__module__", None) == "math" or (
-        isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(value, bool))
-
-
 def _scale_of(node, t: dict):
     """(input, scale) when node multiplies or divides by one Python number, else None."""
     if not (_is(node, "mul", t) or _is(node, "div", t)) or not fx_match.single_use(node) or len(node.args) != 2:
         return None
     a, b = node.args
     if _is(node, "div", t):
-        if _python_number(b):       # e.g. math.sqrt(head_dim) of a traced shape: a float at run time
-            return a, b
+        if fx_match.yields_number(b):       # e.g. math.sqrt(head_dim) of a traced shape: a float at run time
+            return a, ("div", b)
         return (a, 1.0 / float(b)) if isinstance(b, (int, float)) and b else None
     if isinstance(b, (int, float)):
         return a, float(b)
-    return (b, float(a)) if isinstance(a, (int, float)) else None
+    if isinstance(a, (int, float)):
+        return b, float(a)
+    for x, n in ((a, b), (b, a)):           # e.g. self.scale lifted under dynamic=True: (x).item()
+        if fx_match.yields_number(n) and not fx_match.yields_number(x):
+            return x, ("mul", n)
+    return None
 
 
 def _mask_of(node, t: dict):
@@ -369,10 +362,9 @@ def _rewrite(graph, m: dict, guarded: dict) -> None:
         elif m["mask"]:
             kind, node = m["mask"]
             attn_mask = graph.call_function(torch.logical_not, (node,)) if kind == "bool" else node
-        scale = m["scale"]
-        if hasattr(scale, "op"):    # a divisor computed at run time: its reciprocal is the scale
-            scale = graph.call_function(operator.truediv, (1.0, scale))
-            m["scale"] = scale
+        if isinstance(m["scale"], tuple):   # computed at run time: a factor, or a divisor to invert
+            how, number = m["scale"]
+            m["scale"] = number if how == "mul" else graph.call_function(operator.truediv, (1.0, number))
         kwargs = {"is_causal": True} if causal else {"attn_mask": attn_mask}
         sdpa = graph.call_function(F.scaled_dot_product_attention, (m["q"], m["k"], m["v"]),
                                    {**kwargs, **grouped, "scale": m["scale"]})

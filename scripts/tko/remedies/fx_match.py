@@ -33,6 +33,19 @@ def example_value(node):
     return v if hasattr(v, "shape") and hasattr(v, "dtype") else None
 
 
+def yields_number(node) -> bool:
+    """A node that yields a Python number, never a tensor: a call of a ``math`` function, or one Dynamo
+    recorded a number for; under dynamic shapes a symbolic one (``torch._sym_sqrt`` of a head dim, or
+    ``.item()`` of the 0-d input Dynamo lifts a module's float attribute such as ``self.eps`` to)."""
+    import torch
+
+    if getattr(node, "op", None) not in ("call_function", "call_method"):
+        return False
+    value = (node.meta or {}).get("example_value")
+    return getattr(node.target, "__module__", None) == "math" or (
+        isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) and not isinstance(value, bool))
+
+
 def rewrite_all(graph, targets: dict, match, apply) -> int:
     """Find every match in ``graph`` first (``match(node, targets)``), then rewrite each
     (``apply(graph, m)``); returns how many."""

@@ -71,16 +71,6 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def _scalar_node(node) -> bool:
-    """A node that yields a Python float, never a tensor: under ``dynamic=True`` Dynamo lifts a module's
-    float attribute (``self.eps``) to a graph input and reads it with ``.item()`` (a SymFloat)."""
-    import torch
-
-    value = (getattr(node, "meta", None) or {}).get("example_value")
-    return getattr(node, "op", None) in ("call_method", "call_function") and \
-        isinstance(value, (float, torch.SymFloat))
-
-
 def _operands(node, kind: str, t: dict):
     """(a, b) when node is a two-operand ``kind`` with no extra arguments, else None."""
     if not _is(node, kind, t) or len(node.args) != 2 or node.kwargs:
@@ -178,10 +168,10 @@ def _inv_std(core, t: dict):
     h, root = found
     if len(root.args) != 1 or root.kwargs or not hasattr(h, "op"):
         return None
-    added = _other(root.args[0], "add", t, lambda n: hasattr(n, "op") and not _scalar_node(n))
-    if not added or not (_number(added[1]) or _scalar_node(added[1])):
+    added = _other(root.args[0], "add", t, lambda n: hasattr(n, "op") and not fx_match.yields_number(n))
+    if not added or not (_number(added[1]) or fx_match.yields_number(added[1])):
         return None
-    eps = added[1] if _scalar_node(added[1]) else float(added[1])
+    eps = added[1] if fx_match.yields_number(added[1]) else float(added[1])
     return h, added[0], eps, [root, root.args[0]]
 
 
