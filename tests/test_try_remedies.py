@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -741,6 +742,9 @@ def test_an_arm_dropped_up_front_runs_late_when_the_rounds_leave_budget(run_scri
     arms = {a["name"]: a for a in doc["arms"]}
     assert arms["multi_kernel"]["status"] == "ok" and len(arms["multi_kernel"]["ms"]) == 2
     assert arms["max_autotune_no_cudagraphs"]["status"] == "skipped"
+    # its row says why the late round did not take it either, in the budget's numbers
+    assert re.search(r"; after the rounds \d+ s were left, about \d+ s needed$",
+                     arms["max_autotune_no_cudagraphs"]["reason"]), arms["max_autotune_no_cudagraphs"]["reason"]
     assert any(n.startswith("late round: multi_kernel (dropped up front;") for n in doc["notes"]), doc["notes"]
     # interleaved with baseline runs of its own
     assert doc["order"][-4:] == ["baseline#3", "multi_kernel#1", "baseline#4", "multi_kernel#2"], doc["order"]

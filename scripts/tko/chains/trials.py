@@ -510,7 +510,8 @@ def late_rounds(arms: list[Arm], live: list[Arm], runs: int, budget_s: float, ct
         check = max((r.get("check_s", 0.0) for r in base.runs), default=0.0)   # its own output checks
         need = ctx.plan["run_s"] * (runs - 1 + first_run_x(name)) + runs * (_estimate(base, base) + check)
         left = budget_s - (time.perf_counter() - t0)
-        if need > left:
+        if need > left:     # the row says why the late round did not take it either
+            arm.reason = f"{arm.reason}; after the rounds {max(left, 0):.0f} s were left, about {need:.0f} s needed"
             continue
         arm.status, arm.reason = "ok", None
         live.append(arm)
