@@ -770,6 +770,24 @@ def test_a_run_still_going_when_the_budget_ends_is_killed_so_the_deadline_holds(
     assert took < 30, took                                    # 6 s of budget, 0.3 s past it, startup
 
 
+def test_the_change_an_sdpa_arm_measured_is_the_one_its_pass_made(fixtures_dir, tmp_path, monkeypatch):
+    """A program that already calls SDPA with a causal attn_mask: the pass took is_causal=True, so the
+    arm's change and the trials' what-to-change say is_causal=True, not the catalog's explicit mask."""
+    from tko.chains import trials
+
+    took = ", 1 with is_causal=True (the causal mask asserted on every call)"
+    for k, v in _steps_env(tmp_path, STEP_X_SDPA=0.8, STEP_SDPA_SAID=took).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("TKO_SDPA_CAUSAL", raising=False)
+    specs = trial_plan.restrict(plan_arms(None, {"gpu": True, "hip": False}), ["sdpa"])
+    doc = trials.run_trials(["sh", str(fixtures_dir / STEPS)], tmp_path / "t", specs, runs=2, max_runs=2)
+    sdpa = {a["name"]: a for a in doc["arms"]}["sdpa"]
+    assert sdpa["replaced"][-1].endswith(took)
+    assert sdpa["change"].startswith("F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale) with no "
+                                     "attn_mask"), sdpa["change"]
+    assert doc["winner"] == "sdpa" and doc["what_to_change"].startswith(sdpa["change"] + ": 1.2"), doc["what_to_change"]
+
+
 def test_an_sdpa_run_that_fails_its_causal_guard_is_retried_with_the_mask_explicit(fixtures_dir, tmp_path, monkeypatch):
     """The sdpa arm took is_causal=True from the first call's mask and a later call's mask was not
     causal (a padded batch): the guard fails the run. That run is not counted; the arm's later runs
@@ -788,6 +806,7 @@ def test_an_sdpa_run_that_fails_its_causal_guard_is_retried_with_the_mask_explic
     note = next(n for n in doc["notes"] if n.startswith("sdpa: run 1 failed its rewrite's guard"))
     assert "no longer causal" in note and note.endswith("add TKO_SDPA_CAUSAL=0")
     assert doc["order"] == ["baseline#0", "baseline#1", "sdpa#1", "sdpa#2", "baseline#2", "sdpa#3"]
+    assert sdpa["change"].startswith("torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=~mask")
     # an arm already run with the mask explicit fails for good: no retry loop
     monkeypatch.setenv("TKO_SDPA_CAUSAL", "0")
     monkeypatch.setenv("STEP_SDPA_GUARD", "1")

@@ -754,7 +754,9 @@ def summarize(arm: Arm, base_ms: float | None, base_spread: float | None) -> dic
         "name": arm.name, "status": arm.status, "reason": arm.reason,
         "settings": {"config": arm.settings, "absent": arm.absent, "env": spec.env,
                      "bootstrap": spec.bootstrap},
-        "proposed_by": spec.proposed_by, "change": spec.change, "ms": values, "median_ms": median,
+        "proposed_by": spec.proposed_by, "ms": values, "median_ms": median,
+        "change": graph_rewrites.change_said(spec.env, next((r.get("replaced") for r in reversed(arm.runs)
+                                                             if r.get("replaced")), None), spec.change),
         "spread": spread, "x_baseline": x, "beyond_noise": beyond, "noise": noise,
         "first_step_s": firsts[0][1] if firsts else None, "first_step_run": firsts[0][0] if firsts else None,
         "first_step_cached_s": statistics.median(f for _, f in firsts[1:]) if len(firsts) > 1 else None,

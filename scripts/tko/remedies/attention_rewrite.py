@@ -428,6 +428,16 @@ def retry_env(said: str, nan_outputs: bool = False) -> dict | None:
     return {CAUSAL_ENV: "0"} if tripped or poisoned else None
 
 
+def change_text(said: str) -> str | None:
+    """The change the trial measured when the pass's line says its swaps took is_causal=True."""
+    if "with is_causal=True" not in said:
+        return None
+    return ("F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale) with no attn_mask: the masks "
+            "the program passed were causal (asserted on every call of the trial), and SDPA's causal kernels, "
+            "FlashAttention among them, never read a mask (an Inductor pre-grad pass here; in the model: "
+            "references/rewrite_catalog.yaml sdpa_causal_mask)")
+
+
 def detail() -> str:
     """What the pass's stderr line adds: how many swaps took ``is_causal=True``."""
     n, gqa = _said["causal"], _said["gqa"]

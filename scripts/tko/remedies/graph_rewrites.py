@@ -126,3 +126,14 @@ def retry_env(env: dict, said: str, nan_outputs: bool = False) -> dict | None:
         if retry and any(effective.get(k) != v for k, v in retry.items()):
             return retry
     return None
+
+
+def change_said(env: dict, said: str | None, planned: str) -> str:
+    """The change an arm measured, from what its pass said in the last run (a module's optional
+    ``change_text(said)``: an attention swap that took is_causal=True measured that, not the
+    explicit mask of the catalog's generic replacement); ``planned`` when no module says more."""
+    for mod in active(env):
+        text = getattr(mod, "change_text", lambda _said: None)(said or "")
+        if text:
+            return text
+    return planned
