@@ -641,7 +641,7 @@ def test_every_function_of_torchs_own_nn_and_testing_sources_is_read_without_an_
     ("attention_by_hand/hf_step.py", "attention_by_hand", True),
     ("rms_norm.py", "norm_by_hand", True),
     ("gated_mlp.py", "gated_activation", True),
-    ("large_vocab_ce.py", "large_vocab_cross_entropy", False),
+    ("large_vocab_ce.py", "large_vocab_cross_entropy", True),
     ("scatter_index_add.py", "scatter_add", False),
 ])
 def test_each_bundled_example_shows_its_pattern_in_its_model_code(example, rid, proposed):
@@ -675,3 +675,78 @@ def test_the_console_names_the_patches_written(tmp_path):
     assert "  model rewrites written as patches (in the model's own names): rewrites/norm_by_hand-rms_norm-10.patch" \
         in lines
     assert not any("patches" in line for line in investigate.console_summary(dict(result, rewrites=[]), tmp_path, 1.0))
+
+
+# ----------------------------------------------------------------------------- large-vocabulary cross entropy
+
+LM_HEAD = '''
+import torch
+import torch.nn.functional as F
+
+
+class Head(torch.nn.Module):
+    def __init__(self, hidden=16, vocab=50, bias=True):
+        super().__init__()
+        self.lm_head = torch.nn.Linear(hidden, vocab, bias=bias)
+
+    def forward(self, h, y):
+        logits = self.lm_head(h)
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)), y.view(-1), ignore_index=-1)
+        return loss
+'''
+
+
+def _loss_and_grads(fn, *leaves):
+    loss = fn()
+    return [loss, *torch.autograd.grad(loss, leaves)]
+
+
+def test_the_example_cross_entropy_becomes_the_chunked_op_in_its_own_names(tmp_path, monkeypatch):
+    source = (ROOT / "examples" / "large_vocab_ce.py").read_text()
+    change = proposal(source, "large_vocab_cross_entropy", "F.cross_entropy(")["change"]
+    assert change["start"] == change["end"] == 12
+    assert change["after"] == ["    from tko.remedies.cross_entropy_rewrite import linear_cross_entropy",
+                               "    loss = linear_cross_entropy(h, weight, None, target)"]
+    assert any("memory is the gain" in n for n in change["notes"])
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))      # the example imports its _repro helper
+    old, new = load(tmp_path, "old_ce", source), load(tmp_path, "new_ce", changed(source, change))
+    torch.manual_seed(0)
+    h, w = torch.randn(40, 16, requires_grad=True), torch.randn(300, 16, requires_grad=True)
+    y = torch.randint(0, 300, (40,))
+    for got, want in zip(new.f(h, w, y), old.f(h, w, y)):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_an_lm_head_module_with_viewed_logits_and_ignore_index_computes_the_same(tmp_path, bias):
+    change = proposal(LM_HEAD, "large_vocab_cross_entropy", "F.cross_entropy(")["change"]
+    assert change["start"] == 12 and change["end"] == 13          # the logits line goes too
+    assert change["after"][-1] == ("        loss = linear_cross_entropy(h, self.lm_head.weight, self.lm_head.bias, "
+                                   "y.view(-1), ignore_index=-1)")
+    old, new = load(tmp_path, "old_head", LM_HEAD), load(tmp_path, "new_head", changed(LM_HEAD, change))
+    torch.manual_seed(0)
+    a = old.Head(bias=bias)
+    b = new.Head(bias=bias)
+    b.load_state_dict(a.state_dict())
+    h = torch.randn(2, 12, 16, requires_grad=True)
+    y = torch.randint(0, 50, (2, 12))
+    y[0, :3] = -1                                                   # ignored targets
+    want = _loss_and_grads(lambda: a(h, y), h, *a.parameters())
+    got = _loss_and_grads(lambda: b(h, y), h, *b.parameters())
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("loss = F.cross_entropy(h @ W.T, y, label_smoothing=0.1)", "label smoothing"),
+    ("loss = F.cross_entropy(h @ W.T, y, cw)", "class weight"),
+    ("loss = F.cross_entropy(h @ W.T, y, reduction='none')", "reduction other than"),
+    ("loss = F.cross_entropy(torch.tanh(h), y)", "the logits are not"),
+    ("loss = self.loss_fn(h @ W.T, y)", "no F.cross_entropy"),
+    ("logits = h @ W.T\n    loss = F.cross_entropy(logits, y)\n    return loss, logits",
+     "logits is read again at line 8, and the change removes it (returned: the chunked op makes no logits"),
+])
+def test_cross_entropy_forms_the_op_does_not_take_get_the_reason(body, why):
+    source = f"import torch\nimport torch.nn.functional as F\n\n\ndef f(self, h, W, y, cw):\n    {body}\n    return loss\n"
+    found = proposal(source, "large_vocab_cross_entropy", "loss = ")
+    assert found["change"] is None and why in found["change_why"], found

@@ -5,7 +5,7 @@ the model code is one of the forms the trial arms rewrite, :func:`propose` reads
 statements with :mod:`ast` and returns the lines to replace and their replacement: the same
 expressions for q, k, v, the mask, the scale, the input, the weight and eps that the model uses. It
 mirrors the FX matchers of the arms (``tko.remedies.attention_rewrite``, ``norm_rewrite``,
-``gate_rewrite``), so the change shown is the change measured; any other form gets no proposal and a
+``gate_rewrite``, ``cross_entropy_rewrite``), so the change shown is the change measured; any other form gets no proposal and a
 reason, and the report keeps the template. A proposal never drops a statement sharing a line with
 the ones it replaces, and the changed file must parse.
 
@@ -20,6 +20,11 @@ the ones it replaces, and the changed file must parse.
     self.down(F.silu(self.gate(x)) * self.up(x))   ->   gate, up = F.linear(x, torch.cat([self.gate.weight,
                                                           self.up.weight]), ...).chunk(2, dim=-1)
                                                         self.down(F.silu(gate) * up)
+
+    loss = F.cross_entropy(self.lm_head(h).view(-1, V), y)  ->  from tko.remedies.cross_entropy_rewrite import
+                                                                    linear_cross_entropy
+                                                                loss = linear_cross_entropy(h, self.lm_head.weight,
+                                                                                            self.lm_head.bias, y)
 """
 
 from __future__ import annotations
@@ -627,7 +632,88 @@ def _gate(block: Block, i: int, line: int):
     raise NoMatch("no silu/gelu(self.gate(x)) * self.up(x) of one x in the statement at the line")
 
 
-def _check_unread(block: Block, j: int) -> None:
+def _weight_t(node):
+    """W of ``W.T``, ``W.mT``, ``W.t()``, ``W.transpose(0, 1)`` (a 2-D weight's transpose); else None."""
+    if isinstance(node, ast.Attribute) and node.attr in ("T", "mT"):
+        return node.value
+    if _call(node, "t") and isinstance(node.func, ast.Attribute) and not node.args:
+        return node.func.value
+    if _call(node, "transpose") and isinstance(node.func, ast.Attribute) and not _is_module_name(node.func.value) \
+            and {_number(d) for d in node.args} in ({0.0, 1.0}, {-1.0, -2.0}) and len(node.args) == 2:
+        return node.func.value
+    return None
+
+
+def _projection(node):
+    """(h, W, b, how) of ``F.linear(h, W[, b])``, ``h @ W.T`` (``torch.matmul``, ``.t()``, ``.transpose``)
+    or ``self.head(h)`` (an nn.Linear held by the module: its weight and bias); else None."""
+    if _call(node, "linear") and isinstance(node.func, ast.Attribute) and _is_module_name(node.func.value) \
+            and 2 <= len(node.args) <= 3 and not node.keywords:
+        return node.args[0], node.args[1], node.args[2] if len(node.args) == 3 else ast.Constant(None), None
+    mm = _matmul(node)
+    if mm and _weight_t(mm[1]) is not None:
+        return mm[0], _weight_t(mm[1]), ast.Constant(None), None
+    mod = _module_call(node)
+    if mod and isinstance(mod[0], ast.Attribute) and isinstance(mod[0].value, ast.Name) and mod[0].value.id == "self":
+        head = ast.unparse(mod[0])
+        return (mod[1], ast.parse(f"{head}.weight", mode="eval").body, ast.parse(f"{head}.bias", mode="eval").body,
+                f"{head} an nn.Linear (its weight and bias passed; a bias of None is fine)")
+    return None
+
+
+def _rows_view(node):
+    """x of ``x.view(-1, V)`` / ``x.reshape(-1, V)`` / ``x.flatten(0, -2)`` (leading dims to rows); else None."""
+    if not (_call(node, "view", "reshape", "flatten") and isinstance(node.func, ast.Attribute)):
+        return None
+    if node.func.attr == "flatten":
+        return node.func.value if [_number(a) for a in node.args] == [0.0, -2.0] else None
+    return node.func.value if len(node.args) == 2 and _number(node.args[0]) == -1.0 else None
+
+
+CE_KEYWORDS = ("ignore_index", "reduction")     # what the op takes; weight, label_smoothing: left alone
+
+
+def _cross_entropy(block: Block, i: int, line: int):
+    """([import, statement], index, notes) for ``F.cross_entropy(projection of h[, viewed to rows], y)``:
+    the chunked op ``linear_cross_entropy`` the ce_chunked arm measures, in the model's names."""
+    st = block.stmts[i]
+    ce = next((n for n in ast.walk(st) if _call(n, "cross_entropy") and isinstance(n.func, ast.Attribute)
+               and _is_module_name(n.func.value)), None)
+    if ce is None:
+        raise NoMatch("no F.cross_entropy(logits, y) call in the statement at the line")
+    if len(ce.args) != 2 or any(k.arg not in CE_KEYWORDS for k in ce.keywords):
+        raise NoMatch("cross_entropy with a class weight, label smoothing or other arguments than "
+                      "ignore_index and reduction")
+    reduction = _arg(ce, 99, "reduction")
+    if reduction is not None and not (isinstance(reduction, ast.Constant) and reduction.value in ("mean", "sum")):
+        raise NoMatch("reduction other than 'mean' or 'sum'")
+    logits = _rows_view(ce.args[0]) or ce.args[0]
+    logits = block.resolve(logits, i)[0]
+    found = _projection(logits)
+    if found is None:
+        raise NoMatch("the logits are not F.linear(h, W[, b]), h @ W.T or self.<linear>(h) at the line or "
+                      "assigned just before it")
+    h, w, b, how = found
+    name = _free_name(block.fn, "linear_cross_entropy")
+    alias = "" if name == "linear_cross_entropy" else f" as {name}"
+    pre = ast.parse(f"from tko.remedies.cross_entropy_rewrite import linear_cross_entropy{alias}").body[0]
+    call = ast.Call(ast.Name(name, ast.Load()), [h, w, b, ce.args[1]], ce.keywords)
+    notes = ["the N x V logits are never made: chunks of rows go through projection, log-softmax and loss, and "
+             "the backward's grad h and grad W are made in the forward (this package's op tko::linear_cross_entropy; "
+             "Liger-Kernel's LigerFusedLinearCrossEntropyLoss is the same method)",
+             "targets are class indices; h, the weight and the bias of one dtype (not under autocast)",
+             "memory is the gain, not speed: compare the ce_chunked arm's peak memory and step time"]
+    if how:
+        notes.insert(1, how)
+    return [pre, _replace(st, ce, call)], i, notes
+
+
+# what a caller loses when the change removes a name the function returns
+RETURNED = {"attention_by_hand": "SDPA gives no attention weights",
+            "large_vocab_cross_entropy": "the chunked op makes no logits"}
+
+
+def _check_unread(block: Block, j: int, lost: str = "the change no longer makes it") -> None:
     """The names the change removes are read nowhere else: not between its statements, not after."""
     names = set().union(*[_stored(block.stmts[c]) for c in block.consumed if c != j]) - _stored(block.stmts[j])
     start = min(block.consumed | {j})
@@ -640,11 +726,12 @@ def _check_unread(block: Block, j: int) -> None:
     if late:
         returned = any(isinstance(n, ast.Return) and n.lineno == late[0][0] for n in ast.walk(block.fn))
         raise NoMatch(f"{late[0][1]} is read again at line {late[0][0]}, and the change removes it"
-                      + (" (returned: SDPA gives no attention weights; return None there when no caller "
+                      + (f" (returned: {lost}; return None there when no caller "
                          "uses them)" if returned else ""))
 
 
-RULES = {"attention_by_hand": _attention, "norm_by_hand": _norm, "gated_activation": _gate}
+RULES = {"attention_by_hand": _attention, "norm_by_hand": _norm, "gated_activation": _gate,
+         "large_vocab_cross_entropy": _cross_entropy}
 
 
 def _block_at(stmts: list, line: int):
@@ -673,7 +760,7 @@ def propose(pattern_id: str, tree: ast.AST, lines: list[str], fn: ast.AST, line:
     block = Block(found[0], fn, functional_name(tree), torch=torch_name(tree))
     try:
         new, j, notes = rule(block, found[1], line)
-        _check_unread(block, j)
+        _check_unread(block, j, *([RETURNED[pattern_id]] if pattern_id in RETURNED else []))
     except NoMatch as exc:
         return {"change": None, "change_why": str(exc)}
     stmts = block.stmts
