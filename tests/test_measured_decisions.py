@@ -93,6 +93,24 @@ def test_faster_equal_arm_decides_with_the_concrete_change_named():
     assert f"What to change: {report.md_text(CD)}: 1.13x end to end, outputs equal." in md
 
 
+def test_a_winner_that_moves_peak_memory_says_by_how_much():
+    """The cross entropy's max-autotune on an H100 took peak memory from 3670 to 7728 MiB: a winner's
+    gain is said with its memory when that moves by peak_memory_change or more, and not otherwise."""
+    base = 20.4413
+
+    def doc(peak):
+        arms = [dict(arm("baseline", base, base, 1.01), peak_memory_mb=3670.064),
+                dict(arm("max_autotune_no_cudagraphs", base / 1.08, base, 1.01, change=MAT), peak_memory_mb=peak)]
+        return trials_doc(arms, 1.01)
+
+    said = trial_evidence.trial_outcome(doc(7728.126))["what_to_change"]
+    assert said == f"{MAT}: 1.08x end to end, outputs equal; peak memory 3670 -> 7728 MiB (+111 %)"
+    assert trial_evidence.trial_outcome(doc(3700.0))["what_to_change"] == f"{MAT}: 1.08x end to end, outputs equal"
+    assert trial_evidence.trial_outcome(doc(2636.8))["what_to_change"].endswith("(-28 %)")
+    rows = trial_evidence.trials_section(doc(7728.126), "trials.json")["rows"]
+    assert [r["peak_memory_mb"] for r in rows] == [3670.064, 7728.126]
+
+
 @pytest.mark.parametrize("winner,verdict,rule", [
     ("eager_fallback", "disable_compiled_region", "remedy_measured_faster_eager"),
     ("cudagraphs", "rewrite_model", "remedy_measured_faster_program"),
@@ -372,7 +390,7 @@ def test_from_capture_with_recorded_trials_leads_with_the_trial_table(tmp_path, 
     # the step's breakdown comes first (issue #32), then the trials, before any kernel
     assert md.split("\n## ")[1].startswith("Where the step's time goes\n")
     body = md.split("\n## Measured end to end\n", 1)[1]
-    assert "| arm | ms/step | x baseline | noise | outputs | status |" in body.split("| kernel |")[0]
+    assert "| arm | ms/step | x baseline | noise | outputs | peak MiB | status |" in body.split("| kernel |")[0]
     assert "**What to change:** " in body.split("| kernel |")[0]
     table = md.index("| kernel | share of GPU time")
     assert md.index("## Measured end to end") < table < md.index("<svg", table)   # the hot-kernel chart

@@ -102,12 +102,13 @@ def trials_markdown(trials: dict | None) -> list[str]:
         noise = f"+-{a['noise_pct']:.1f} %" if isinstance(a.get("noise_pct"), (int, float)) else "n/a"
         mark = " (winner)" if a.get("name") == trials.get("winner") else ""
         rows.append([md.text(a.get("name")) + mark, num(a.get("median_ms"), ".4f"), num(a.get("x_baseline"), ".3f"),
-                     noise, md.text(a.get("outputs") or "n/a"), md.text(a.get("status"))])
+                     noise, md.text(a.get("outputs") or "n/a"), num(a.get("peak_memory_mb"), ".0f"),
+                     md.text(a.get("status"))])
     return (["## Measured end to end", "",
              f"Remedy trials ({how}: `{trials['path']}`, {trials.get('runs')} run(s) per arm on "
              f"{md.text(trials.get('device') or '?')}):", ""]
             + ([f"Plan, said before the rounds: {md.text(trials['plan'])}", ""] if trials.get("plan") else [])
-            + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "status"], rows)
+            + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "peak MiB", "status"], rows)
             + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
 
 

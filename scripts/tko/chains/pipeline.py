@@ -592,7 +592,7 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
             "noise_pct": section["noise_pct"], "device": section["device"], "runs": section["runs"],
             "plan": (doc.get("plan") or {}).get("text") if isinstance(doc.get("plan"), dict) else None,
             "arms": [{k: r[k] for k in ("name", "status", "median_ms", "x_baseline", "noise_pct", "beyond_noise",
-                                        "outputs", "change")} for r in section["rows"]]}
+                                        "outputs", "change", "peak_memory_mb")} for r in section["rows"]]}
 
 
 def write_sweep_pins(chain: Chain, ctx: KernelCtx, kernels: list[str]) -> Path | None:

@@ -34,10 +34,12 @@ def markdown(doc: dict) -> str:
         outputs = out["result"] if out["result"] == "equal" else f"{out['result']}: {out.get('reason') or ''}"
         rows.append([md.text(arm["name"]), md.text(_status(arm)), _num(arm["median_ms"], ".4f"),
                      _num(arm["x_baseline"], ".3f"), _num(arm["spread"], ".3f"), _yes_no(arm["beyond_noise"]),
-                     md.text(outputs), _num(arm["first_step_s"], ".2f"), md.text(arm["proposed_by"] or "")])
-    lines += md.table(["arm", "status", "ms/step", "x baseline", "spread", "beyond noise", "outputs",
+                     md.text(outputs), _num(arm.get("peak_memory_mb"), ".0f"), _num(arm["first_step_s"], ".2f"),
+                     md.text(arm["proposed_by"] or "")])
+    lines += md.table(["arm", "status", "ms/step", "x baseline", "spread", "beyond noise", "outputs", "peak MiB",
                        "first step s", "proposed by"], rows)
-    lines += ["", "First step s: the arm's first run, its compile into empty caches of its own (later runs "
+    lines += ["", "Peak MiB: the largest of the arm's runs (torch.cuda.max_memory_allocated; n/a without a GPU). "
+              "First step s: the arm's first run, its compile into empty caches of its own (later runs "
               "read those caches)."]
     lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
     lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]

@@ -44,6 +44,7 @@ class Arm:
     change: str | None
     proposed_by: str | None
     targets: list[str] | None = None   # the kernels a pins / launch-overrides arm changes; None: all
+    peak_memory_mb: int | float | None = None   # the largest peak of its runs (torch.cuda.max_memory_allocated)
 
     @classmethod
     def read(cls, index: int, a: dict) -> Arm:
@@ -55,7 +56,7 @@ class Arm:
                    outputs_reason=_str(out.get("reason")), change=_str(a.get("change")),
                    proposed_by=_str(a.get("proposed_by")),
                    targets=[t for t in _list(a.get("targets")) if isinstance(t, str)]
-                   if isinstance(a.get("targets"), list) else None)
+                   if isinstance(a.get("targets"), list) else None, peak_memory_mb=_num(a.get("peak_memory_mb")))
 
     def x_text(self) -> str:
         return f"{self.name} {self.x_baseline:.2f}x"
@@ -115,6 +116,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     noise_pct = _noise_pct(noise)
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
+        what += _memory_text(winner, base or next((a for a in trials.arms if a.name == "baseline"), None))
         if tied:
             what += (f" ({', '.join(a.x_text() for a in tied)} tied with it, under the clear lead"
                      f" of {_lead_pct():g} %: the smaller change is kept)")
@@ -139,6 +141,17 @@ def _outcome(trials: RemedyTrials) -> dict:
             "tuning": [a for a in ran if a.name in TUNING_ARMS],
             "noise": noise, "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
+
+
+def _memory_text(arm: Arm, base: Arm | None) -> str:
+    """"; peak memory A -> B MiB (+N %)" when the arm's peak differs from the baseline's by
+    ``peak_memory_change`` or more (a speed-up that doubles memory is not free); else ""."""
+    from ..base.decide import threshold
+
+    a, b = arm.peak_memory_mb, base.peak_memory_mb if base else None
+    if not a or not b or abs(a / b - 1.0) < threshold("peak_memory_change"):
+        return ""
+    return f"; peak memory {b:.0f} -> {a:.0f} MiB ({100.0 * (a / b - 1.0):+.0f} %)"
 
 
 def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
@@ -263,7 +276,7 @@ def trial_facts(doc: dict | None, label: str, kernel: str | None = None) -> dict
 
 
 TRIAL_ROW = ("name", "status", "reason", "median_ms", "x_baseline", "spread", "noise_pct", "beyond_noise", "outputs",
-             "outputs_reason", "change", "proposed_by")
+             "outputs_reason", "change", "proposed_by", "peak_memory_mb")
 
 
 def trials_section(doc: dict, label: str) -> dict:
