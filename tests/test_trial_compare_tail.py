@@ -165,6 +165,21 @@ def test_a_large_difference_inside_the_bound_is_no_miss(grad):
     assert result == "different" and "worst |diff|" in reason, reason
 
 
+def test_many_float32_elements_each_off_by_a_hair_are_equal(grad):
+    """The H100's eager_fallback arm, float32 gradients: 3.4e-4 of the elements outside the float32 bound
+    (1e-5 x rms), the worst 2.6e-5 x rms. Over max_fraction, but every miss under near_abs_rms x rms:
+    equal, as a tail. The same count off by 2 x near_abs_rms is different."""
+    rms = _rms(grad)
+    group = {KEY: grad}                 # a float32 callable: float32's bound
+    k = int(3.4e-4 * grad.numel())
+    idx = _near_zero(grad, k)
+    assert k > RULE["max_fraction"] * grad.numel()
+    result, reason = trial_compare.check({KEY: _perturbed(grad, idx, 2.6e-5 * rms)}, group, 0.0)
+    assert result == "equal" and f"{KEY}: {k} of {grad.numel()} elements" in reason, reason
+    result, reason = trial_compare.check({KEY: _perturbed(grad, idx, 2 * RULE["near_abs_rms"] * rms)}, group, 0.0)
+    assert result == "different" and f"the worst over {RULE['near_abs_rms']:g} x rms" in reason, reason
+
+
 def test_a_changed_dtype_or_shape_is_never_a_tail(grad):
     assert trial_compare.check(_group(grad.double()), _group(grad), 0.0)[0] == "different"
     assert trial_compare.check(_group(grad.reshape(1024, 2048)), _group(grad), 0.0)[0] == "different"

@@ -8,8 +8,8 @@ softmax over 64k columns in float16 writes most of its outputs as subnormals, wh
 kernels differ by a step that no relative bound covers), widened by the baseline's own run-to-run
 difference x 4 (``tko.measure.bench.self_difference``'s margin) so that float atomics do not read as a
 change. A floating tensor that misses that bound only in a small tail (``trial_outputs_tail`` of
-``references/decision_rules.yaml``: few elements outside it, none far off, the relative norm error
-within the dtype's ``rel_norm``) still compares equal, and the reason gives the tail's numbers.
+``references/decision_rules.yaml``: few elements outside it, none far off, or any number each off by
+a hair of the tensor's rms; the relative norm error within the dtype's ``rel_norm``) still compares equal, and the reason gives the tail's numbers.
 """
 
 from __future__ import annotations
@@ -200,9 +200,10 @@ def _tail_failures(stats: dict, rel_norm: float, rms: float) -> list[str]:
     failed = []
     if not stats["rel_norm"] <= rel_norm:
         failed.append(f"relative norm error {stats['rel_norm']:.2g} over the dtype's {rel_norm:g}")
-    if not fraction <= rule["max_fraction"]:
+    near = stats["worst"] <= rule["near_abs_rms"] * rms   # every miss tiny: a sum in another order
+    if not fraction <= rule["max_fraction"] and not near:
         failed.append(f"{stats['outside']} of {stats['n']} elements ({fraction:.2g}) outside the element-wise "
-                      f"bound, over {rule['max_fraction']:g} of them")
+                      f"bound, over {rule['max_fraction']:g} of them, the worst over {rule['near_abs_rms']:g} x rms")
     if not stats["worst"] <= rule["max_abs_rms"] * rms:
         failed.append(f"worst |diff| {stats['worst']:.3g} over {rule['max_abs_rms']:g} x rms ({rms:.3g})")
     return failed
