@@ -127,6 +127,8 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
     """What the console gets at the end (investigation.md holds the rest): per hot kernel its
     share and decision, the program's finding and a measured change, the next commands, where
     the reports are."""
+    from tko.chains import rewrites
+
     steps = result["steps"]
     counts = {status: sum(s["status"] == status for s in steps) for status in ("failed", "skipped")}
     lines = [f"[investigate] done in {seconds:.1f} s: {len(result['kernels'])} kernel report(s), {len(steps)} steps "
@@ -147,7 +149,8 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
         lines.append(f"  ranks: {result['ranks']['verdict']}")
     if trials.get("what_to_change"):
         lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
-    patches = [h["patch"] for f in result.get("rewrites") or [] for h in f.get("found_by") or [] if h.get("patch")]
+    patches = [f"{h['patch']} ({rewrites.measured_brief(f)})" for f in result.get("rewrites") or []
+               for h in f.get("found_by") or [] if h.get("patch")]
     if patches:
         lines.append(f"  model rewrites written as patches (in the model's own names): {', '.join(patches)}")
     shown = (result.get("next_steps") or [])[:5]

@@ -673,7 +673,18 @@ def test_the_console_names_the_patches_written(tmp_path):
         {"how": "kernel_name", "kernel": "k"}, {"how": "model_code", "patch": "rewrites/norm_by_hand-rms_norm-10.patch"}]}]}
     lines = investigate.console_summary(result, tmp_path, 1.0)
     assert "  model rewrites written as patches (in the model's own names): rewrites/norm_by_hand-rms_norm-10.patch" \
-        in lines
+        " (no trial arm)" in lines
+    # what its arm measured beside each patch: the H100 gated MLP's gate_up_fused, no gain
+    result["rewrites"][0].update(arm="gate_up_fused", measured={
+        "arm": "gate_up_fused", "status": "ok", "x_baseline": 0.957, "beyond_noise": False, "outputs": "equal",
+        "peak_memory_mb": 930.0, "baseline_peak_memory_mb": 886.0})
+    assert any(line.endswith("rms_norm-10.patch (gate_up_fused 0.96x end to end, no measured gain, outputs equal, "
+                              "peak memory 886 -> 930 MiB)") for line in investigate.console_summary(result, tmp_path, 1.0))
+    result["rewrites"][0]["measured"].update(x_baseline=1.193, beyond_noise=True)
+    assert any("1.19x end to end, a measured gain, outputs equal" in line
+               for line in investigate.console_summary(result, tmp_path, 1.0))
+    result["rewrites"][0]["measured"] = None
+    assert any(line.endswith("(not measured)") for line in investigate.console_summary(result, tmp_path, 1.0))
     assert not any("patches" in line for line in investigate.console_summary(dict(result, rewrites=[]), tmp_path, 1.0))
 
 

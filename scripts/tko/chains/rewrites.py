@@ -136,6 +136,22 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
             + _applied_text(m) + _host_bound_text(m, step) + _stacked_text(m.get("stacked")))
 
 
+def measured_brief(f: dict) -> str:
+    """What a found rewrite's arm measured, in a few words (the console's line for its patch)."""
+    m = f.get("measured")
+    if not f.get("arm"):
+        return "no trial arm"
+    if not m:
+        return "not measured"
+    if m.get("x_baseline") is None or m.get("status") not in (None, "ok"):
+        return f"arm {m['arm']}: {m.get('status')}"
+    won = m["x_baseline"] > 1 and m.get("beyond_noise") and m.get("outputs") == "equal"
+    mem = (f", peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
+           if m.get("peak_memory_mb") is not None and m.get("baseline_peak_memory_mb") is not None else "")
+    return (f"{m['arm']} {m['x_baseline']:.2f}x end to end, {'a measured gain' if won else 'no measured gain'}, "
+            f"outputs {m.get('outputs')}{mem}")
+
+
 def _applied_text(m: dict) -> str:
     """What the pass did in the arm's last run (e.g. how many attention swaps took is_causal=True)."""
     said = [r for r in (m.get("replaced") or []) if isinstance(r, str) and r]
