@@ -748,6 +748,25 @@ def test_an_lm_head_module_with_viewed_logits_and_ignore_index_computes_the_same
         torch.testing.assert_close(g, w, atol=1e-5, rtol=1e-5)
 
 
+def test_the_patched_head_compiles_in_one_graph_in_a_fresh_process(tmp_path):
+    """The patch imports the op inside the function: in a process where it was never used, Dynamo traces
+    that import under fullgraph=True (the op registers at import, not on its first call, which Dynamo
+    refuses to trace: Library.__init__ is skipped)."""
+    import os
+
+    change = proposal(LM_HEAD, "large_vocab_cross_entropy", "F.cross_entropy(")["change"]
+    (tmp_path / "new_head.py").write_text(changed(LM_HEAD, change))
+    code = ("import torch, torch.nn.functional as F, new_head\n"
+            "torch.manual_seed(0)\nm = new_head.Head()\nh = torch.randn(2, 12, 16)\ny = torch.randint(0, 50, (2, 12))\n"
+            "loss = torch.compile(m, fullgraph=True)(h, y)\n"
+            "ref = F.cross_entropy(m.lm_head(h).view(-1, 50), y.view(-1))\n"
+            "torch.testing.assert_close(loss, ref, atol=1e-5, rtol=1e-5)\nprint('ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "scripts"), str(tmp_path)]))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("body, why", [
     ("loss = F.cross_entropy(h @ W.T, y, label_smoothing=0.1)", "label smoothing"),
     ("loss = F.cross_entropy(h @ W.T, y, cw)", "class weight"),

@@ -301,3 +301,7 @@ def _rewrite(graph, m: dict) -> None:
 def rewrite(graph) -> int:
     """Rewrite every match in ``graph`` (a torch.fx.Graph); returns how many."""
     return fx_match.rewrite_all(graph, _targets(), match, _rewrite)
+
+
+if "torch" in __import__("sys").modules:    # imported by a program using torch (the model-code patch imports it
+    op()                                     # inside a compiled function): registered now, not while Dynamo traces
