@@ -149,6 +149,8 @@ def console_summary(result: dict, out: Path, seconds: float) -> list[str]:
         lines.append(f"  ranks: {result['ranks']['verdict']}")
     if trials.get("what_to_change"):
         lines.append(f"  what to change (measured end to end): {trials['what_to_change']}")
+    if trials.get("memory_change"):
+        lines.append(f"  less memory (measured end to end): {trials['memory_change']}")
     patches = [f"{h['patch']} ({rewrites.measured_brief(f)})" for f in result.get("rewrites") or []
                for h in f.get("found_by") or [] if h.get("patch")]
     if patches:

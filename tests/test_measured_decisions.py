@@ -107,7 +107,40 @@ def test_a_winner_that_moves_peak_memory_says_by_how_much():
     assert said == f"{MAT}: 1.08x end to end, outputs equal; peak memory 3670 -> 7728 MiB (+111 %)"
     assert trial_evidence.trial_outcome(doc(3700.0))["what_to_change"] == f"{MAT}: 1.08x end to end, outputs equal"
     assert trial_evidence.trial_outcome(doc(2636.8))["what_to_change"].endswith("(-28 %)")
-    rows = trial_evidence.trials_section(doc(7728.126), "trials.json")["rows"]
+    assert trial_evidence.trial_outcome(doc(7728.126))["memory_change"] is None
+
+
+def test_an_arm_that_cuts_peak_memory_is_named_whether_or_not_it_wins():
+    """The H100 cross entropy: ce_chunked at 0.564x, peak memory 3670 -> 2637 MiB, outputs equal (a tail):
+    no winner on time, and the memory remedy said with its cost in speed. Different outputs: not said."""
+    base = 20.4413
+    ce = "chunked linear + cross entropy"
+
+    def doc(outputs):
+        arms = [dict(arm("baseline", base, base, 1.01), peak_memory_mb=3670.064),
+                dict(arm("ce_chunked", 36.2309, base, 1.01, outputs=outputs, change=ce), peak_memory_mb=2636.828),
+                dict(arm("eager_fallback", 20.4217, base, 1.01), peak_memory_mb=3670.064)]
+        return trials_doc(arms, 1.01)
+
+    outcome = trial_evidence.trial_outcome(doc("equal"))
+    assert outcome["winner"] is None
+    assert outcome["memory_change"] == (f"{ce}: peak memory 3670 -> 2637 MiB (-28 %) at 0.56x the baseline's speed "
+                                        "(beyond run-to-run noise), outputs equal")
+    assert trial_evidence.trials_section(doc("equal"), "t")["memory_change"] == outcome["memory_change"]
+    assert trial_evidence.trial_outcome(doc("different"))["memory_change"] is None
+
+
+def test_the_trial_tables_show_peak_memory():
+    base = 20.4413
+    doc = trials_doc([dict(arm("baseline", base, base, 1.01), peak_memory_mb=3670.064),
+                      dict(arm("max_autotune_no_cudagraphs", base / 1.08, base, 1.01, change=MAT),
+                           peak_memory_mb=7728.126)], 1.01)
+    rows = trial_evidence.trials_section(doc, "trials.json")["rows"]
+    from tko.chains import trial_report
+
+    text = trial_report.markdown(dict(doc, memory_change="ce_chunked: peak memory 3670 -> 2637 MiB (-28 %)"))
+    assert "| outputs | peak MiB | first step s |" in text and "| equal | 7728 | 1.00 |" in text
+    assert "\nLess memory: ce_chunked: peak memory 3670 -&gt; 2637 MiB (-28 %)\n" in text, text[-400:]
     assert [r["peak_memory_mb"] for r in rows] == [3670.064, 7728.126]
 
 

@@ -683,6 +683,10 @@ def test_the_console_names_the_patches_written(tmp_path):
     result["rewrites"][0]["measured"].update(x_baseline=1.193, beyond_noise=True)
     assert any("1.19x end to end, a measured gain, outputs equal" in line
                for line in investigate.console_summary(result, tmp_path, 1.0))
+    result["trials"] = {"what_to_change": "nothing tried beat the baseline beyond run-to-run noise (+-0.9 %)",
+                        "memory_change": "ce_chunked: peak memory 3670 -> 2637 MiB (-28 %) at 0.56x"}
+    assert "  less memory (measured end to end): ce_chunked: peak memory 3670 -> 2637 MiB (-28 %) at 0.56x" in \
+        investigate.console_summary(result, tmp_path, 1.0)
     result["rewrites"][0]["measured"] = None
     assert any(line.endswith("(not measured)") for line in investigate.console_summary(result, tmp_path, 1.0))
     assert not any("patches" in line for line in investigate.console_summary(dict(result, rewrites=[]), tmp_path, 1.0))

@@ -109,7 +109,8 @@ def trials_markdown(trials: dict | None) -> list[str]:
              f"{md.text(trials.get('device') or '?')}):", ""]
             + ([f"Plan, said before the rounds: {md.text(trials['plan'])}", ""] if trials.get("plan") else [])
             + md.table(["arm", "ms/step", "x baseline", "noise", "outputs", "peak MiB", "status"], rows)
-            + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""])
+            + ["", f"**What to change:** {md.text(trials.get('what_to_change'))}.", ""]
+            + ([f"**Less memory:** {md.text(trials['memory_change'])}.", ""] if trials.get("memory_change") else []))
 
 
 def _rewrite_step(result: dict, k: dict, where: str, compare: str, repro: str) -> str:

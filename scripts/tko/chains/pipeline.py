@@ -589,6 +589,7 @@ def trials_summary(path: Path | None, out: Path, recorded: bool) -> dict | None:
     section = trial_evidence.trials_section(doc, path.name)
     return {"path": str(path.relative_to(out)) if path.is_relative_to(out) else str(path), "recorded": recorded,
             "winner": section["winner"], "what_to_change": section["what_to_change"],
+            "memory_change": section["memory_change"],
             "noise_pct": section["noise_pct"], "device": section["device"], "runs": section["runs"],
             "plan": (doc.get("plan") or {}).get("text") if isinstance(doc.get("plan"), dict) else None,
             "arms": [{k: r[k] for k in ("name", "status", "median_ms", "x_baseline", "noise_pct", "beyond_noise",

@@ -42,6 +42,8 @@ def markdown(doc: dict) -> str:
               "First step s: the arm's first run, its compile into empty caches of its own (later runs "
               "read those caches)."]
     lines += ["", f"What to change: {md.text(doc['what_to_change'])}"]
+    if doc.get("memory_change"):
+        lines += [f"Less memory: {md.text(doc['memory_change'])}"]
     lines += [f"Note: {md.text(n)}" for n in doc.get("notes") or []]
     return "\n".join(lines) + "\n"
 

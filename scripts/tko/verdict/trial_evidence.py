@@ -138,6 +138,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     else:
         what = "no remedy arm finished a run: nothing measured"
     return {"ran": ran, "faster": faster, "undecided": undecided, "inside": inside, "winner": winner,
+            "memory_change": _less_memory(ran, next((a for a in trials.arms if a.name == "baseline"), None)),
             "tuning": [a for a in ran if a.name in TUNING_ARMS],
             "noise": noise, "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
@@ -152,6 +153,24 @@ def _memory_text(arm: Arm, base: Arm | None) -> str:
     if not a or not b or abs(a / b - 1.0) < threshold("peak_memory_change"):
         return ""
     return f"; peak memory {b:.0f} -> {a:.0f} MiB ({100.0 * (a / b - 1.0):+.0f} %)"
+
+
+def _less_memory(ran: list[Arm], base: Arm | None) -> str | None:
+    """The arm with equal outputs and the lowest peak memory, when that is ``peak_memory_change`` or
+    more under the baseline's, with its speed: a remedy for a program that runs out of memory (the
+    chunked cross entropy: -28 % at 0.56x), said whether or not it wins on time; else None."""
+    from ..base.decide import threshold
+
+    b = base.peak_memory_mb if base else None
+    kept = [a for a in ran if a.outputs == "equal" and a.peak_memory_mb and b
+            and a.peak_memory_mb <= (1.0 - threshold("peak_memory_change")) * b]
+    if not kept:
+        return None
+    a = min(kept, key=lambda arm: arm.peak_memory_mb)
+    speed = "beyond" if a.beyond_noise else "inside" if a.beyond_noise is False else "noise unknown:"
+    return (f"{a.change or a.name}: peak memory {b:.0f} -> {a.peak_memory_mb:.0f} MiB "
+            f"({100.0 * (a.peak_memory_mb / b - 1.0):+.0f} %) at {a.x_baseline:.2f}x the baseline's speed "
+            f"({speed} run-to-run noise), outputs equal")
 
 
 def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
@@ -285,7 +304,7 @@ def trials_section(doc: dict, label: str) -> dict:
     o = _outcome(trials)
     rows = [{k: _noise_pct(a.noise) if k == "noise_pct" else getattr(a, k) for k in TRIAL_ROW} for a in trials.arms]
     return {"label": label, "rows": rows, "winner": o["winner"].name if o["winner"] else None,
-            "what_to_change": o["what_to_change"], "noise": trials.noise, "noise_pct": o["noise_pct"],
+            "what_to_change": o["what_to_change"], "memory_change": o["memory_change"], "noise": trials.noise, "noise_pct": o["noise_pct"],
             "runs": trials.runs, "metric_from": trials.metric_from, "device": trials.device,
             "command": trials.command, "not_equal": [a.name for a in o["not_equal"]]}
 
