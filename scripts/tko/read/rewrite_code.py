@@ -701,7 +701,9 @@ def _cross_entropy(block: Block, i: int, line: int):
     notes = ["the N x V logits are never made: chunks of rows go through projection, log-softmax and loss, and "
              "the backward's grad h and grad W are made in the forward (this package's op tko::linear_cross_entropy; "
              "Liger-Kernel's LigerFusedLinearCrossEntropyLoss is the same method)",
-             "targets are class indices; h, the weight and the bias of one dtype (not under autocast)",
+             "targets are class indices, one per row of h (the op flattens h's leading dims; unviewed logits "
+             "must be 2-D, as F.cross_entropy reads a 3-D one's dim 1 as the classes); h, the weight and the "
+             "bias of one dtype (not under autocast)",
              "memory is the gain, not speed: compare the ce_chunked arm's peak memory and step time"]
     if how:
         notes.insert(1, how)
