@@ -127,9 +127,7 @@ def _measured_text(f: dict, repro: str, step: dict | None = None) -> str:
     if m.get("x_baseline") is None or m.get("status") not in (None, "ok"):
         # an arm that did not apply (or failed) measured the unchanged program: its speed says nothing
         return f"arm `{m['arm']}`: {md.text(m.get('status'))} ({md.text(m.get('reason') or m.get('replaced') or '')})."
-    mem = ""
-    if m.get("peak_memory_mb") is not None and m.get("baseline_peak_memory_mb") is not None:
-        mem = f"; peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
+    mem = f"; {_memory(m)}" if _memory(m) else ""
     noise = "beyond" if m.get("beyond_noise") else "inside" if m.get("beyond_noise") is False else "noise unknown:"
     return (f"measured end to end, arm `{m['arm']}`: {m['x_baseline']:.3f}x ({m['baseline_ms']:.4g} -> "
             f"{m['median_ms']:.4g} ms/step, {noise} run-to-run noise), outputs {md.text(m.get('outputs'))}{mem}."
@@ -145,11 +143,21 @@ def measured_brief(f: dict) -> str:
         return "not measured"
     if m.get("x_baseline") is None or m.get("status") not in (None, "ok"):
         return f"arm {m['arm']}: {m.get('status')}"
-    won = m["x_baseline"] > 1 and m.get("beyond_noise") and m.get("outputs") == "equal"
-    mem = (f", peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
-           if m.get("peak_memory_mb") is not None and m.get("baseline_peak_memory_mb") is not None else "")
-    return (f"{m['arm']} {m['x_baseline']:.2f}x end to end, {'a measured gain' if won else 'no measured gain'}, "
+    mem = f", {_memory(m)}" if _memory(m) else ""
+    return (f"{m['arm']} {m['x_baseline']:.2f}x end to end, {'a measured gain' if _won(m) else 'no measured gain'}, "
             f"outputs {m.get('outputs')}{mem}")
+
+
+def _won(m: dict) -> bool:
+    """The arm ran faster beyond the noise with outputs equal."""
+    return bool((m.get("x_baseline") or 0) > 1 and m.get("beyond_noise") and m.get("outputs") == "equal")
+
+
+def _memory(m: dict) -> str:
+    """"peak memory A -> B MiB" of the arm against the baseline, "" when either is unknown."""
+    if m.get("peak_memory_mb") is None or m.get("baseline_peak_memory_mb") is None:
+        return ""
+    return f"peak memory {m['baseline_peak_memory_mb']:.0f} -> {m['peak_memory_mb']:.0f} MiB"
 
 
 def _applied_text(m: dict) -> str:
@@ -158,11 +166,10 @@ def _applied_text(m: dict) -> str:
     if not said:
         return ""
     text = f" The pass: {md.text(said[-1])}."
-    won = (m.get("x_baseline") or 0) > 1 and m.get("beyond_noise") and m.get("outputs") == "equal"
     if "with is_causal=True" in said[-1]:
         text += " The masks the program passed were causal, so that is what was measured"
         text += (": write `is_causal=True` in place of the `attn_mask=` argument (the patch keeps the mask "
-                 "explicit: equal, but it does not open the flash kernels)." if won else ".")
+                 "explicit: equal, but it does not open the flash kernels)." if _won(m) else ".")
     return text
 
 

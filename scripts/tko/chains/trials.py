@@ -862,7 +862,8 @@ def finish(cmd, out: Path, arms: list[Arm], runs: int, budget_s: float, device: 
                "timeout_s": ctx.timeout, "device": device, "metric_from": ctx.metric_from,
                "order": ctx.order, "arms": rows, "noise": noise,
                "winner": winner.name if winner else None, "what_to_change": outcome["what_to_change"],
-               "memory_change": outcome["memory_change"], "plan": ctx.plan, "caches": ctx.caches, "compare_s": round(ctx.check.seconds, 2), "notes": notes}
+               "memory_change": outcome["memory_change"], "plan": ctx.plan, "caches": ctx.caches,
+               "compare_s": round(ctx.check.seconds, 2), "notes": notes}
     from .trial_report import markdown
 
     doc = write_artifact(out / "trials.json", SCHEMA, tool, payload)

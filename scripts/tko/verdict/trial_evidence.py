@@ -102,7 +102,8 @@ def _outcome(trials: RemedyTrials) -> dict:
     ran = [a for a in trials.arms if a.name != "baseline" and a.status == "ok" and a.x_baseline is not None]
     # "beyond noise" needs the baseline's own spread (two counted runs of it); files written
     # before that rule judged some arms from their own spread alone
-    base = next((a for a in trials.arms if a.name == "baseline" and a.spread is not None), None)
+    baseline = next((a for a in trials.arms if a.name == "baseline"), None)
+    base = baseline if baseline and baseline.spread is not None else None
     judged = [a for a in ran if base and a.beyond_noise is not None]
     faster = [a for a in judged if a.beyond_noise is True and a.x_baseline > 1.0]
     undecided = [a for a in ran if a not in judged and a.x_baseline > 1.0  # faster, noise unknown
@@ -116,7 +117,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     noise_pct = _noise_pct(noise)
     if winner:
         what = f"{winner.change or winner.name}: {winner.x_baseline:.2f}x end to end, outputs equal"
-        what += _memory_text(winner, base or next((a for a in trials.arms if a.name == "baseline"), None))
+        what += _memory_text(winner, baseline)
         if tied:
             what += (f" ({', '.join(a.x_text() for a in tied)} tied with it, under the clear lead"
                      f" of {_lead_pct():g} %: the smaller change is kept)")
@@ -138,7 +139,7 @@ def _outcome(trials: RemedyTrials) -> dict:
     else:
         what = "no remedy arm finished a run: nothing measured"
     return {"ran": ran, "faster": faster, "undecided": undecided, "inside": inside, "winner": winner,
-            "memory_change": _less_memory(ran, next((a for a in trials.arms if a.name == "baseline"), None)),
+            "memory_change": _less_memory(ran, baseline),
             "tuning": [a for a in ran if a.name in TUNING_ARMS],
             "noise": noise, "noise_pct": noise_pct, "not_equal": [a for a in faster if a is not winner and a.outputs != "equal"],
             "what_to_change": what}
@@ -152,7 +153,11 @@ def _memory_text(arm: Arm, base: Arm | None) -> str:
     a, b = arm.peak_memory_mb, base.peak_memory_mb if base else None
     if not a or not b or abs(a / b - 1.0) < threshold("peak_memory_change"):
         return ""
-    return f"; peak memory {b:.0f} -> {a:.0f} MiB ({100.0 * (a / b - 1.0):+.0f} %)"
+    return "; " + _peak_text(a, b)
+
+
+def _peak_text(a: float, b: float) -> str:
+    return f"peak memory {b:.0f} -> {a:.0f} MiB ({100.0 * (a / b - 1.0):+.0f} %)"
 
 
 def _less_memory(ran: list[Arm], base: Arm | None) -> str | None:
@@ -168,9 +173,8 @@ def _less_memory(ran: list[Arm], base: Arm | None) -> str | None:
         return None
     a = min(kept, key=lambda arm: arm.peak_memory_mb)
     speed = "beyond" if a.beyond_noise else "inside" if a.beyond_noise is False else "noise unknown:"
-    return (f"{a.change or a.name}: peak memory {b:.0f} -> {a.peak_memory_mb:.0f} MiB "
-            f"({100.0 * (a.peak_memory_mb / b - 1.0):+.0f} %) at {a.x_baseline:.2f}x the baseline's speed "
-            f"({speed} run-to-run noise), outputs equal")
+    return (f"{a.change or a.name}: {_peak_text(a.peak_memory_mb, b)} at {a.x_baseline:.2f}x the baseline's "
+            f"speed ({speed} run-to-run noise), outputs equal")
 
 
 def _least_change_of_ties(equal: list[Arm]) -> tuple[Arm | None, list[Arm]]:
@@ -304,7 +308,8 @@ def trials_section(doc: dict, label: str) -> dict:
     o = _outcome(trials)
     rows = [{k: _noise_pct(a.noise) if k == "noise_pct" else getattr(a, k) for k in TRIAL_ROW} for a in trials.arms]
     return {"label": label, "rows": rows, "winner": o["winner"].name if o["winner"] else None,
-            "what_to_change": o["what_to_change"], "memory_change": o["memory_change"], "noise": trials.noise, "noise_pct": o["noise_pct"],
+            "what_to_change": o["what_to_change"], "memory_change": o["memory_change"],
+            "noise": trials.noise, "noise_pct": o["noise_pct"],
             "runs": trials.runs, "metric_from": trials.metric_from, "device": trials.device,
             "command": trials.command, "not_equal": [a.name for a in o["not_equal"]]}
 
