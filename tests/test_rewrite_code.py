@@ -347,6 +347,8 @@ def test_returned_weights_and_a_library_file_say_what_to_do_instead(tmp_path):
     assert "(in `eager_attention_forward`): a transformers model" in text and "load the model with " \
            "attn_implementation=" in text and "(the catalog's template: attn_weights is read again" in text
     assert rewrite_code.library_advice("attention_by_hand", tmp_path / "mine" / "model.py") is None
+    llama = tmp_path / "site-packages" / "transformers" / "models" / "llama" / "modeling_llama.py"
+    assert "fused_linear_cross_entropy=True" in rewrite_code.library_advice("large_vocab_cross_entropy", llama)
 
 
 HAND_LN = '''

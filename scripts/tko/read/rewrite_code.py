@@ -792,6 +792,9 @@ LIBRARY_ADVICE = {
     ("transformers", "norm_by_hand"):
         "a transformers model's RMSNorm: swap it without editing the library (Liger-Kernel's "
         "apply_liger_kernel_to_<model>(rms_norm=True), or a subclass with F.rms_norm set on the model)",
+    ("transformers", "large_vocab_cross_entropy"):
+        "a transformers model's loss over the LM head's logits: swap it without editing the library "
+        "(Liger-Kernel's apply_liger_kernel_to_<model>(fused_linear_cross_entropy=True) never makes the logits)",
 }
 
 
